@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# normlab setup: installs every dependency from Debian packages, configures and builds.
+# Usage: scripts/setup.sh [--with-torch]   (--with-torch adds python3-torch for fixtures and benchmarks)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(build-essential cmake ninja-build pkg-config
+          libdnnl-dev libsentencepiece-dev sentencepiece nlohmann-json3-dev libcli11-dev libfmt-dev
+          libgtest-dev libgmock-dev bible-kjv)
+for arg in "$@"; do
+  case "$arg" in
+    --with-torch) packages+=(python3-torch python3-numpy) ;;
+    *) echo "setup.sh: unknown option '$arg' (known: --with-torch)" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""; [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build

@@ -1,0 +1,135 @@
+#include "common/config_reader.h"
+
+#include <cmath>
+#include <limits>
+
+namespace normlab {
+
+ConfigReader::ConfigReader(const Json& section, std::string where) : json_(section), where_(std::move(where)) {
+  if (!json_.is_object()) fail("{}: expected an object {{...}}, got {}", where_, json_.dump());
+}
+
+const Json* ConfigReader::find(const std::string& key) {
+  known_.insert(key);
+  auto it = json_.find(key);
+  return it == json_.end() ? nullptr : &*it;
+}
+
+void ConfigReader::wrong_type(const std::string& key, const char* expected, const Json& value) const {
+  fail("{}.{}: expected {}, got {}", where_, key, expected, value.dump());
+}
+
+void ConfigReader::read(const std::string& key, int& out, int min, int max) {
+  const Json* v = find(key);
+  if (!v) return;
+  if (!v->is_number_integer()) wrong_type(key, "an integer", *v);
+  auto value = v->get<int64_t>();
+  if (value < min || value > max) fail("{}.{}: {} is out of range [{}, {}]", where_, key, value, min, max);
+  out = static_cast<int>(value);
+}
+
+void ConfigReader::read(const std::string& key, double& out, double min, double max) {
+  const Json* v = find(key);
+  if (!v) return;
+  if (!v->is_number()) wrong_type(key, "a number", *v);
+  double value = v->get<double>();
+  if (!std::isfinite(value) || value < min || value > max)
+    fail("{}.{}: {} is out of range [{}, {}]", where_, key, value, min, max);
+  out = value;
+}
+
+void ConfigReader::read(const std::string& key, bool& out) {
+  const Json* v = find(key);
+  if (!v) return;
+  if (!v->is_boolean()) wrong_type(key, "true or false", *v);
+  out = v->get<bool>();
+}
+
+void ConfigReader::read(const std::string& key, std::string& out, const std::vector<std::string>& choices) {
+  const Json* v = find(key);
+  if (!v) return;
+  if (!v->is_string()) wrong_type(key, "a string", *v);
+  auto value = v->get<std::string>();
+  if (!choices.empty() && std::find(choices.begin(), choices.end(), value) == choices.end()) {
+    std::string list;
+    for (const auto& c : choices) list += (list.empty() ? "" : ", ") + c;
+    fail("{}.{}: '{}' is not one of: {}", where_, key, value, list);
+  }
+  out = value;
+}
+
+void ConfigReader::read(const std::string& key, std::optional<bool>& out) {
+  const Json* v = find(key);
+  if (!v) return;
+  if (v->is_boolean()) out = v->get<bool>();
+  else if (v->is_string() && v->get<std::string>() == "auto") out.reset();
+  else wrong_type(key, "true, false or \"auto\"", *v);
+}
+
+void ConfigReader::read(const std::string& key, uint64_t& out) {
+  const Json* v = find(key);
+  if (!v) return;
+  if (!v->is_number_integer() || v->get<int64_t>() < 0) wrong_type(key, "a non-negative integer", *v);
+  out = v->get<uint64_t>();
+}
+
+void ConfigReader::read(const std::string& key, std::vector<std::string>& out) {
+  const Json* v = find(key);
+  if (!v) return;
+  if (!v->is_array()) wrong_type(key, "a list of strings", *v);
+  out.clear();
+  for (const Json& e : *v) {
+    if (!e.is_string()) wrong_type(key, "a list of strings", *v);
+    out.push_back(e.get<std::string>());
+  }
+}
+
+void ConfigReader::section(const std::string& key, const std::function<void(ConfigReader&)>& fn) {
+  const Json* v = find(key);
+  if (!v) return;
+  ConfigReader sub(*v, where_ + "." + key);
+  fn(sub);
+  sub.finish();
+}
+
+void ConfigReader::read(const std::string& key, Json& out) {
+  const Json* v = find(key);
+  if (!v) return;
+  if (!v->is_object()) wrong_type(key, "an object", *v);
+  out = *v;
+}
+
+void ConfigReader::finish() const {
+  for (const auto& [key, value] : json_.items()) {
+    if (known_.contains(key)) continue;
+    std::string list;
+    for (const auto& k : known_) list += (list.empty() ? "" : ", ") + k;
+    fail("{}: unknown key '{}' (known keys: {})", where_, key, list);
+  }
+}
+
+void apply_override(Json& doc, const std::string& assignment) {
+  auto eq = assignment.find('=');
+  if (eq == std::string::npos || eq == 0)
+    fail("override '{}': expected key=value, e.g. model.n_layers=12", assignment);
+  std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
+  Json value = Json::parse(text, nullptr, false);
+  if (value.is_discarded()) value = text;
+  Json* node = &doc;
+  size_t start = 0;
+  while (true) {
+    size_t dot = path.find('.', start);
+    std::string key = path.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    if (key.empty()) fail("override '{}': empty key in path '{}'", assignment, path);
+    if (!node->is_object()) fail("override '{}': '{}' is not a section", assignment, key);
+    if (dot == std::string::npos) {
+      (*node)[key] = value;
+      return;
+    }
+    node = &(*node)[key];
+    if (node->is_null()) *node = Json::object();
+    start = dot + 1;
+  }
+}
+
+}  // namespace normlab

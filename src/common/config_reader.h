@@ -1,0 +1,52 @@
+#pragma once
+// Strict reading of a JSON config section into a struct. Every key must be known, every value of
+// the right type and in range; anything else is a one-line error naming the full key path and the
+// fix. Reading a section back out (to_json) gives the fully explicit config recorded in each run.
+#include <functional>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+
+namespace normlab {
+
+using Json = nlohmann::ordered_json;
+
+class ConfigReader {
+ public:
+  // `where` names the section in messages, e.g. "config.json: model".
+  ConfigReader(const Json& section, std::string where);
+
+  void read(const std::string& key, int& out, int min, int max);
+  void read(const std::string& key, double& out, double min, double max);
+  void read(const std::string& key, bool& out);
+  void read(const std::string& key, std::string& out, const std::vector<std::string>& choices);  // empty = any
+  void read(const std::string& key, std::optional<bool>& out);                                    // true|false|"auto"
+  void read(const std::string& key, uint64_t& out);
+  void read(const std::string& key, std::vector<std::string>& out);
+  // A nested section; fn reads it with its own ConfigReader.
+  void section(const std::string& key, const std::function<void(ConfigReader&)>& fn);
+  // Free-form object kept as JSON (variant switches are validated by the variant itself).
+  void read(const std::string& key, Json& out);
+  // Fails on the first key that no read() asked for.
+  void finish() const;
+  const std::string& where() const { return where_; }
+
+ private:
+  const Json* find(const std::string& key);
+  [[noreturn]] void wrong_type(const std::string& key, const char* expected, const Json& value) const;
+
+  const Json& json_;
+  std::string where_;
+  std::set<std::string> known_;
+};
+
+// Applies "a.b.c=value" overrides to a JSON document; the value is parsed as JSON if it can be
+// (numbers, true/false, quoted strings, arrays), else taken as a string.
+void apply_override(Json& doc, const std::string& assignment);
+
+}  // namespace normlab

@@ -1,0 +1,154 @@
+#include "engine/graph.h"
+
+#include <cstring>
+
+#include "common/error.h"
+#include "engine/ops.h"
+
+namespace normlab::engine {
+
+namespace {
+constexpr size_t kAlign = 64;
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+// std::vector<std::byte> storage aligned to kAlign by over-allocating and offsetting.
+std::byte* aligned_base(std::vector<std::byte>& arena, size_t bytes) {
+  arena.assign(bytes + kAlign, std::byte{0});
+  auto addr = reinterpret_cast<uintptr_t>(arena.data());
+  return arena.data() + (align_up(addr) - addr);
+}
+}  // namespace
+
+TensorId Graph::add_tensor(TensorSpec spec) {
+  if (planned_) fail("internal: tensor '{}' added after the graph was planned", spec.name);
+  if (by_name_.contains(spec.name)) fail("internal: tensor name '{}' used twice", spec.name);
+  auto id = static_cast<TensorId>(tensors_.size());
+  by_name_.emplace(spec.name, id);
+  tensors_.push_back(std::move(spec));
+  return id;
+}
+
+TensorId Graph::parameter(const std::string& name, Shape shape, Role role, bool weight_decay) {
+  TensorSpec s;
+  s.name = name;
+  s.shape = shape;
+  s.dtype = float_type_;
+  s.kind = TensorKind::parameter;
+  s.role = role;
+  s.requires_grad = true;
+  s.weight_decay = weight_decay;
+  TensorId id = add_tensor(std::move(s));
+  parameters_.push_back(id);
+  return id;
+}
+
+TensorId Graph::input(const std::string& name, Shape shape, DType dtype) {
+  TensorSpec s;
+  s.name = name;
+  s.shape = shape;
+  s.dtype = dtype;
+  s.kind = TensorKind::input;
+  return add_tensor(std::move(s));
+}
+
+TensorId Graph::activation(const std::string& name, Shape shape, bool requires_grad, DType dtype) {
+  TensorSpec s;
+  s.name = name;
+  s.shape = shape;
+  s.dtype = dtype;
+  s.requires_grad = requires_grad;
+  return add_tensor(std::move(s));
+}
+
+TensorId Graph::view(TensorId base, const std::string& name, Shape shape) {
+  const TensorSpec& b = spec(base);
+  if (shape.numel() != b.shape.numel())
+    fail("internal: view '{}' {} does not match the size of '{}' {}", name, shape.str(), b.name, b.shape.str());
+  TensorSpec s;
+  s.name = name;
+  s.shape = shape;
+  s.dtype = b.dtype;
+  s.kind = TensorKind::view;
+  s.requires_grad = b.requires_grad;
+  s.view_of = b.view_of == kNoTensor ? base : b.view_of;
+  return add_tensor(std::move(s));
+}
+
+void Graph::record(Node node) {
+  if (planned_) fail("internal: node recorded after the graph was planned");
+  node.index = static_cast<int>(nodes_.size());
+  nodes_.push_back(node);
+}
+
+void Graph::plan() {
+  size_t param_bytes = 0, act_bytes = 0, act_grad_bytes = 0, workspace_bytes = 0;
+  for (TensorSpec& t : tensors_) {
+    if (t.kind == TensorKind::view) continue;
+    size_t n = align_up(t.bytes());
+    if (t.kind == TensorKind::parameter) {
+      t.offset = t.grad_offset = param_bytes;
+      param_bytes += n;
+    } else {
+      t.offset = act_bytes;
+      act_bytes += n;
+      if (t.requires_grad) {
+        t.grad_offset = act_grad_bytes;
+        act_grad_bytes += n;
+      }
+    }
+  }
+  for (const Node& n : nodes_) workspace_bytes = std::max(workspace_bytes, n.workspace_bytes);
+
+  std::byte* params = aligned_base(param_arena_, param_bytes);
+  std::byte* grads = aligned_base(grad_arena_, param_bytes);
+  std::byte* acts = aligned_base(act_arena_, act_bytes);
+  std::byte* act_grads = aligned_base(act_grad_arena_, act_grad_bytes);
+  workspace_ = aligned_base(workspace_arena_, workspace_bytes);
+  for (TensorSpec& t : tensors_) {
+    if (t.kind == TensorKind::view) continue;
+    bool is_param = t.kind == TensorKind::parameter;
+    t.data = (is_param ? params : acts) + t.offset;
+    if (t.requires_grad) t.grad = (is_param ? grads : act_grads) + t.grad_offset;
+  }
+  for (TensorSpec& t : tensors_) {
+    if (t.kind != TensorKind::view) continue;
+    t.data = tensors_[static_cast<size_t>(t.view_of)].data;
+    t.grad = tensors_[static_cast<size_t>(t.view_of)].grad;
+  }
+  planned_ = true;
+}
+
+void Graph::forward(bool training) {
+  if (!planned_) plan();
+  training_ = training;
+  for (const Node& n : nodes_) op_def(n.op).forward(*this, n);
+}
+
+void Graph::backward(TensorId loss, double loss_grad) {
+  if (!requires_grad(loss)) fail("internal: backward from '{}', which does not depend on any parameter", spec(loss).name);
+  std::memset(act_grad_arena_.data(), 0, act_grad_arena_.size());
+  dispatch_float(float_type_, [&]<typename T>() { *grad<T>(loss) = static_cast<T>(loss_grad); });
+  for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
+    if (requires_grad(it->out)) op_def(it->op).backward(*this, *it);
+}
+
+void Graph::zero_param_grads() { std::memset(grad_arena_.data(), 0, grad_arena_.size()); }
+
+TensorId Graph::find(const std::string& name) const {
+  auto it = by_name_.find(name);
+  return it == by_name_.end() ? kNoTensor : it->second;
+}
+
+TensorId Graph::at(const std::string& name) const {
+  TensorId id = find(name);
+  if (id == kNoTensor) fail("no tensor named '{}' in this model", name);
+  return id;
+}
+
+size_t Graph::parameter_count() const {
+  size_t n = 0;
+  for (TensorId p : parameters_) n += static_cast<size_t>(spec(p).shape.numel());
+  return n;
+}
+
+}  // namespace normlab::engine

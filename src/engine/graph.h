@@ -1,0 +1,110 @@
+#pragma once
+// The computation graph: a static tape. A model is built once as a list of nodes (op + tensors);
+// plan() lays out every parameter, activation, gradient and the shared scratch workspace in four
+// arenas; each step then runs forward() over the nodes and backward() over them in reverse.
+// Because the architecture does not change between steps, the tape is recorded once and replayed,
+// and a step performs no heap allocation (as in llm.c, whose memory is planned up front).
+#include <array>
+#include <cstddef>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace normlab::engine {
+
+enum class OpKind : uint8_t;
+
+// Attributes of one node; each op documents which slots it uses.
+struct OpAttrs {
+  std::array<double, 4> f{};
+  std::array<int64_t, 4> i{};
+};
+
+struct Node {
+  OpKind op{};
+  std::array<TensorId, 4> in{kNoTensor, kNoTensor, kNoTensor, kNoTensor};
+  TensorId out = kNoTensor;
+  std::array<TensorId, 2> saved{kNoTensor, kNoTensor};  // statistics the backward pass needs
+  OpAttrs attr;
+  size_t workspace_bytes = 0;  // scratch shared by all nodes, valid during one forward/backward call
+  int index = 0;               // position on the tape; also seeds dropout
+};
+
+class Graph {
+ public:
+  explicit Graph(DType float_type = DType::f32) : float_type_(float_type) {}
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+
+  DType float_type() const { return float_type_; }
+
+  // --- building ---
+  TensorId parameter(const std::string& name, Shape shape, Role role, bool weight_decay);
+  TensorId input(const std::string& name, Shape shape, DType dtype);
+  TensorId activation(const std::string& name, Shape shape, bool requires_grad, DType dtype);
+  TensorId activation(const std::string& name, Shape shape, bool requires_grad) {
+    return activation(name, shape, requires_grad, float_type_);
+  }
+  // A reshape that shares storage and gradient storage with its base.
+  TensorId view(TensorId base, const std::string& name, Shape shape);
+  void record(Node node);
+  void plan();
+  bool planned() const { return planned_; }
+
+  // --- running ---
+  void forward(bool training);
+  // Seeds d(loss) = loss_grad and accumulates every parameter gradient (+=), so gradient
+  // accumulation over micro-batches is just several backward() calls between zero_param_grads().
+  void backward(TensorId loss, double loss_grad = 1.0);
+  void zero_param_grads();
+  void set_step(uint64_t step) { step_ = step; }  // dropout masks are a function of (seed, step, node)
+  void set_seed(uint64_t seed) { seed_ = seed; }
+  uint64_t step() const { return step_; }
+  uint64_t seed() const { return seed_; }
+  bool training() const { return training_; }
+
+  // --- access ---
+  const TensorSpec& spec(TensorId id) const { return tensors_[static_cast<size_t>(id)]; }
+  const Shape& shape(TensorId id) const { return spec(id).shape; }
+  bool requires_grad(TensorId id) const { return id != kNoTensor && spec(id).requires_grad; }
+  template <typename T>
+  T* data(TensorId id) const { return static_cast<T*>(spec(id).data); }
+  template <typename T>
+  T* grad(TensorId id) const { return static_cast<T*>(spec(id).grad); }
+  std::byte* workspace() const { return workspace_; }
+
+  TensorId find(const std::string& name) const;  // kNoTensor if absent
+  TensorId at(const std::string& name) const;     // throws normlab::Error if absent
+  const std::vector<TensorId>& parameters() const { return parameters_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
+  size_t tensor_count() const { return tensors_.size(); }
+  size_t parameter_count() const;  // scalars
+  size_t arena_bytes() const { return param_arena_.size() + grad_arena_.size() + act_arena_.size() + act_grad_arena_.size(); }
+
+ private:
+  TensorId add_tensor(TensorSpec spec);
+
+  DType float_type_;
+  std::vector<TensorSpec> tensors_;
+  std::vector<Node> nodes_;
+  std::vector<TensorId> parameters_;
+  std::unordered_map<std::string, TensorId> by_name_;
+  std::vector<std::byte> param_arena_, grad_arena_, act_arena_, act_grad_arena_, workspace_arena_;
+  std::byte* workspace_ = nullptr;
+  bool planned_ = false;
+  bool training_ = false;
+  uint64_t step_ = 0;
+  uint64_t seed_ = 0;
+};
+
+// Calls fn.template operator()<T>() with T = float or double, by the graph's float type.
+template <typename Fn>
+void dispatch_float(DType t, Fn&& fn) {
+  if (t == DType::f64) fn.template operator()<double>();
+  else fn.template operator()<float>();
+}
+
+}  // namespace normlab::engine

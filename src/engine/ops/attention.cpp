@@ -1,0 +1,113 @@
+// Causal multi-head softmax attention on q, k, v [B, T, H·D] (heads side by side in each row).
+// Per batch b and head h, with Q, K, V the [T, D] slices and s = 1/√D:
+//
+//   S = s·Q Kᵀ,   P = softmax(S + M) row-wise (M = −∞ above the diagonal),   O = P V
+//
+// Backward, with G = ∂L/∂O:
+//
+//   ∂L/∂V = Pᵀ G,   ∂L/∂P = G Vᵀ,   ∂L/∂S = P ⊙ (∂L/∂P − rowsum(P ⊙ ∂L/∂P))   (softmax Jacobian)
+//   ∂L/∂Q = s·(∂L/∂S) K,   ∂L/∂K = s·(∂L/∂S)ᵀ Q
+//
+// P [B, H, T, T] is saved. Each (b, h) runs its GEMMs single-threaded inside one parallel loop;
+// the backward's ∂L/∂P lives in a per-thread [T, T] slice of the graph workspace.
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "engine/gemm.h"
+#include "engine/ops.h"
+
+namespace normlab::engine {
+namespace {
+
+enum Slot { kQ, kK, kV };
+
+struct Dims {
+  int64_t batch, time, width, heads, dim;
+};
+Dims dims_of(const Graph& g, const Node& n) {
+  const Shape& s = g.shape(n.in[kQ]);
+  return {s[0], s[1], s[2], n.attr.i[0], s[2] / n.attr.i[0]};
+}
+
+template <typename T>
+void forward_kernel(Graph& g, const Node& n) {
+  const Dims d = dims_of(g, n);
+  const T scale = T(1) / std::sqrt(static_cast<T>(d.dim));
+  const T *q = g.data<T>(n.in[kQ]), *k = g.data<T>(n.in[kK]), *v = g.data<T>(n.in[kV]);
+  T* out = g.data<T>(n.out);
+  T* probs = g.data<T>(n.saved[0]);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < d.batch; ++b)
+    for (int64_t h = 0; h < d.heads; ++h) {
+      const int64_t offset = b * d.time * d.width + h * d.dim;
+      T* p = probs + (b * d.heads + h) * d.time * d.time;
+      gemm(false, true, d.time, d.time, d.dim, scale, q + offset, d.width, k + offset, d.width, T(0), p, d.time);
+      for (int64_t t = 0; t < d.time; ++t) {
+        T* row = p + t * d.time;
+        T max = -std::numeric_limits<T>::infinity();
+        for (int64_t j = 0; j <= t; ++j) max = std::max(max, row[j]);
+        T sum = 0;
+        for (int64_t j = 0; j <= t; ++j) sum += (row[j] = std::exp(row[j] - max));
+        for (int64_t j = 0; j <= t; ++j) row[j] /= sum;
+        std::fill(row + t + 1, row + d.time, T(0));
+      }
+      gemm(false, false, d.time, d.dim, d.time, T(1), p, d.time, v + offset, d.width, T(0), out + offset, d.width);
+    }
+}
+
+template <typename T>
+void backward_kernel(Graph& g, const Node& n) {
+  const Dims d = dims_of(g, n);
+  const T scale = T(1) / std::sqrt(static_cast<T>(d.dim));
+  const T *q = g.data<T>(n.in[kQ]), *k = g.data<T>(n.in[kK]), *v = g.data<T>(n.in[kV]);
+  const T* dout = g.grad<T>(n.out);
+  const T* probs = g.data<T>(n.saved[0]);
+  T* dq = g.requires_grad(n.in[kQ]) ? g.grad<T>(n.in[kQ]) : nullptr;
+  T* dk = g.requires_grad(n.in[kK]) ? g.grad<T>(n.in[kK]) : nullptr;
+  T* dv = g.requires_grad(n.in[kV]) ? g.grad<T>(n.in[kV]) : nullptr;
+  const int threads = static_cast<int>(std::min<int64_t>(n.attr.i[1], omp_get_max_threads()));
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
+  for (int64_t b = 0; b < d.batch; ++b)
+    for (int64_t h = 0; h < d.heads; ++h) {
+      const int64_t offset = b * d.time * d.width + h * d.dim;
+      const T* p = probs + (b * d.heads + h) * d.time * d.time;
+      T* dp = reinterpret_cast<T*>(g.workspace()) + omp_get_thread_num() * d.time * d.time;
+      if (dv) gemm(true, false, d.time, d.dim, d.time, T(1), p, d.time, dout + offset, d.width, T(1), dv + offset, d.width);
+      gemm(false, true, d.time, d.time, d.dim, T(1), dout + offset, d.width, v + offset, d.width, T(0), dp, d.time);
+      for (int64_t t = 0; t < d.time; ++t) {
+        const T* prow = p + t * d.time;
+        T* row = dp + t * d.time;
+        T dot = 0;
+        for (int64_t j = 0; j <= t; ++j) dot += prow[j] * row[j];
+        for (int64_t j = 0; j <= t; ++j) row[j] = prow[j] * (row[j] - dot);
+        std::fill(row + t + 1, row + d.time, T(0));
+      }
+      if (dq) gemm(false, false, d.time, d.dim, d.time, scale, dp, d.time, k + offset, d.width, T(1), dq + offset, d.width);
+      if (dk) gemm(true, false, d.time, d.dim, d.time, scale, dp, d.time, q + offset, d.width, T(1), dk + offset, d.width);
+    }
+}
+
+void forward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); }); }
+void backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); }); }
+
+}  // namespace
+
+extern const OpDef kAttentionOp{"attention", forward, backward};
+
+TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads) {
+  const Shape& s = g.shape(q);
+  if (s.rank != 3 || s[2] % heads != 0) fail("attention needs [B,T,H·D] inputs; got {} with {} heads", s.str(), heads);
+  Node n = make_node(OpKind::attention, q, k, v);
+  n.out = like(g, name, q, {q, k, v});
+  n.saved[0] = g.activation(name + ".probs", Shape{s[0], heads, s[1], s[1]}, false);
+  n.attr.i[0] = heads;
+  n.attr.i[1] = omp_get_max_threads();  // workspace slices planned for this many threads
+  n.workspace_bytes = static_cast<size_t>(n.attr.i[1] * s[1] * s[1]) * dtype_size(g.float_type());
+  g.record(n);
+  return n.out;
+}
+
+}  // namespace normlab::engine

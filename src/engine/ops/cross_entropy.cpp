@@ -1,0 +1,74 @@
+// Softmax cross-entropy averaged over the N rows of logits [N, V] with integer targets [N]:
+//
+//   ℓ = (1/N) Σ_r [ lse(z_r) − z_r[t_r] ],   lse(z) = log Σ_j exp(z_j)
+//   ∂ℓ/∂z_r[j] = (softmax(z_r)[j] − [j = t_r]) / N
+//
+// Saved: lse per row. The mean is summed in row order, so it is bit-identical for any thread count.
+#include <algorithm>
+#include <cmath>
+
+#include "engine/ops.h"
+
+namespace normlab::engine {
+namespace {
+
+template <typename T>
+void forward_kernel(Graph& g, const Node& n) {
+  const Shape& s = g.shape(n.in[0]);
+  const int64_t rows = s.rows(), vocab = s.last();
+  const T* z = g.data<T>(n.in[0]);
+  const int32_t* target = g.data<int32_t>(n.in[1]);
+  T* lse = g.data<T>(n.saved[0]);
+  T* row_loss = reinterpret_cast<T*>(g.workspace());
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* zr = z + r * vocab;
+    const T max = *std::max_element(zr, zr + vocab);
+    T sum = 0;
+    for (int64_t j = 0; j < vocab; ++j) sum += std::exp(zr[j] - max);
+    lse[r] = max + std::log(sum);
+    row_loss[r] = lse[r] - zr[target[r]];
+  }
+  T total = 0;
+  for (int64_t r = 0; r < rows; ++r) total += row_loss[r];
+  *g.data<T>(n.out) = total / static_cast<T>(rows);
+}
+
+template <typename T>
+void backward_kernel(Graph& g, const Node& n) {
+  const Shape& s = g.shape(n.in[0]);
+  const int64_t rows = s.rows(), vocab = s.last();
+  const T* z = g.data<T>(n.in[0]);
+  const int32_t* target = g.data<int32_t>(n.in[1]);
+  const T* lse = g.data<T>(n.saved[0]);
+  const T scale = *g.grad<T>(n.out) / static_cast<T>(rows);
+  T* dz = g.grad<T>(n.in[0]);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* zr = z + r * vocab;
+    T* dr = dz + r * vocab;
+    for (int64_t j = 0; j < vocab; ++j) dr[j] += scale * std::exp(zr[j] - lse[r]);
+    dr[target[r]] -= scale;
+  }
+}
+
+void forward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); }); }
+void backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); }); }
+
+}  // namespace
+
+extern const OpDef kCrossEntropyOp{"cross_entropy", forward, backward};
+
+TensorId cross_entropy(Graph& g, const std::string& name, TensorId logits, TensorId targets) {
+  const int64_t rows = g.shape(logits).rows();
+  if (g.shape(targets).numel() != rows)
+    fail("internal: cross_entropy has {} logit rows but {} targets", rows, g.shape(targets).numel());
+  Node n = make_node(OpKind::cross_entropy, logits, targets);
+  n.out = g.activation(name, Shape{}, g.requires_grad(logits));
+  n.saved[0] = g.activation(name + ".lse", Shape{rows}, false);
+  n.workspace_bytes = static_cast<size_t>(rows) * dtype_size(g.float_type());
+  g.record(n);
+  return n.out;
+}
+
+}  // namespace normlab::engine

@@ -1,0 +1,98 @@
+// Token embedding and learned absolute positions.
+//
+// embedding:     out[r] = E[id_r]                 ∂L/∂E[v] = Σ_{r: id_r = v} g[r]
+// position_add:  out[b,t] = x[b,t] + P[t]         ∂L/∂x = g,  ∂L/∂P[t] = Σ_b g[b,t]
+//
+// The scatter-add into E is parallel over column blocks (each thread owns a slice of every row),
+// so it needs no atomics and its sums do not depend on the thread count.
+#include <algorithm>
+
+#include "engine/ops.h"
+
+namespace normlab::engine {
+namespace {
+
+template <typename T>
+void embedding_forward_kernel(Graph& g, const Node& n) {
+  const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
+  const int32_t* ids = g.data<int32_t>(n.in[0]);
+  const T* table = g.data<T>(n.in[1]);
+  T* out = g.data<T>(n.out);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) std::copy_n(table + ids[r] * d, d, out + r * d);
+}
+
+template <typename T>
+void embedding_backward_kernel(Graph& g, const Node& n) {
+  const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
+  const int32_t* ids = g.data<int32_t>(n.in[0]);
+  const T* dout = g.grad<T>(n.out);
+  T* dtable = g.grad<T>(n.in[1]);
+  constexpr int64_t kBlock = 16;
+#pragma omp parallel for schedule(static)
+  for (int64_t c0 = 0; c0 < d; c0 += kBlock) {
+    const int64_t c1 = std::min(d, c0 + kBlock);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = c0; c < c1; ++c) dtable[ids[r] * d + c] += dout[r * d + c];
+  }
+}
+
+template <typename T>
+void position_forward_kernel(Graph& g, const Node& n) {
+  const Shape& s = g.shape(n.out);
+  const int64_t batch = s[0], time = s[1], d = s[2];
+  const T *x = g.data<T>(n.in[0]), *pos = g.data<T>(n.in[1]);
+  T* out = g.data<T>(n.out);
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t t = 0; t < time; ++t)
+      for (int64_t c = 0; c < d; ++c) out[(b * time + t) * d + c] = x[(b * time + t) * d + c] + pos[t * d + c];
+}
+
+template <typename T>
+void position_backward_kernel(Graph& g, const Node& n) {
+  const Shape& s = g.shape(n.out);
+  const int64_t batch = s[0], time = s[1], d = s[2];
+  const T* dout = g.grad<T>(n.out);
+  if (g.requires_grad(n.in[0])) {
+    T* dx = g.grad<T>(n.in[0]);
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < batch * time * d; ++i) dx[i] += dout[i];
+  }
+  if (g.requires_grad(n.in[1])) {
+    T* dpos = g.grad<T>(n.in[1]);
+#pragma omp parallel for schedule(static)
+    for (int64_t t = 0; t < time; ++t)
+      for (int64_t b = 0; b < batch; ++b)
+        for (int64_t c = 0; c < d; ++c) dpos[t * d + c] += dout[(b * time + t) * d + c];
+  }
+}
+
+void embedding_forward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { embedding_forward_kernel<T>(g, n); }); }
+void embedding_backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { embedding_backward_kernel<T>(g, n); }); }
+void position_forward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { position_forward_kernel<T>(g, n); }); }
+void position_backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { position_backward_kernel<T>(g, n); }); }
+
+}  // namespace
+
+extern const OpDef kEmbeddingOp{"embedding", embedding_forward, embedding_backward};
+extern const OpDef kPositionAddOp{"position_add", position_forward, position_backward};
+
+TensorId embedding(Graph& g, const std::string& name, TensorId ids, TensorId table) {
+  const Shape& s = g.shape(ids);
+  Shape out_shape = s;
+  out_shape.dims[static_cast<size_t>(out_shape.rank++)] = g.shape(table)[1];
+  Node n = make_node(OpKind::embedding, ids, table);
+  n.out = g.activation(name, out_shape, g.requires_grad(table));
+  g.record(n);
+  return n.out;
+}
+
+TensorId position_add(Graph& g, const std::string& name, TensorId x, TensorId positions) {
+  Node n = make_node(OpKind::position_add, x, positions);
+  n.out = like(g, name, x, {x, positions});
+  g.record(n);
+  return n.out;
+}
+
+}  // namespace normlab::engine

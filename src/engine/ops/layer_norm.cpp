@@ -1,0 +1,120 @@
+// LayerNorm (Ba et al. 2016), per row x ∈ R^d, statistics in the working precision (fp32 or fp64):
+//
+//   μ = mean(x),  v = mean((x − μ)²),  r = (v + ε)^(−1/2),  x̂ = (x − μ)·r,  y = γ ⊙ x̂ + β
+//
+// Backward, with g = ∂L/∂y and ĝ = γ ⊙ g (the Jacobian ∂x̂/∂x = r·(I − 11ᵀ/d − x̂x̂ᵀ/d)):
+//
+//   ∂L/∂x = r · [ ĝ − mean(ĝ) − x̂ · mean(ĝ ⊙ x̂) ]      (zero-mean, and divided by the input's σ)
+//   ∂L/∂γ = Σ_rows g ⊙ x̂,    ∂L/∂β = Σ_rows g
+//
+// Saved for backward: μ and r per row. γ and β are optional (non-affine or bias-free LayerNorm).
+#include <cmath>
+
+#include "engine/ops.h"
+#include "engine/parallel.h"
+
+namespace normlab::engine {
+namespace {
+
+enum Slot { kX, kGain, kBias };
+
+template <typename T>
+void forward_kernel(Graph& g, const Node& n) {
+  const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
+  const T eps = static_cast<T>(n.attr.f[0]);
+  const T* x = g.data<T>(n.in[kX]);
+  const T* gain = n.in[kGain] == kNoTensor ? nullptr : g.data<T>(n.in[kGain]);
+  const T* bias = n.in[kBias] == kNoTensor ? nullptr : g.data<T>(n.in[kBias]);
+  T* y = g.data<T>(n.out);
+  T* mean = g.data<T>(n.saved[0]);
+  T* rstd = g.data<T>(n.saved[1]);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * d;
+    T* yr = y + r * d;
+    T mu = 0;
+    for (int64_t i = 0; i < d; ++i) mu += xr[i];
+    mu /= static_cast<T>(d);
+    T var = 0;
+    for (int64_t i = 0; i < d; ++i) var += (xr[i] - mu) * (xr[i] - mu);
+    var /= static_cast<T>(d);
+    const T rs = T(1) / std::sqrt(var + eps);
+    mean[r] = mu;
+    rstd[r] = rs;
+    for (int64_t i = 0; i < d; ++i) {
+      T xhat = (xr[i] - mu) * rs;
+      yr[i] = (gain ? gain[i] * xhat : xhat) + (bias ? bias[i] : T(0));
+    }
+  }
+}
+
+template <typename T>
+void backward_kernel(Graph& g, const Node& n) {
+  const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
+  const T* x = g.data<T>(n.in[kX]);
+  const T* gain = n.in[kGain] == kNoTensor ? nullptr : g.data<T>(n.in[kGain]);
+  const T* dy = g.grad<T>(n.out);
+  const T* mean = g.data<T>(n.saved[0]);
+  const T* rstd = g.data<T>(n.saved[1]);
+  if (g.requires_grad(n.in[kX])) {
+    T* dx = g.grad<T>(n.in[kX]);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *xr = x + r * d, *gr = dy + r * d;
+      const T mu = mean[r], rs = rstd[r];
+      T mean_g = 0, mean_gx = 0;
+      for (int64_t i = 0; i < d; ++i) {
+        T gh = gain ? gain[i] * gr[i] : gr[i];
+        mean_g += gh;
+        mean_gx += gh * (xr[i] - mu) * rs;
+      }
+      mean_g /= static_cast<T>(d);
+      mean_gx /= static_cast<T>(d);
+      T* dxr = dx + r * d;
+      for (int64_t i = 0; i < d; ++i) {
+        T gh = gain ? gain[i] * gr[i] : gr[i];
+        dxr[i] += rs * (gh - mean_g - (xr[i] - mu) * rs * mean_gx);
+      }
+    }
+  }
+  const bool want_gain = g.requires_grad(n.in[kGain]), want_bias = g.requires_grad(n.in[kBias]);
+  if (!want_gain && !want_bias) return;
+  // One reduction fills [Σ g⊙x̂ | Σ g] so x and g are read once; the halves are then added to the gradients.
+  T* sums = reinterpret_cast<T*>(g.workspace() + reduce_rows_workspace<T>(d, 2));
+  std::fill(sums, sums + 2 * d, T(0));
+  reduce_rows<T>(rows, d, 2, sums, g.workspace(), [&](int64_t r, T* acc) {
+    const T *xr = x + r * d, *gr = dy + r * d;
+    for (int64_t i = 0; i < d; ++i) {
+      acc[i] += gr[i] * (xr[i] - mean[r]) * rstd[r];
+      acc[d + i] += gr[i];
+    }
+  });
+  if (want_gain) {
+    T* dgain = g.grad<T>(n.in[kGain]);
+    for (int64_t i = 0; i < d; ++i) dgain[i] += sums[i];
+  }
+  if (want_bias) {
+    T* dbias = g.grad<T>(n.in[kBias]);
+    for (int64_t i = 0; i < d; ++i) dbias[i] += sums[d + i];
+  }
+}
+
+void forward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); }); }
+void backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); }); }
+
+}  // namespace
+
+extern const OpDef kLayerNormOp{"layer_norm", forward, backward};
+
+TensorId layer_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, TensorId bias, double eps) {
+  Node n = make_node(OpKind::layer_norm, x, gain, bias);
+  n.out = like(g, name, x, {x, gain, bias});
+  const Shape& s = g.shape(x);
+  n.saved = {g.activation(name + ".mean", Shape{s.rows()}, false), g.activation(name + ".rstd", Shape{s.rows()}, false)};
+  n.attr.f[0] = eps;
+  n.workspace_bytes = reduce_rows_workspace<double>(s.last(), 2) + 2 * static_cast<size_t>(s.last()) * sizeof(double);
+  g.record(n);
+  return n.out;
+}
+
+}  // namespace normlab::engine

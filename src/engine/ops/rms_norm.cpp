@@ -1,0 +1,87 @@
+// RMSNorm (Zhang & Sennrich 2019), per row x ∈ R^d:
+//
+//   m = mean(x²),  r = (m + ε)^(−1/2),  x̂ = x·r,  y = (γ + o) ⊙ x̂
+//
+// o is the gain offset: 0 for the plain form (γ starts at 1), 1 for Gemma's (1 + s) form (s starts at 0).
+// Backward, with ĝ = (γ + o) ⊙ g (the Jacobian ∂x̂/∂x = r·(I − x̂x̂ᵀ/d), no mean-removal term):
+//
+//   ∂L/∂x = r · [ ĝ − x̂ · mean(ĝ ⊙ x̂) ],    ∂L/∂γ = Σ_rows g ⊙ x̂
+//
+// Saved for backward: r per row. γ is optional (a non-affine RMSNorm).
+#include <cmath>
+
+#include "engine/ops.h"
+#include "engine/parallel.h"
+
+namespace normlab::engine {
+namespace {
+
+enum Slot { kX, kGain };
+
+template <typename T>
+void forward_kernel(Graph& g, const Node& n) {
+  const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
+  const T eps = static_cast<T>(n.attr.f[0]), offset = static_cast<T>(n.attr.f[1]);
+  const T* x = g.data<T>(n.in[kX]);
+  const T* gain = n.in[kGain] == kNoTensor ? nullptr : g.data<T>(n.in[kGain]);
+  T* y = g.data<T>(n.out);
+  T* rstd = g.data<T>(n.saved[0]);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T* xr = x + r * d;
+    T* yr = y + r * d;
+    T ms = 0;
+    for (int64_t i = 0; i < d; ++i) ms += xr[i] * xr[i];
+    const T rs = T(1) / std::sqrt(ms / static_cast<T>(d) + eps);
+    rstd[r] = rs;
+    for (int64_t i = 0; i < d; ++i) yr[i] = (gain ? gain[i] + offset : T(1)) * xr[i] * rs;
+  }
+}
+
+template <typename T>
+void backward_kernel(Graph& g, const Node& n) {
+  const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
+  const T offset = static_cast<T>(n.attr.f[1]);
+  const T* x = g.data<T>(n.in[kX]);
+  const T* gain = n.in[kGain] == kNoTensor ? nullptr : g.data<T>(n.in[kGain]);
+  const T* dy = g.grad<T>(n.out);
+  const T* rstd = g.data<T>(n.saved[0]);
+  if (g.requires_grad(n.in[kX])) {
+    T* dx = g.grad<T>(n.in[kX]);
+#pragma omp parallel for schedule(static)
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *xr = x + r * d, *gr = dy + r * d;
+      const T rs = rstd[r];
+      T mean_gx = 0;
+      for (int64_t i = 0; i < d; ++i) mean_gx += (gain ? gain[i] + offset : T(1)) * gr[i] * xr[i] * rs;
+      mean_gx /= static_cast<T>(d);
+      T* dxr = dx + r * d;
+      for (int64_t i = 0; i < d; ++i) dxr[i] += rs * ((gain ? gain[i] + offset : T(1)) * gr[i] - xr[i] * rs * mean_gx);
+    }
+  }
+  if (g.requires_grad(n.in[kGain])) {
+    reduce_rows<T>(rows, d, 1, g.grad<T>(n.in[kGain]), g.workspace(), [&](int64_t r, T* acc) {
+      const T *xr = x + r * d, *gr = dy + r * d;
+      for (int64_t i = 0; i < d; ++i) acc[i] += gr[i] * xr[i] * rstd[r];
+    });
+  }
+}
+
+void forward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); }); }
+void backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); }); }
+
+}  // namespace
+
+extern const OpDef kRmsNormOp{"rms_norm", forward, backward};
+
+TensorId rms_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, double eps, double gain_offset) {
+  Node n = make_node(OpKind::rms_norm, x, gain);
+  n.out = like(g, name, x, {x, gain});
+  n.saved[0] = g.activation(name + ".rstd", Shape{g.shape(x).rows()}, false);
+  n.attr.f = {eps, gain_offset, 0, 0};
+  n.workspace_bytes = reduce_rows_workspace<double>(g.shape(x).last(), 1);
+  g.record(n);
+  return n.out;
+}
+
+}  // namespace normlab::engine

@@ -1,0 +1,435 @@
+#include "io/corpus.h"
+
+#include <sentencepiece_trainer.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <ostream>
+#include <system_error>
+#include <thread>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "io/atomic_file.h"
+#include "io/json_error.h"
+#include "io/tokenizer.h"
+
+namespace normlab::io {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+constexpr std::string_view kPrepareHint = "run normlab prepare to create it";
+constexpr std::string_view kRerun = "re-run normlab prepare";
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+std::string hex64(std::uint64_t v) { return fmt::format("{:016x}", v); }
+
+bool is_blank(std::string_view line) {
+  return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; });
+}
+
+struct Source {
+  std::string path;
+  std::uint64_t bytes = 0;
+  std::int64_t lines = 0;
+  std::uint64_t fnv = 0;
+};
+
+// The text of every input, and views of its non-blank lines (without '\r' or '\n').
+struct Corpus {
+  std::vector<std::string> texts;
+  std::vector<std::string_view> lines;
+  std::vector<Source> sources;
+};
+
+Corpus read_corpus(const std::vector<std::string>& inputs) {
+  Corpus corpus;
+  corpus.texts.reserve(inputs.size());
+  for (const std::string& path : inputs) {
+    corpus.texts.push_back(read_file(path, "corpus file", "check the path (scripts/get-kjv.sh fetches data/kjv.txt)"));
+    const std::string& text = corpus.texts.back();
+    Source source{path, text.size(), 0, fnv1a64(text)};
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+      std::size_t end = text.find('\n', pos);
+      if (end == std::string::npos) end = text.size();
+      std::string_view line(text.data() + pos, end - pos);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      if (!is_blank(line)) {
+        corpus.lines.push_back(line);
+        ++source.lines;
+      }
+      pos = end + 1;
+    }
+    corpus.sources.push_back(std::move(source));
+  }
+  return corpus;
+}
+
+std::string join(const std::vector<std::string>& items) {
+  std::string out;
+  for (std::size_t i = 0; i < items.size(); ++i) out += (i ? ", " : "") + items[i];
+  return out;
+}
+
+// Feeds the training lines to SentencePiece without a temporary file.
+class LineIterator : public sentencepiece::SentenceIterator {
+ public:
+  explicit LineIterator(std::span<const std::string_view> lines) : lines_(lines) { load(); }
+  bool done() const override { return index_ >= lines_.size(); }
+  void Next() override {
+    ++index_;
+    load();
+  }
+  const std::string& value() const override { return current_; }
+  sentencepiece::util::Status status() const override { return {}; }
+
+ private:
+  void load() {
+    if (!done()) current_.assign(lines_[index_]);
+  }
+  std::span<const std::string_view> lines_;
+  std::size_t index_ = 0;
+  std::string current_;
+};
+
+std::string train_tokenizer(std::span<const std::string_view> lines, const PrepareOptions& options) {
+  const unsigned threads = std::clamp(std::thread::hardware_concurrency(), 1u, 16u);
+  const std::unordered_map<std::string, std::string> args = {
+      {"model_type", options.model_type},
+      {"vocab_size", std::to_string(options.vocab_size)},
+      {"input_sentence_size", "2000000"},  // sample at most this many lines (plenty; keeps big corpora fast)
+      {"shuffle_input_sentence", "true"},
+      {"num_threads", std::to_string(threads)},
+      {"minloglevel", "2"},                // SentencePiece logs only errors
+  };
+  sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(options.seed));
+  LineIterator it(lines);
+  std::string model;
+  auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &model);
+  if (!status.ok()) {
+    fail("SentencePiece could not train a {} tokenizer with vocab_size {} on {} ({}): lower vocab_size or add text",
+         options.model_type, options.vocab_size, join(options.inputs), sentencepiece_error_text(status.message()));
+  }
+  return model;
+}
+
+void check_options(const PrepareOptions& o) {
+  if (o.inputs.empty()) fail("prepare: no input text files given: pass at least one (e.g. data/kjv.txt)");
+  if (o.out_dir.empty()) fail("prepare: no output directory given: pass one (e.g. data/kjv)");
+  if (!(o.val_fraction > 0.0 && o.val_fraction < 1.0)) {
+    fail("prepare: val_fraction {} is out of range: use a value between 0 and 1 (e.g. 0.05)", o.val_fraction);
+  }
+  if (o.tokenizer.empty()) {
+    static const char* const kTypes[] = {"bpe", "unigram", "char", "word"};
+    if (std::find(std::begin(kTypes), std::end(kTypes), o.model_type) == std::end(kTypes)) {
+      fail("prepare: model_type '{}' is unknown: use bpe, unigram, char or word", o.model_type);
+    }
+    if (o.vocab_size < 8 || o.vocab_size > (1 << 24)) {
+      fail("prepare: vocab_size {} is out of range: use a value between 8 and 16777216 (e.g. 4096)", o.vocab_size);
+    }
+  }
+}
+
+struct UnigramStats {
+  double entropy = 0, val_xent = 0;
+};
+
+UnigramStats unigram_stats(std::span<const std::int32_t> train, std::span<const std::int32_t> val, int vocab) {
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(vocab), 0);
+  for (std::int32_t id : train) ++counts[static_cast<std::size_t>(id)];
+  UnigramStats s;
+  const double n = static_cast<double>(train.size());
+  for (std::int64_t c : counts) {
+    if (c > 0) {
+      double p = static_cast<double>(c) / n;
+      s.entropy -= p * std::log(p);
+    }
+  }
+  const double denom = n + vocab;
+  double sum = 0;
+  for (std::int32_t id : val) sum -= std::log((static_cast<double>(counts[static_cast<std::size_t>(id)]) + 1.0) / denom);
+  s.val_xent = val.empty() ? 0.0 : sum / static_cast<double>(val.size());
+  return s;
+}
+
+template <typename T>
+std::string pack(std::span<const std::int32_t> ids) {
+  std::string out(ids.size() * sizeof(T), '\0');
+  char* p = out.data();
+  for (std::int32_t id : ids) {
+    T v = static_cast<T>(id);
+    std::memcpy(p, &v, sizeof(T));
+    p += sizeof(T);
+  }
+  return out;
+}
+
+}  // namespace
+
+PrepareSummary prepare_corpus(const PrepareOptions& options, std::ostream& log) {
+  return prepare_corpus(options, [&log](std::string_view line) { log << line << '\n' << std::flush; });
+}
+
+PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& progress) {
+  const auto start = Clock::now();
+  auto say = [&](std::string text) {
+    if (progress) progress(text);
+  };
+  check_options(options);
+
+  // 1. Text.
+  Corpus corpus = read_corpus(options.inputs);
+  std::uint64_t total_bytes = 0;
+  for (const Source& s : corpus.sources) total_bytes += s.bytes;
+  const auto n_lines = static_cast<std::int64_t>(corpus.lines.size());
+  if (n_lines == 0) {
+    fail("prepare: the corpus is empty ({} contain{} no non-blank lines): pass a text file with content",
+         join(options.inputs), options.inputs.size() == 1 ? "s" : "");
+  }
+  if (n_lines < 2) {
+    fail("prepare: the corpus has only 1 non-blank line ({}): need at least 2 so that train and val each get one",
+         join(options.inputs));
+  }
+  auto n_val = std::max<std::int64_t>(1, std::llround(options.val_fraction * static_cast<double>(n_lines)));
+  n_val = std::min(n_val, n_lines - 1);
+  const std::int64_t n_train = n_lines - n_val;
+  say(fmt::format("read {} file{}: {} lines, {:.1f} MB ({} train lines, {} val lines)", corpus.sources.size(),
+                  corpus.sources.size() == 1 ? "" : "s", n_lines, static_cast<double>(total_bytes) / 1e6, n_train,
+                  n_val));
+
+  // 2. Tokenizer: trained on the train lines only, so val text stays unseen.
+  std::string model_bytes;
+  const bool train = options.tokenizer.empty();
+  if (train) {
+    say(fmt::format("training a {} tokenizer (vocab_size {}) on {} lines", options.model_type, options.vocab_size,
+                    n_train));
+    auto t0 = Clock::now();
+    model_bytes = train_tokenizer(std::span(corpus.lines).first(static_cast<std::size_t>(n_train)), options);
+    say(fmt::format("trained the tokenizer in {:.1f} s", seconds_since(t0)));
+  } else {
+    model_bytes = read_file(options.tokenizer, "tokenizer", "check the path or leave it empty to train one");
+    say(fmt::format("reusing tokenizer {}", options.tokenizer));
+  }
+  Tokenizer tokenizer =
+      Tokenizer::from_bytes(model_bytes, train ? fmt::format("(trained on {})", join(options.inputs)) : options.tokenizer);
+  const int vocab = tokenizer.vocab_size();
+  const int eos = tokenizer.eos_id();
+  if (eos < 0) {
+    fail("tokenizer {} has no end-of-sequence piece: train one with eos_id set (SentencePiece's default)",
+         tokenizer.source());
+  }
+  if (!train && vocab != options.vocab_size) {
+    say(fmt::format("the reused tokenizer has {} pieces; vocab_size {} is ignored", vocab, options.vocab_size));
+  }
+
+  // 3. Encode every line, then EOS. Lines are independent, so encode them in parallel.
+  auto t0 = Clock::now();
+  std::vector<std::vector<std::int32_t>> encoded(corpus.lines.size());
+  std::string encode_error;
+#pragma omp parallel for schedule(dynamic, 256)
+  for (std::int64_t i = 0; i < n_lines; ++i) {
+    try {
+      encoded[static_cast<std::size_t>(i)] = tokenizer.encode(corpus.lines[static_cast<std::size_t>(i)]);
+    } catch (const Error& e) {
+#pragma omp critical(normlab_encode_error)
+      if (encode_error.empty()) encode_error = e.what();
+    }
+  }
+  if (!encode_error.empty()) throw Error(encode_error);
+  std::vector<std::int32_t> train_ids, val_ids;
+  for (std::int64_t i = 0; i < n_lines; ++i) {
+    auto& target = i < n_train ? train_ids : val_ids;
+    const auto& ids = encoded[static_cast<std::size_t>(i)];
+    target.insert(target.end(), ids.begin(), ids.end());
+    target.push_back(eos);
+  }
+  encoded = {};
+  say(fmt::format("encoded {} train + {} val tokens in {:.1f} s ({:.2f} tokens per byte)", train_ids.size(),
+                  val_ids.size(), seconds_since(t0),
+                  static_cast<double>(train_ids.size() + val_ids.size()) / static_cast<double>(total_bytes)));
+
+  const UnigramStats stats = unigram_stats(train_ids, val_ids, vocab);
+  say(fmt::format("unigram entropy {:.4f} nats (train), cross-entropy {:.4f} nats (val)", stats.entropy,
+                  stats.val_xent));
+
+  // 4. Files. meta.json goes first out and last in, so a half-finished run never looks complete.
+  const fs::path dir = options.out_dir;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) {
+    fail("prepare: cannot create output directory {} ({}): choose another --out directory", dir.string(),
+         ec ? ec.message() : "a file has that name");
+  }
+  fs::remove(dir / "meta.json", ec);
+  const bool wide = vocab > 65535;
+  const std::string dtype = wide ? "uint32" : "uint16";
+  write_file_atomic(dir / "tokenizer.model", model_bytes);
+  write_file_atomic(dir / "train.bin", wide ? pack<std::uint32_t>(train_ids) : pack<std::uint16_t>(train_ids));
+  write_file_atomic(dir / "val.bin", wide ? pack<std::uint32_t>(val_ids) : pack<std::uint16_t>(val_ids));
+
+  nlohmann::json sources = nlohmann::json::array();
+  for (const Source& s : corpus.sources) {
+    sources.push_back({{"path", s.path}, {"bytes", s.bytes}, {"lines", s.lines}, {"fnv1a64", hex64(s.fnv)}});
+  }
+  nlohmann::json meta = {
+      {"format", "normlab-tokens"},
+      {"format_version", kTokenFormatVersion},
+      {"vocab_size", vocab},
+      {"token_dtype", dtype},
+      {"eos_id", eos},
+      {"bos_id", tokenizer.bos_id()},
+      {"train_tokens", train_ids.size()},
+      {"val_tokens", val_ids.size()},
+      {"train_lines", n_train},
+      {"val_lines", n_val},
+      {"tokenizer", "tokenizer.model"},
+      {"tokenizer_fnv1a64", hex64(fnv1a64(model_bytes))},
+      {"tokenizer_trained", train},
+      {"sources", sources},
+      {"val_fraction", options.val_fraction},
+      {"unigram_entropy_nats", stats.entropy},
+      {"unigram_val_xent_nats", stats.val_xent},
+  };
+  if (train) {
+    meta["model_type"] = options.model_type;
+    meta["seed"] = options.seed;
+  } else {
+    meta["tokenizer_source"] = options.tokenizer;
+  }
+  write_file_atomic(dir / "meta.json", meta.dump(2) + "\n");
+
+  PrepareSummary summary;
+  summary.out_dir = dir.string();
+  summary.vocab_size = vocab;
+  summary.token_dtype = dtype;
+  summary.trained_tokenizer = train;
+  summary.train_lines = n_train;
+  summary.val_lines = n_val;
+  summary.train_tokens = static_cast<std::int64_t>(train_ids.size());
+  summary.val_tokens = static_cast<std::int64_t>(val_ids.size());
+  summary.unigram_entropy_nats = stats.entropy;
+  summary.unigram_val_xent_nats = stats.val_xent;
+  summary.seconds = seconds_since(start);
+  say(fmt::format("wrote {} in {:.1f} s", dir.string(), summary.seconds));
+  return summary;
+}
+
+// ---------------------------------------------------------------- loading
+
+namespace {
+
+template <typename T>
+T meta_field(const nlohmann::json& meta, const std::string& file, const char* key) {
+  auto it = meta.find(key);
+  try {
+    if (it != meta.end()) return it->get<T>();
+  } catch (const nlohmann::json::exception&) {
+    fail("{} has a malformed field '{}' ({}): {}", file, key, it->dump(), kRerun);
+  }
+  fail("{} lacks the field '{}': {}", file, key, kRerun);
+}
+
+std::vector<std::int32_t> load_bin(const fs::path& path, std::size_t width, std::int64_t expected, int vocab) {
+  const std::string name = path.string();
+  std::string bytes = read_file(path, "token file", fmt::format("{} to create it", kRerun));
+  if (bytes.size() % width != 0) {
+    fail("token file {} has {} bytes, not a multiple of {} ({}): the file is damaged; {}", name, bytes.size(),
+         width, width == 2 ? "uint16" : "uint32", kRerun);
+  }
+  const auto count = static_cast<std::int64_t>(bytes.size() / width);
+  if (count != expected) {
+    fail("token file {} holds {} tokens but meta.json says {}: the files are from different runs; {}", name, count,
+         expected, kRerun);
+  }
+  if (count == 0) fail("token file {} is empty: {}", name, kRerun);
+  std::vector<std::int32_t> out(static_cast<std::size_t>(count));
+  const char* p = bytes.data();
+  std::uint32_t max_id = 0;
+  for (auto& id : out) {
+    std::uint32_t v;
+    if (width == 2) {
+      std::uint16_t h;
+      std::memcpy(&h, p, 2);
+      v = h;
+    } else {
+      std::memcpy(&v, p, 4);
+    }
+    p += width;
+    max_id = std::max(max_id, v);
+    id = static_cast<std::int32_t>(v);
+  }
+  if (max_id >= static_cast<std::uint32_t>(vocab)) {
+    fail("token file {} holds id {} but the vocabulary has {} entries: {}", name, max_id, vocab, kRerun);
+  }
+  return out;
+}
+
+}  // namespace
+
+TokenData load_tokens(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) fail("token directory {} does not exist: {}", dir.string(), kPrepareHint);
+  if (!fs::is_directory(dir, ec)) {
+    fail("{} is not a directory: pass the directory that normlab prepare wrote", dir.string());
+  }
+  const fs::path meta_path = dir / "meta.json";
+  const std::string meta_name = meta_path.string();
+  std::string text = read_file(meta_path, "token metadata",
+                               fmt::format("{} (an interrupted prepare leaves no meta.json)", kPrepareHint));
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{} is not valid JSON ({}): {}", meta_name, detail::json_error_text(e), kRerun);
+  }
+  if (!meta.is_object()) fail("{} is not a JSON object: {}", meta_name, kRerun);
+
+  const int version = meta_field<int>(meta, meta_name, "format_version");
+  if (version != kTokenFormatVersion) {
+    fail("{} has format_version {}, but this normlab reads version {}: {}", meta_name, version, kTokenFormatVersion,
+         kRerun);
+  }
+  TokenData data;
+  data.vocab_size = meta_field<int>(meta, meta_name, "vocab_size");
+  if (data.vocab_size <= 0) fail("{} has vocab_size {}: {}", meta_name, data.vocab_size, kRerun);
+  data.eos_id = meta_field<int>(meta, meta_name, "eos_id");
+  const auto dtype = meta_field<std::string>(meta, meta_name, "token_dtype");
+  std::size_t width = 0;
+  if (dtype == "uint16") width = 2;
+  else if (dtype == "uint32") width = 4;
+  else fail("{} has token_dtype '{}' (expected uint16 or uint32): {}", meta_name, dtype, kRerun);
+  if (width == 2 && data.vocab_size > 65535) {
+    fail("{} has token_dtype uint16 but vocab_size {}: {}", meta_name, data.vocab_size, kRerun);
+  }
+  data.unigram_entropy_nats = meta_field<double>(meta, meta_name, "unigram_entropy_nats");
+  data.unigram_val_xent_nats = meta_field<double>(meta, meta_name, "unigram_val_xent_nats");
+
+  // The tokenizer must be the one that made the tokens.
+  const fs::path tok_path = dir / meta_field<std::string>(meta, meta_name, "tokenizer");
+  const std::string recorded = meta_field<std::string>(meta, meta_name, "tokenizer_fnv1a64");
+  const std::string actual = hex64(fnv1a64(read_file(tok_path, "tokenizer", fmt::format("{} to restore it", kRerun))));
+  if (actual != recorded) {
+    fail("tokenizer {} does not match {} (FNV-1a-64 {}, recorded {}): the tokens were made with another tokenizer; {}",
+         tok_path.string(), meta_name, actual, recorded, kRerun);
+  }
+  data.tokenizer_path = tok_path.string();
+
+  data.train = load_bin(dir / "train.bin", width, meta_field<std::int64_t>(meta, meta_name, "train_tokens"),
+                        data.vocab_size);
+  data.val = load_bin(dir / "val.bin", width, meta_field<std::int64_t>(meta, meta_name, "val_tokens"),
+                      data.vocab_size);
+  return data;
+}
+
+}  // namespace normlab::io

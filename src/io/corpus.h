@@ -1,0 +1,58 @@
+#pragma once
+// Corpus preparation (text -> tokenizer + token files) and loading of the token files.
+// docs/data.md describes the files and their checks.
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <iosfwd>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace normlab::io {
+
+inline constexpr int kTokenFormatVersion = 1;
+
+struct PrepareOptions {
+  std::vector<std::string> inputs;  // text files; each non-blank line is one document piece
+  std::string out_dir;
+  int vocab_size = 4096;            // for a trained tokenizer; a reused one keeps its own size
+  std::string tokenizer;            // existing .model to reuse; empty = train one
+  double val_fraction = 0.05;       // share of lines held out, as one block at the end
+  std::string model_type = "bpe";   // SentencePiece model type: bpe, unigram, char, word
+  std::uint64_t seed = 1;           // SentencePiece's sampling seed
+};
+
+struct PrepareSummary {
+  std::string out_dir;
+  int vocab_size = 0;
+  std::string token_dtype;           // "uint16" or "uint32"
+  bool trained_tokenizer = false;
+  std::int64_t train_lines = 0, val_lines = 0;
+  std::int64_t train_tokens = 0, val_tokens = 0;
+  double unigram_entropy_nats = 0;   // entropy of the train unigram distribution
+  double unigram_val_xent_nats = 0;  // val cross-entropy under the add-one-smoothed train unigram
+  double seconds = 0;                // wall time of the whole preparation
+};
+
+using ProgressFn = std::function<void(std::string_view line)>;
+
+// Reads the inputs, trains (or reuses) a tokenizer, encodes every line followed by EOS, splits
+// train/val and writes out_dir/{tokenizer.model, train.bin, val.bin, meta.json} atomically,
+// meta.json last. `progress` receives one-line status messages (may be empty).
+PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& progress = {});
+PrepareSummary prepare_corpus(const PrepareOptions& options, std::ostream& log);
+
+struct TokenData {
+  std::vector<std::int32_t> train, val;
+  int vocab_size = 0;
+  int eos_id = -1;
+  double unigram_entropy_nats = 0;
+  double unigram_val_xent_nats = 0;
+  std::string tokenizer_path;  // out_dir/tokenizer.model
+};
+
+// Loads and validates a directory written by prepare_corpus.
+TokenData load_tokens(const std::filesystem::path& dir);
+
+}  // namespace normlab::io

@@ -1,0 +1,399 @@
+#include "io/safetensors.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <utility>
+
+#include <nlohmann/json.hpp>
+
+#include "common/error.h"
+#include "io/atomic_file.h"
+#include "io/json_error.h"
+
+namespace normlab::io {
+
+static_assert(std::endian::native == std::endian::little,
+              "safetensors data are little-endian; normlab assumes a little-endian host");
+
+namespace {
+
+constexpr std::string_view kMetadataKey = "__metadata__";
+// The reference implementation refuses headers above 100 MB; a larger length field means the
+// file is not safetensors at all (or its first bytes are damaged).
+constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
+constexpr std::string_view kFix = "re-save it or resume from an earlier checkpoint";
+
+std::string printable(std::string_view text, std::size_t limit = 160) {
+  std::string out;
+  for (char c : text.substr(0, limit)) {
+    auto u = static_cast<unsigned char>(c);
+    out += (u < 0x20 || u == 0x7f) ? '?' : c;
+  }
+  if (text.size() > limit) out += "...";
+  return out;
+}
+
+// Multiplies with an overflow check against int64.
+bool checked_mul(std::uint64_t a, std::uint64_t b, std::uint64_t* out) {
+  if (a != 0 && b > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / a) return false;
+  *out = a * b;
+  return true;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) out += (i ? ", " : "") + std::to_string(shape[i]);
+  return out + "]";
+}
+
+struct Layout {
+  std::string header;                 // 8-byte length + padded JSON
+  std::vector<std::size_t> order;     // indices into the entries, in data order
+  std::vector<std::uint64_t> nbytes;  // per entry (input order)
+};
+
+Layout plan(std::span<const TensorToWrite> entries, const std::map<std::string, std::string>& metadata,
+            std::string_view target) {
+  Layout layout;
+  layout.nbytes.resize(entries.size());
+  std::set<std::string_view> seen;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const TensorToWrite& e = entries[i];
+    if (e.name.empty()) fail("cannot write {}: tensor #{} has an empty name: give every tensor a name", target, i);
+    if (e.name == kMetadataKey) {
+      fail("cannot write {}: '{}' is reserved for metadata: rename the tensor", target, kMetadataKey);
+    }
+    if (!seen.insert(e.name).second) {
+      fail("cannot write {}: tensor '{}' appears twice: give every tensor a unique name", target, e.name);
+    }
+    std::uint64_t n = 1;
+    for (std::int64_t d : e.shape) {
+      if (d < 0 || !checked_mul(n, static_cast<std::uint64_t>(d), &n)) {
+        fail("cannot write {}: tensor '{}' has invalid shape {}: dimensions must be non-negative", target,
+             e.name, shape_text(e.shape));
+      }
+    }
+    if (!checked_mul(n, dtype_size(e.dtype), &layout.nbytes[i])) {
+      fail("cannot write {}: tensor '{}' with shape {} is too large", target, e.name, shape_text(e.shape));
+    }
+    if (layout.nbytes[i] > 0 && e.data == nullptr) {
+      fail("cannot write {}: tensor '{}' has no data pointer: pass its values", target, e.name);
+    }
+  }
+
+  layout.order.resize(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) layout.order[i] = i;
+  std::sort(layout.order.begin(), layout.order.end(), [&](std::size_t a, std::size_t b) {
+    std::size_t sa = dtype_size(entries[a].dtype), sb = dtype_size(entries[b].dtype);
+    if (sa != sb) return sa > sb;
+    return entries[a].name < entries[b].name;
+  });
+
+  nlohmann::json header = nlohmann::json::object();
+  std::uint64_t offset = 0;
+  for (std::size_t i : layout.order) {
+    const TensorToWrite& e = entries[i];
+    header[e.name] = {{"dtype", dtype_name(e.dtype)},
+                      {"shape", e.shape},
+                      {"data_offsets", {offset, offset + layout.nbytes[i]}}};
+    offset += layout.nbytes[i];
+  }
+  if (!metadata.empty()) {
+    nlohmann::json meta = nlohmann::json::object();
+    for (const auto& [key, value] : metadata) meta[key] = value;
+    header[std::string(kMetadataKey)] = std::move(meta);
+  }
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception& e) {
+    fail("cannot write {}: a tensor name or metadata entry is not valid UTF-8 ({}): fix the name", target,
+         e.what());
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');
+  std::uint64_t n = text.size();
+  layout.header.resize(8);
+  std::memcpy(layout.header.data(), &n, 8);
+  layout.header += text;
+  return layout;
+}
+
+std::vector<std::string_view> parts_of(const Layout& layout, std::span<const TensorToWrite> entries) {
+  std::vector<std::string_view> parts;
+  parts.reserve(entries.size() + 1);
+  parts.push_back(layout.header);
+  for (std::size_t i : layout.order) {
+    if (layout.nbytes[i] == 0) continue;
+    parts.emplace_back(static_cast<const char*>(entries[i].data), layout.nbytes[i]);
+  }
+  return parts;
+}
+
+}  // namespace
+
+std::size_t dtype_size(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::F32: return 4;
+    case Dtype::F64: return 8;
+    case Dtype::I32: return 4;
+    case Dtype::I64: return 8;
+    case Dtype::U16: return 2;
+    case Dtype::U32: return 4;
+  }
+  return 0;
+}
+
+std::string_view dtype_name(Dtype dtype) {
+  switch (dtype) {
+    case Dtype::F32: return "F32";
+    case Dtype::F64: return "F64";
+    case Dtype::I32: return "I32";
+    case Dtype::I64: return "I64";
+    case Dtype::U16: return "U16";
+    case Dtype::U32: return "U32";
+  }
+  return "?";
+}
+
+std::optional<Dtype> parse_dtype(std::string_view name) {
+  for (Dtype d : {Dtype::F32, Dtype::F64, Dtype::I32, Dtype::I64, Dtype::U16, Dtype::U32}) {
+    if (dtype_name(d) == name) return d;
+  }
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------- Entry
+
+std::int64_t SafetensorsFile::Entry::numel() const {
+  std::int64_t n = 1;
+  for (std::int64_t d : shape) n *= d;
+  return n;
+}
+
+void SafetensorsFile::Entry::check_dtype(Dtype wanted) const {
+  if (dtype != wanted) {
+    fail("tensor '{}' in {} has dtype {}, expected {}: save it as {}", name, file, dtype_name(dtype),
+         dtype_name(wanted), dtype_name(wanted));
+  }
+}
+
+void SafetensorsFile::Entry::copy_raw(void* out) const {
+  if (!data.empty()) std::memcpy(out, data.data(), data.size());
+}
+
+std::vector<float> SafetensorsFile::Entry::to_f32_vector() const {
+  std::vector<float> out(static_cast<std::size_t>(numel()));
+  if (dtype == Dtype::F32) {
+    copy_raw(out.data());
+  } else if (dtype == Dtype::F64) {
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      double v;
+      std::memcpy(&v, data.data() + i * 8, 8);
+      out[i] = static_cast<float>(v);
+    }
+  } else {
+    fail("tensor '{}' in {} has dtype {}, expected F32 or F64: save it as floating point", name, file,
+         dtype_name(dtype));
+  }
+  return out;
+}
+
+std::vector<double> SafetensorsFile::Entry::to_f64_vector() const {
+  std::vector<double> out(static_cast<std::size_t>(numel()));
+  if (dtype == Dtype::F64) {
+    copy_raw(out.data());
+  } else if (dtype == Dtype::F32) {
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      float v;
+      std::memcpy(&v, data.data() + i * 4, 4);
+      out[i] = v;
+    }
+  } else {
+    fail("tensor '{}' in {} has dtype {}, expected F32 or F64: save it as floating point", name, file,
+         dtype_name(dtype));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- reading
+
+SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path, std::string_view what) {
+  return parse(read_file(path, what, "check the path"), path.string(), what);
+}
+
+SafetensorsFile SafetensorsFile::parse(std::string bytes, std::string source, std::string_view what) {
+  SafetensorsFile file;
+  file.source_ = std::move(source);
+  file.what_ = what;
+  const std::string src = fmt::format("{} {}", what, file.source_);
+  auto shared = std::make_shared<const std::string>(std::move(bytes));
+  file.bytes_ = shared;
+  const std::string& buf = *shared;
+
+  if (buf.size() < 8) {
+    fail("{} is truncated ({} bytes; even the 8-byte header length is missing): {}", src, buf.size(), kFix);
+  }
+  std::uint64_t header_len;
+  std::memcpy(&header_len, buf.data(), 8);
+  const std::uint64_t after_len = buf.size() - 8;
+  if (header_len > kMaxHeaderBytes) {
+    fail("{} is not in safetensors format (its first 8 bytes give a header length of {} bytes): check that "
+         "the path points at a safetensors file", src, header_len);
+  }
+  if (header_len > after_len) {
+    fail("{} is truncated (header length says {} bytes, file has only {} after it): {}", src, header_len,
+         after_len, kFix);
+  }
+  const std::string_view header_text(buf.data() + 8, header_len);
+  const std::uint64_t data_len = after_len - header_len;
+  const std::byte* data_start = reinterpret_cast<const std::byte*>(buf.data() + 8 + header_len);
+
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(header_text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{} has a damaged header (not valid JSON: {}): {}", src, detail::json_error_text(e), kFix);
+  }
+  if (!header.is_object()) {
+    fail("{} has a damaged header (JSON {} instead of an object): {}", src, header.type_name(),
+         kFix);
+  }
+
+  std::uint64_t data_end = 0;  // the largest end offset
+  for (const auto& [key, value] : header.items()) {
+    if (key == kMetadataKey) {
+      if (!value.is_object()) {
+        fail("{}: '{}' is {} instead of an object of strings: {}", src, kMetadataKey,
+             value.type_name(), kFix);
+      }
+      for (const auto& [mkey, mvalue] : value.items()) {
+        if (!mvalue.is_string()) {
+          fail("{}: metadata '{}' is {} instead of a string: {}", src, mkey, mvalue.type_name(),
+               kFix);
+        }
+        file.metadata_[mkey] = mvalue.get<std::string>();
+      }
+      continue;
+    }
+    auto bad = [&](std::string_view what) {
+      fail("{}: tensor '{}' has {}: {}", src, printable(key), what, kFix);
+    };
+    if (!value.is_object()) bad("a header entry that is not an object");
+    Entry entry;
+    entry.name = key;
+    entry.file = file.source_;
+
+    auto dtype_it = value.find("dtype");
+    if (dtype_it == value.end() || !dtype_it->is_string()) bad("no \"dtype\" string");
+    const std::string dtype_text = dtype_it->get<std::string>();
+    std::optional<Dtype> dtype = parse_dtype(dtype_text);
+    if (!dtype) {
+      fail("{}: tensor '{}' has dtype {}, which normlab does not read (known: F32, F64, I32, "
+           "I64, U16, U32): convert it to F32", src, printable(key), printable(dtype_text));
+    }
+    entry.dtype = *dtype;
+
+    auto shape_it = value.find("shape");
+    if (shape_it == value.end() || !shape_it->is_array()) bad("no \"shape\" array");
+    std::uint64_t numel = 1;
+    for (const auto& d : *shape_it) {
+      if (!d.is_number_unsigned()) {
+        bad("a shape entry that is not a non-negative integer");
+      }
+      auto dim = d.get<std::uint64_t>();
+      if (!checked_mul(numel, dim, &numel)) bad("a shape too large to address");
+      entry.shape.push_back(static_cast<std::int64_t>(dim));
+    }
+    std::uint64_t nbytes = 0;
+    if (!checked_mul(numel, dtype_size(entry.dtype), &nbytes)) bad("a shape too large to address");
+
+    auto off_it = value.find("data_offsets");
+    if (off_it == value.end() || !off_it->is_array() || off_it->size() != 2 || !(*off_it)[0].is_number_unsigned() ||
+        !(*off_it)[1].is_number_unsigned()) {
+      bad("no \"data_offsets\" pair of non-negative integers");
+    }
+    const auto begin = (*off_it)[0].get<std::uint64_t>();
+    const auto end = (*off_it)[1].get<std::uint64_t>();
+    if (end < begin) {
+      fail("{}: tensor '{}' has data_offsets [{}, {}] that end before they begin: {}", src,
+           printable(key), begin, end, kFix);
+    }
+    if (end - begin != nbytes) {
+      fail("{}: tensor '{}' has data_offsets [{}, {}] ({} bytes) but shape {} of {} needs {} "
+           "bytes: {}", src, printable(key), begin, end, end - begin, shape_text(entry.shape),
+           dtype_name(entry.dtype), nbytes, kFix);
+    }
+    data_end = std::max(data_end, end);
+    if (end <= data_len) entry.data = std::span<const std::byte>(data_start + begin, nbytes);
+    file.entries_.push_back(std::move(entry));
+  }
+
+  if (data_end > data_len) {
+    fail("{} is truncated (header says {} bytes of data, file has {}): {}", src, data_end,
+         data_len, kFix);
+  }
+
+  // No two tensors may share bytes.
+  std::vector<const Entry*> by_offset;
+  for (const Entry& e : file.entries_) {
+    if (!e.data.empty()) by_offset.push_back(&e);
+  }
+  std::sort(by_offset.begin(), by_offset.end(),
+            [](const Entry* a, const Entry* b) { return a->data.data() < b->data.data(); });
+  for (std::size_t i = 1; i < by_offset.size(); ++i) {
+    const Entry& prev = *by_offset[i - 1];
+    const Entry& cur = *by_offset[i];
+    if (cur.data.data() < prev.data.data() + prev.data.size()) {
+      fail("{}: tensors '{}' and '{}' overlap in the data section: {}", src, printable(prev.name),
+           printable(cur.name), kFix);
+    }
+  }
+
+  std::sort(file.entries_.begin(), file.entries_.end(),
+            [](const Entry& a, const Entry& b) { return a.name < b.name; });
+  return file;
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  out.reserve(entries_.size());
+  for (const Entry& e : entries_) out.push_back(e.name);
+  return out;
+}
+
+const SafetensorsFile::Entry* SafetensorsFile::find(std::string_view name) const {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), name,
+                             [](const Entry& e, std::string_view n) { return e.name < n; });
+  return it != entries_.end() && it->name == name ? &*it : nullptr;
+}
+
+const SafetensorsFile::Entry& SafetensorsFile::at(std::string_view name) const {
+  if (const Entry* e = find(name)) return *e;
+  std::string some;
+  for (std::size_t i = 0; i < entries_.size() && i < 4; ++i) some += (i ? ", " : "") + entries_[i].name;
+  if (entries_.size() > 4) some += fmt::format(", ... ({} in all)", entries_.size());
+  fail("{} {} has no tensor '{}' (it has: {}): check the name or the file", what_, source_, name,
+       entries_.empty() ? std::string("none") : some);
+}
+
+// ---------------------------------------------------------------- writing
+
+std::string encode_safetensors(std::span<const TensorToWrite> entries,
+                               const std::map<std::string, std::string>& metadata) {
+  Layout layout = plan(entries, metadata, "safetensors data");
+  std::string out;
+  for (std::string_view part : parts_of(layout, entries)) out += part;
+  return out;
+}
+
+void write_safetensors(const std::filesystem::path& path, std::span<const TensorToWrite> entries,
+                       const std::map<std::string, std::string>& metadata) {
+  Layout layout = plan(entries, metadata, path.string());
+  std::vector<std::string_view> parts = parts_of(layout, entries);
+  write_file_atomic(path, parts);
+}
+
+}  // namespace normlab::io

@@ -1,0 +1,51 @@
+#pragma once
+// The model's configuration: every field in docs/model.md, read strictly from JSON and written back
+// fully explicit (defaults resolved) so a run directory records exactly what was trained.
+#include <optional>
+#include <string>
+
+#include "common/config_reader.h"
+
+namespace normlab::model {
+
+struct NormConfig {
+  std::string type = "layernorm";  // layernorm | rmsnorm
+  double eps = 1e-5;
+  bool bias = true;                // LayerNorm β
+};
+
+struct InitConfig {
+  std::string scheme = "gpt2";  // gpt2 | scaled | xavier
+  double std = 0.02;
+  double embed_std = 0.02;
+};
+
+struct ModelConfig {
+  int vocab_size = 0;  // 0 = take it from the token data
+  int d_model = 256;
+  int n_layers = 6;
+  int n_heads = 4;
+  int d_ff = 1024;
+  int max_seq_len = 256;
+  NormConfig norm;
+  std::string placement = "pre";
+  std::optional<bool> final_norm;  // unset = the placement's default
+  std::string activation = "gelu";  // gelu | swiglu
+  std::string positions = "learned";  // learned | rope
+  double rope_base = 10000;
+  bool tied_embeddings = true;
+  bool bias = true;
+  double dropout = 0;
+  InitConfig init;
+  Json options = Json::object();  // the placement's own switches (see `normlab variants`)
+
+  int head_dim() const { return d_model / n_heads; }
+  bool has_final_norm() const;  // resolves "auto" through the placement registry
+};
+
+// Reads and validates (unknown keys, types, ranges, and cross-field rules such as n_heads | d_model).
+ModelConfig read_model_config(const Json& section, const std::string& where);
+void validate(const ModelConfig& config, const std::string& where);
+Json to_json(const ModelConfig& config);
+
+}  // namespace normlab::model

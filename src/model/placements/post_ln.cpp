@@ -1,0 +1,14 @@
+// Post-LN: Vaswani et al., "Attention Is All You Need", NeurIPS 2017 (arXiv 1706.03762).
+//
+//   h ← Norm(h + F(h))
+//
+// The norm sits on the residual stream itself, after the add, so every gradient reaching a lower
+// layer passes through each LayerNorm Jacobian above it. No final norm: the last sub-layer already
+// ends in one (fairseq and torchscale create none when normalize_before is false).
+#include "model/placements/variants.h"
+
+namespace normlab::model {
+
+TensorId post_ln(const SubLayer& s, TensorId h) { return s.norm("post_norm", s.add(h, s.branch(h))); }
+
+}  // namespace normlab::model

@@ -1,0 +1,14 @@
+// Pre-LN: Xiong et al., "On Layer Normalization in the Transformer Architecture", ICML 2020
+// (arXiv 2002.04745); earlier Wang et al. 2019 and Nguyen & Salazar 2019.
+//
+//   h ← h + F(Norm(h))
+//
+// The norm sits on the branch input; the residual stream is never normalized, so its variance grows
+// with depth, and a final norm is required before the head.
+#include "model/placements/variants.h"
+
+namespace normlab::model {
+
+TensorId pre_ln(const SubLayer& s, TensorId h) { return s.add(h, s.branch(s.norm("in_norm", h))); }
+
+}  // namespace normlab::model

@@ -1,0 +1,31 @@
+#pragma once
+// The decoder-only Transformer of docs/model.md, assembled as one graph for a fixed [batch, seq]
+// shape: embeddings, L blocks whose sub-layers follow the configured placement, final norm, head
+// and loss. Parameter tensors carry the documented names and their roles for initialization.
+#include <memory>
+
+#include "engine/graph.h"
+#include "model/config.h"
+
+namespace normlab::model {
+
+struct Model {
+  ModelConfig config;
+  int batch = 0, seq = 0;
+  engine::Graph graph;
+  engine::TensorId tokens = engine::kNoTensor, targets = engine::kNoTensor;
+  engine::TensorId logits = engine::kNoTensor, loss = engine::kNoTensor;
+
+  Model(const ModelConfig& c, int b, int t, engine::DType dtype) : config(c), batch(b), seq(t), graph(dtype) {}
+  // Copies B·T token ids and targets into the graph's inputs.
+  void set_batch(const int32_t* token_ids, const int32_t* target_ids);
+  // Forward (and, if training, backward) on the current inputs; returns the loss.
+  double forward(bool training);
+  double loss_value() const;
+};
+
+// Builds and plans the graph. Parameters are left at zero: call initialize() or load weights.
+std::unique_ptr<Model> build_model(const ModelConfig& config, int batch, int seq,
+                                   engine::DType dtype = engine::DType::f32);
+
+}  // namespace normlab::model
