@@ -32,6 +32,8 @@ class ConfigReader {
   void section(const std::string& key, const std::function<void(ConfigReader&)>& fn);
   // Free-form object kept as JSON (variant switches are validated by the variant itself).
   void read(const std::string& key, Json& out);
+  // The raw value of a key (marked known), or nullptr; for sections parsed by their own reader.
+  const Json* raw(const std::string& key) { return find(key); }
   // Fails on the first key that no read() asked for.
   void finish() const;
   const std::string& where() const { return where_; }

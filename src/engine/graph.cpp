@@ -1,5 +1,7 @@
 #include "engine/graph.h"
 
+#include <omp.h>
+
 #include <cstring>
 
 #include "common/error.h"
@@ -81,6 +83,9 @@ void Graph::record(Node node) {
 }
 
 void Graph::plan() {
+  // Kernels call oneDNN's GEMM from inside their own parallel loops (attention, per head); a nested
+  // team there would put 4 spinning threads on 2 cores, so nesting is switched off.
+  omp_set_max_active_levels(1);
   size_t param_bytes = 0, act_bytes = 0, act_grad_bytes = 0, workspace_bytes = 0;
   for (TensorSpec& t : tensors_) {
     if (t.kind == TensorKind::view) continue;

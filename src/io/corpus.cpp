@@ -110,6 +110,7 @@ std::string train_tokenizer(std::span<const std::string_view> lines, const Prepa
       {"vocab_size", std::to_string(options.vocab_size)},
       {"input_sentence_size", "2000000"},  // sample at most this many lines (plenty; keeps big corpora fast)
       {"shuffle_input_sentence", "true"},
+      {"max_sentence_length", "65536"},    // longer lines are left out of training (still encoded)
       {"num_threads", std::to_string(threads)},
       {"minloglevel", "2"},                // SentencePiece logs only errors
   };
@@ -118,25 +119,25 @@ std::string train_tokenizer(std::span<const std::string_view> lines, const Prepa
   std::string model;
   auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &model);
   if (!status.ok()) {
-    fail("SentencePiece could not train a {} tokenizer with vocab_size {} on {} ({}): lower vocab_size or add text",
+    fail("SentencePiece could not train a {} tokenizer with vocab_size {} on {} ({}): lower --vocab-size or add text",
          options.model_type, options.vocab_size, join(options.inputs), sentencepiece_error_text(status.message()));
   }
   return model;
 }
 
 void check_options(const PrepareOptions& o) {
-  if (o.inputs.empty()) fail("prepare: no input text files given: pass at least one (e.g. data/kjv.txt)");
-  if (o.out_dir.empty()) fail("prepare: no output directory given: pass one (e.g. data/kjv)");
+  if (o.inputs.empty()) fail("prepare: no input text files given: pass at least one with --input (e.g. data/kjv.txt)");
+  if (o.out_dir.empty()) fail("prepare: no output directory given: pass one with --out (e.g. data/kjv)");
   if (!(o.val_fraction > 0.0 && o.val_fraction < 1.0)) {
-    fail("prepare: val_fraction {} is out of range: use a value between 0 and 1 (e.g. 0.05)", o.val_fraction);
+    fail("prepare: val_fraction {} is out of range: give --val-fraction between 0 and 1 (e.g. 0.05)", o.val_fraction);
   }
   if (o.tokenizer.empty()) {
     static const char* const kTypes[] = {"bpe", "unigram", "char", "word"};
     if (std::find(std::begin(kTypes), std::end(kTypes), o.model_type) == std::end(kTypes)) {
-      fail("prepare: model_type '{}' is unknown: use bpe, unigram, char or word", o.model_type);
+      fail("prepare: model_type '{}' is unknown: give --model-type bpe, unigram, char or word", o.model_type);
     }
     if (o.vocab_size < 8 || o.vocab_size > (1 << 24)) {
-      fail("prepare: vocab_size {} is out of range: use a value between 8 and 16777216 (e.g. 4096)", o.vocab_size);
+      fail("prepare: vocab_size {} is out of range: give --vocab-size between 8 and 16777216 (e.g. 4096)", o.vocab_size);
     }
   }
 }

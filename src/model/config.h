@@ -22,11 +22,11 @@ struct InitConfig {
 
 struct ModelConfig {
   int vocab_size = 0;  // 0 = take it from the token data
-  int d_model = 256;
-  int n_layers = 6;
+  int d_model = 128;
+  int n_layers = 4;
   int n_heads = 4;
-  int d_ff = 1024;
-  int max_seq_len = 256;
+  int d_ff = 512;
+  int max_seq_len = 128;
   NormConfig norm;
   std::string placement = "pre";
   std::optional<bool> final_norm;  // unset = the placement's default

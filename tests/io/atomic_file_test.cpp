@@ -12,7 +12,7 @@ using testing::expect_error;
 using testing::slurp;
 using testing::TempDir;
 
-TEST(AtomicFile, WritesReplacesAndLeavesNoTemp) {
+TEST(IoAtomicFile, WritesReplacesAndLeavesNoTemp) {
   TempDir dir;
   const auto path = dir / "a.txt";
   write_file_atomic(path, "first version");
@@ -24,7 +24,7 @@ TEST(AtomicFile, WritesReplacesAndLeavesNoTemp) {
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path()), std::filesystem::directory_iterator()), 1);
 }
 
-TEST(AtomicFile, WritesPartsAndEmptyFiles) {
+TEST(IoAtomicFile, WritesPartsAndEmptyFiles) {
   TempDir dir;
   const std::string_view parts[] = {"ab", "", "cde"};
   write_file_atomic(dir / "p.bin", std::span<const std::string_view>(parts));
@@ -37,13 +37,13 @@ TEST(AtomicFile, WritesPartsAndEmptyFiles) {
   EXPECT_EQ(read_file(dir / "big"), big);
 }
 
-TEST(AtomicFile, MissingDirectoryIsAClearError) {
+TEST(IoAtomicFile, MissingDirectoryIsAClearError) {
   TempDir dir;
   const auto path = dir / "no" / "such" / "f.txt";
   expect_error([&] { write_file_atomic(path, "x"); }, {path.string(), "does not exist", "create it"});
 }
 
-TEST(AtomicFile, UnwritableDirectoryLeavesNoTemp) {
+TEST(IoAtomicFile, UnwritableDirectoryLeavesNoTemp) {
   if (::geteuid() == 0) GTEST_SKIP() << "root ignores directory permissions";
   TempDir dir;
   std::filesystem::create_directory(dir / "ro");
@@ -53,7 +53,7 @@ TEST(AtomicFile, UnwritableDirectoryLeavesNoTemp) {
   EXPECT_FALSE(std::filesystem::exists(dir / "ro" / "f.tmp"));
 }
 
-TEST(AtomicFile, FailedWriteKeepsTheOldFile) {
+TEST(IoAtomicFile, FailedWriteKeepsTheOldFile) {
   TempDir dir;
   const auto path = dir / "keep.txt";
   write_file_atomic(path, "old");
@@ -62,14 +62,14 @@ TEST(AtomicFile, FailedWriteKeepsTheOldFile) {
   EXPECT_EQ(read_file(path), "old");
 }
 
-TEST(AtomicFile, ReadErrorsNameTheFile) {
+TEST(IoAtomicFile, ReadErrorsNameTheFile) {
   TempDir dir;
   expect_error([&] { read_file(dir / "missing.txt", "corpus file", "run scripts/get-kjv.sh"); },
                {"corpus file", "missing.txt", "does not exist", "run scripts/get-kjv.sh"});
   expect_error([&] { read_file(dir.path(), "token file"); }, {"is a directory"});
 }
 
-TEST(AtomicFile, Fnv1a64KnownValues) {
+TEST(IoAtomicFile, Fnv1a64KnownValues) {
   EXPECT_EQ(fnv1a64(""), 0xcbf29ce484222325ULL);
   EXPECT_EQ(fnv1a64("a"), 0xaf63dc4c8601ec8cULL);
   EXPECT_EQ(fnv1a64("foobar"), 0x85944171f73967e8ULL);

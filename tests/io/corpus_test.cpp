@@ -63,7 +63,7 @@ std::vector<std::string> nonblank_lines(const std::string& text) {
   return out;
 }
 
-class Corpus : public ::testing::Test {
+class IoCorpus : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = std::make_unique<TempDir>();
@@ -93,7 +93,7 @@ class Corpus : public ::testing::Test {
   static inline std::vector<std::string> log_;
 };
 
-TEST_F(Corpus, PrepareWritesConsistentFiles) {
+TEST_F(IoCorpus, PrepareWritesConsistentFiles) {
   const fs::path out = options_.out_dir;
   for (const char* name : {"tokenizer.model", "train.bin", "val.bin", "meta.json"}) {
     EXPECT_TRUE(fs::exists(out / name)) << name;
@@ -145,7 +145,7 @@ TEST_F(Corpus, PrepareWritesConsistentFiles) {
   EXPECT_EQ(tok.decode(std::span(data.train.begin(), train_first_eos)), lines[0]);
 }
 
-TEST_F(Corpus, UnigramStatisticsMatchTheTokens) {
+TEST_F(IoCorpus, UnigramStatisticsMatchTheTokens) {
   const TokenData data = load_tokens(options_.out_dir);
   std::map<int, double> counts;
   for (int id : data.train) counts[id] += 1;
@@ -162,7 +162,7 @@ TEST_F(Corpus, UnigramStatisticsMatchTheTokens) {
   EXPECT_GT(xent, entropy * 0.8);
 }
 
-TEST_F(Corpus, ReusesAnExistingTokenizer) {
+TEST_F(IoCorpus, ReusesAnExistingTokenizer) {
   TempDir scratch;
   PrepareOptions reuse = options_;
   reuse.out_dir = (scratch / "reused").string();
@@ -180,7 +180,7 @@ TEST_F(Corpus, ReusesAnExistingTokenizer) {
   EXPECT_NO_THROW(load_tokens(reuse.out_dir));
 }
 
-TEST_F(Corpus, TrainingIsDeterministic) {
+TEST_F(IoCorpus, TrainingIsDeterministic) {
   TempDir scratch;
   PrepareOptions again = options_;
   again.out_dir = (scratch / "again").string();
@@ -191,7 +191,7 @@ TEST_F(Corpus, TrainingIsDeterministic) {
   EXPECT_EQ(slurp(scratch / "again" / "train.bin"), slurp(fs::path(options_.out_dir) / "train.bin"));
 }
 
-TEST_F(Corpus, PrepareRejectsBadInputs) {
+TEST_F(IoCorpus, PrepareRejectsBadInputs) {
   TempDir scratch;
   PrepareOptions o = options_;
   o.out_dir = (scratch / "out").string();
@@ -222,7 +222,7 @@ TEST_F(Corpus, PrepareRejectsBadInputs) {
   EXPECT_FALSE(fs::exists(scratch / "out" / "meta.json"));
 }
 
-TEST_F(Corpus, TokenizerEncodesAndDecodes) {
+TEST_F(IoCorpus, TokenizerEncodesAndDecodes) {
   const Tokenizer tok = Tokenizer::load(fs::path(options_.out_dir) / "tokenizer.model");
   EXPECT_EQ(tok.vocab_size(), kVocab);
   EXPECT_GE(tok.bos_id(), 0);
@@ -241,7 +241,7 @@ TEST_F(Corpus, TokenizerEncodesAndDecodes) {
   expect_error([&] { Tokenizer::load(scratch / "bad.model"); }, {"bad.model", "not a valid SentencePiece model"});
 }
 
-TEST_F(Corpus, LoadDetectsOutOfVocabularyIds) {
+TEST_F(IoCorpus, LoadDetectsOutOfVocabularyIds) {
   TempDir scratch;
   const fs::path dir = copy_prepared(scratch);
   std::string bin = slurp(dir / "train.bin");
@@ -253,7 +253,7 @@ TEST_F(Corpus, LoadDetectsOutOfVocabularyIds) {
                 "re-run normlab prepare"});
 }
 
-TEST_F(Corpus, LoadDetectsWrongSizeBins) {
+TEST_F(IoCorpus, LoadDetectsWrongSizeBins) {
   TempDir scratch;
   const fs::path dir = copy_prepared(scratch);
   const std::string val = slurp(dir / "val.bin");
@@ -265,7 +265,7 @@ TEST_F(Corpus, LoadDetectsWrongSizeBins) {
   expect_error([&] { load_tokens(dir); }, {"val.bin", "does not exist", "normlab prepare"});
 }
 
-TEST_F(Corpus, LoadDetectsTokenizerMismatch) {
+TEST_F(IoCorpus, LoadDetectsTokenizerMismatch) {
   TempDir scratch;
   const fs::path dir = copy_prepared(scratch);
   std::string model = slurp(dir / "tokenizer.model");
@@ -274,7 +274,7 @@ TEST_F(Corpus, LoadDetectsTokenizerMismatch) {
   expect_error([&] { load_tokens(dir); }, {"tokenizer.model", "does not match", "meta.json", "normlab prepare"});
 }
 
-TEST_F(Corpus, LoadDetectsMissingOrDamagedMeta) {
+TEST_F(IoCorpus, LoadDetectsMissingOrDamagedMeta) {
   TempDir scratch;
   expect_error([&] { load_tokens(scratch / "nowhere"); }, {"nowhere", "does not exist", "normlab prepare"});
   const fs::path dir = copy_prepared(scratch);

@@ -39,7 +39,7 @@ std::vector<T> bytes_as(std::span<const std::byte> data) {
   return out;
 }
 
-TEST(Safetensors, RoundTripsEveryDtypeAndMetadata) {
+TEST(IoSafetensors, RoundTripsEveryDtypeAndMetadata) {
   TempDir dir;
   const auto f32 = iota_values<float>(6, 0.5f);
   const auto f64 = iota_values<double>(4, -1.25);
@@ -90,7 +90,7 @@ TEST(Safetensors, RoundTripsEveryDtypeAndMetadata) {
   EXPECT_EQ(encode_safetensors(tensors, metadata), slurp(path));
 }
 
-TEST(Safetensors, HeaderIsPaddedAndDataNaturallyAligned) {
+TEST(IoSafetensors, HeaderIsPaddedAndDataNaturallyAligned) {
   TempDir dir;
   const std::uint16_t u16[3] = {1, 2, 3};
   const double f64[2] = {1, 2};
@@ -113,7 +113,7 @@ TEST(Safetensors, HeaderIsPaddedAndDataNaturallyAligned) {
   EXPECT_EQ(header["c"]["data_offsets"][0], 0);  // widest first
 }
 
-TEST(Safetensors, ReadsHandWrittenFile) {
+TEST(IoSafetensors, ReadsHandWrittenFile) {
   // Written the way other tools (e.g. tools/safetensors_py.py) lay files out: compact JSON.
   const float values[2] = {1.5f, -2.0f};
   std::string data(reinterpret_cast<const char*>(values), sizeof values);
@@ -124,7 +124,7 @@ TEST(Safetensors, ReadsHandWrittenFile) {
   EXPECT_EQ(file.metadata().at("format"), "pt");
 }
 
-class SafetensorsCorruption : public ::testing::Test {
+class IoSafetensorsCorruption : public ::testing::Test {
  protected:
   void SetUp() override {
     const std::vector<float> a(10, 1.0f);
@@ -147,32 +147,32 @@ class SafetensorsCorruption : public ::testing::Test {
   std::uint64_t header_len_ = 0;
 };
 
-TEST_F(SafetensorsCorruption, TooShortForTheLengthField) {
+TEST_F(IoSafetensorsCorruption, TooShortForTheLengthField) {
   spit(path_, good_.substr(0, 5));
   expect_read_error({"truncated", "5 bytes"});
 }
 
-TEST_F(SafetensorsCorruption, EmptyFile) {
+TEST_F(IoSafetensorsCorruption, EmptyFile) {
   spit(path_, "");
   expect_read_error({"truncated"});
 }
 
-TEST_F(SafetensorsCorruption, HeaderLongerThanFile) {
+TEST_F(IoSafetensorsCorruption, HeaderLongerThanFile) {
   spit(path_, good_.substr(0, 8 + header_len_ / 2));
   expect_read_error({"truncated", std::to_string(header_len_)});
 }
 
-TEST_F(SafetensorsCorruption, TruncatedData) {
+TEST_F(IoSafetensorsCorruption, TruncatedData) {
   spit(path_, good_.substr(0, good_.size() - 6));
   expect_read_error({"is truncated (header says 52 bytes of data, file has 46)", "earlier checkpoint"});
 }
 
-TEST_F(SafetensorsCorruption, NotSafetensorsAtAll) {
+TEST_F(IoSafetensorsCorruption, NotSafetensorsAtAll) {
   spit(path_, "this is a text file, not a checkpoint\n");
   expect_read_error({"not in safetensors format"});
 }
 
-TEST_F(SafetensorsCorruption, FlippedHeaderBytesAreBadJson) {
+TEST_F(IoSafetensorsCorruption, FlippedHeaderBytesAreBadJson) {
   std::string bad = good_;
   bad[8] = 'x';  // the opening brace
   spit(path_, bad);
@@ -183,7 +183,7 @@ TEST_F(SafetensorsCorruption, FlippedHeaderBytesAreBadJson) {
   expect_read_error({"not valid JSON"});
 }
 
-TEST_F(SafetensorsCorruption, UnknownDtype) {
+TEST_F(IoSafetensorsCorruption, UnknownDtype) {
   std::string bad = good_;
   const auto at = bad.find("\"F32\"");
   ASSERT_NE(at, std::string::npos);
@@ -192,29 +192,29 @@ TEST_F(SafetensorsCorruption, UnknownDtype) {
   expect_read_error({"tensor 'a'", "dtype Q32"});
 }
 
-TEST_F(SafetensorsCorruption, OffsetsOutOfRange) {
+TEST_F(IoSafetensorsCorruption, OffsetsOutOfRange) {
   spit(path_, raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", std::string(8, '\0')));
   expect_read_error({"truncated (header says 16 bytes of data, file has 8)"});
 }
 
-TEST_F(SafetensorsCorruption, OffsetsDisagreeWithShape) {
+TEST_F(IoSafetensorsCorruption, OffsetsDisagreeWithShape) {
   spit(path_, raw_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", std::string(12, '\0')));
   expect_read_error({"tensor 'a'", "data_offsets [0, 8]", "needs 12 bytes"});
 }
 
-TEST_F(SafetensorsCorruption, OffsetsBackwards) {
+TEST_F(IoSafetensorsCorruption, OffsetsBackwards) {
   spit(path_, raw_file(R"({"a":{"dtype":"F32","shape":[0],"data_offsets":[8,4]}})", std::string(8, '\0')));
   expect_read_error({"tensor 'a'", "end before they begin"});
 }
 
-TEST_F(SafetensorsCorruption, OverlappingTensors) {
+TEST_F(IoSafetensorsCorruption, OverlappingTensors) {
   spit(path_, raw_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
                        R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
                        std::string(12, '\0')));
   expect_read_error({"'a' and 'b' overlap"});
 }
 
-TEST_F(SafetensorsCorruption, MalformedEntries) {
+TEST_F(IoSafetensorsCorruption, MalformedEntries) {
   spit(path_, raw_file(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", std::string(8, '\0')));
   expect_read_error({"tensor 'a'", "shape"});
   spit(path_, raw_file(R"({"a":{"dtype":"F32","shape":[2]}})", std::string(8, '\0')));
@@ -225,25 +225,25 @@ TEST_F(SafetensorsCorruption, MalformedEntries) {
   expect_read_error({"instead of an object"});
 }
 
-TEST_F(SafetensorsCorruption, MissingTensorAndWrongDtype) {
+TEST_F(IoSafetensorsCorruption, MissingTensorAndWrongDtype) {
   const auto file = SafetensorsFile::read(path_);
   expect_error([&] { file.at("layers.3.ffn.fc1.weight"); }, {"layers.3.ffn.fc1.weight", path_.string()});
   expect_error([&] { file.at("b").to_f32_vector(); }, {"tensor 'b'", path_.string(), "I32"});
   expect_error([&] { file.at("a").copy_as<double>(); }, {"tensor 'a'", "F32", "expected F64"});
 }
 
-TEST_F(SafetensorsCorruption, ErrorNamesTheRole) {
+TEST_F(IoSafetensorsCorruption, ErrorNamesTheRole) {
   spit(path_, good_.substr(0, good_.size() - 1));
   expect_error([&] { SafetensorsFile::read(path_, "checkpoint"); },
                {"checkpoint " + path_.string() + " is truncated"});
 }
 
-TEST(Safetensors, MissingFile) {
+TEST(IoSafetensors, MissingFile) {
   TempDir dir;
   expect_error([&] { SafetensorsFile::read(dir / "absent.safetensors"); }, {"absent.safetensors", "does not exist"});
 }
 
-TEST(Safetensors, WriterRejectsBadInput) {
+TEST(IoSafetensors, WriterRejectsBadInput) {
   TempDir dir;
   const float v[2] = {0, 0};
   const auto path = dir / "w.safetensors";

@@ -1,0 +1,13 @@
+#pragma once
+// Each subcommand registers its options on the app and returns nothing; its action runs from
+// CLI11's callback. Failures throw normlab::Error, which main() prints as one line.
+#include <CLI/CLI.hpp>
+
+namespace normlab::cli {
+
+void add_prepare(CLI::App& app);
+void add_train(CLI::App& app);
+void add_eval(CLI::App& app);
+void add_generate(CLI::App& app);
+
+}  // namespace normlab::cli

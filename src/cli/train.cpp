@@ -1,0 +1,77 @@
+// normlab train / normlab eval.
+#include <filesystem>
+#include <iostream>
+
+#include <fmt/core.h>
+
+#include "cli/commands.h"
+#include "cli/run_config.h"
+#include "io/corpus.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace normlab::cli {
+
+namespace fs = std::filesystem;
+
+void add_train(CLI::App& app) {
+  struct Args {
+    ConfigSources sources;
+    std::string run = "runs/default";
+    bool resume = false;
+    int stop_after = -1;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("train", "train a model; writes config.json, metrics.jsonl, checkpoint.safetensors "
+                                              "and summary.json into the run directory");
+  add_config_options(cmd, args->sources);
+  cmd->add_option("-r,--run", args->run, "run directory")->capture_default_str();
+  cmd->add_flag("--resume", args->resume, "continue the run in --run from its checkpoint (its own config.json is used)");
+  cmd->add_option("--stop-after", args->stop_after, "stop after this step (checkpoint saved), e.g. to test resume");
+  cmd->callback([args] {
+    train::RunConfig config;
+    if (args->resume) {
+      if (!args->sources.file.empty() || !args->sources.overrides.empty())
+        fail("--resume continues with the run's own config.json; drop --config/--set");
+      config = load_run_config({(fs::path(args->run) / "config.json").string(), {}});
+    } else {
+      config = load_run_config(args->sources);
+    }
+    train::Trainer trainer(config, args->run, {args->resume, args->stop_after, &std::cerr});
+    train::TrainSummary s = trainer.run();
+    if (s.steps < config.train.steps) {
+      std::cout << fmt::format("stopped at step {} in {:.1f}s; continue with: normlab train --run {} --resume\n", s.steps,
+                               s.seconds, args->run);
+      return;
+    }
+    std::cout << fmt::format("done: {} steps in {:.1f}s ({:.0f} tok/s)\n", s.steps, s.seconds, s.tokens_per_second)
+              << fmt::format("validation loss {:.4f} nats/token vs unigram entropy {:.4f} nats/token ({})\n", s.val_loss,
+                             s.unigram_entropy, s.val_loss < s.unigram_entropy ? "below: the model learned context" : "NOT below")
+              << fmt::format("run directory: {}\n", args->run);
+  });
+}
+
+void add_eval(CLI::App& app) {
+  struct Args {
+    std::string run;
+    int batches = 32;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("eval", "validation loss of a run's checkpoint");
+  cmd->add_option("-r,--run", args->run, "run directory")->required();
+  cmd->add_option("--batches", args->batches, "evaluation batches")->capture_default_str();
+  cmd->callback([args] {
+    const fs::path file = fs::path(args->run) / train::kCheckpointFile;
+    train::RunConfig config = train::checkpoint_config(file);
+    train::set_threads(config.train.threads);
+    io::TokenData data = io::load_tokens(config.data_dir);
+    auto m = model::build_model(config.model, config.train.batch_size, config.train.seq_len);
+    const int step = train::load_checkpoint(file, *m, nullptr);
+    train::Loader loader(data.train, data.val, config.train.batch_size, config.train.seq_len, config.train.seed);
+    const double loss = train::evaluate(*m, loader, args->batches);
+    std::cout << fmt::format("step {}: validation loss {:.4f} nats/token (perplexity {:.2f}); unigram entropy {:.4f}\n",
+                             step, loss, std::exp(loss), data.unigram_entropy_nats);
+  });
+}
+
+}  // namespace normlab::cli

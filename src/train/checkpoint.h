@@ -1,0 +1,26 @@
+#pragma once
+// Checkpoints: one safetensors file holding the weights (documented names), the AdamW moments
+// (`optim.m.<name>`, `optim.v.<name>`) and, in its metadata, the run config and step. Being one
+// file written by atomic rename, it is always either the old checkpoint or the new one, whole.
+// checkpoint.json beside it repeats the config and state for people and tools.
+#include <filesystem>
+
+#include "model/transformer.h"
+#include "train/adamw.h"
+#include "train/train_config.h"
+
+namespace normlab::train {
+
+inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
+inline constexpr const char* kCheckpointJson = "checkpoint.json";
+
+void save_checkpoint(const std::filesystem::path& run_dir, const model::Model& m, AdamW& opt, const RunConfig& config,
+                     int step);
+
+// Restores weights and (if opt is given) optimizer moments; returns the step it was saved at.
+int load_checkpoint(const std::filesystem::path& file, model::Model& m, AdamW* opt);
+
+// The run config stored in a checkpoint (to rebuild its model).
+RunConfig checkpoint_config(const std::filesystem::path& file);
+
+}  // namespace normlab::train

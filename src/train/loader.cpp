@@ -1,0 +1,43 @@
+#include "train/loader.h"
+
+#include <algorithm>
+
+#include "common/error.h"
+#include "model/init.h"
+
+namespace normlab::train {
+
+Loader::Loader(std::span<const int32_t> train, std::span<const int32_t> val, int batch, int seq, uint64_t seed)
+    : train_(train), val_(val), batch_(batch), seq_(seq), seed_(seed) {
+  for (auto [split, name] : {std::pair{train, "train"}, std::pair{val, "validation"}})
+    if (static_cast<int64_t>(split.size()) < seq + 1)
+      fail("the {} split has {} tokens, fewer than seq_len + 1 = {}: use a larger corpus, a larger val_fraction, or a "
+           "shorter train.seq_len", name, split.size(), seq + 1);
+}
+
+void Loader::fill(std::span<const int32_t> source, int b, int64_t start, Batch& out) const {
+  const size_t at = static_cast<size_t>(b) * static_cast<size_t>(seq_);
+  std::copy_n(source.begin() + start, seq_, out.tokens.begin() + static_cast<std::ptrdiff_t>(at));
+  std::copy_n(source.begin() + start + 1, seq_, out.targets.begin() + static_cast<std::ptrdiff_t>(at));
+}
+
+void Loader::train_batch(int step, int micro, Batch& out) const {
+  out.tokens.resize(static_cast<size_t>(batch_ * seq_));
+  out.targets.resize(out.tokens.size());
+  model::Rng rng(seed_ * 0x9e3779b97f4a7c15ULL + static_cast<uint64_t>(step) * 1000003ULL + static_cast<uint64_t>(micro));
+  const uint64_t starts = train_.size() - static_cast<size_t>(seq_);
+  for (int b = 0; b < batch_; ++b) fill(train_, b, static_cast<int64_t>(rng.next() % starts), out);
+}
+
+void Loader::eval_batch(int index, int count, Batch& out) const {
+  out.tokens.resize(static_cast<size_t>(batch_ * seq_));
+  out.targets.resize(out.tokens.size());
+  const int64_t starts = static_cast<int64_t>(val_.size()) - seq_;
+  const int64_t windows = static_cast<int64_t>(count) * batch_;
+  for (int b = 0; b < batch_; ++b) {
+    const int64_t w = static_cast<int64_t>(index) * batch_ + b;
+    fill(val_, b, windows > 1 ? w * (starts - 1) / (windows - 1) : 0, out);
+  }
+}
+
+}  // namespace normlab::train

@@ -1,0 +1,39 @@
+#pragma once
+// A run's full configuration: model, data and training sections of one JSON document.
+#include <string>
+
+#include "model/config.h"
+
+namespace normlab::train {
+
+struct TrainConfig {
+  int batch_size = 16;
+  int seq_len = 128;
+  int steps = 1000;
+  int grad_accum = 1;  // micro-batches per optimizer step
+  double lr = 1e-3;
+  std::string schedule = "cosine";  // constant | cosine | linear | noam
+  int warmup = 100;                 // steps of linear warm-up (noam: the step of the peak)
+  double min_lr_ratio = 0.1;        // cosine/linear decay end, as a fraction of lr
+  double beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8;
+  double weight_decay = 0.1;  // decoupled; matrices and embeddings only
+  double clip = 1.0;          // global gradient-norm clip; 0 = off
+  int eval_every = 100;       // 0 = only at the end
+  int eval_batches = 8;
+  int checkpoint_every = 200;  // 0 = only at the end
+  int log_every = 10;
+  uint64_t seed = 1;
+  int threads = 0;  // 0 = OpenMP's default
+};
+
+struct RunConfig {
+  model::ModelConfig model;
+  std::string data_dir = "data/kjv";  // a `normlab prepare` output directory (scripts/setup.sh makes this one)
+  TrainConfig train;
+};
+
+// Reads {"model": {...}, "data": {"dir": ...}, "train": {...}} strictly; `where` names the source.
+RunConfig read_run_config(const Json& doc, const std::string& where);
+Json to_json(const RunConfig& config);
+
+}  // namespace normlab::train

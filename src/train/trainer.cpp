@@ -1,0 +1,171 @@
+#include "train/trainer.h"
+
+#include <omp.h>
+
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <ostream>
+#include <sstream>
+
+#include "common/error.h"
+#include "io/atomic_file.h"
+#include "model/init.h"
+#include "train/checkpoint.h"
+#include "train/schedule.h"
+
+namespace normlab::train {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+void set_threads(int threads) {
+  if (threads > 0) omp_set_num_threads(threads);
+}
+
+double evaluate(model::Model& m, const Loader& loader, int batches) {
+  Batch batch;
+  double total = 0;
+  for (int i = 0; i < batches; ++i) {
+    loader.eval_batch(i, batches, batch);
+    m.set_batch(batch.tokens.data(), batch.targets.data());
+    total += m.forward(false);
+  }
+  return total / batches;
+}
+
+namespace {
+
+// Keeps the metrics of steps up to `step` (a resumed run rewrites what came after its checkpoint).
+void truncate_metrics(const fs::path& file, int step) {
+  std::ifstream in(file);
+  std::string line, kept;
+  while (std::getline(in, line)) {
+    Json j = Json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.contains("step") && j["step"].get<int>() <= step) kept += line + "\n";
+  }
+  io::write_file_atomic(file, kept);
+}
+
+}  // namespace
+
+Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
+    : config_(std::move(config)), run_dir_(std::move(run_dir)), options_(options) {
+  set_threads(config_.train.threads);
+  data_ = io::load_tokens(config_.data_dir);
+  if (config_.model.vocab_size == 0) config_.model.vocab_size = data_.vocab_size;
+  if (config_.model.vocab_size != data_.vocab_size)
+    fail("model.vocab_size = {} but the token data in {} has a vocabulary of {}: remove model.vocab_size or re-run "
+         "normlab prepare with --vocab-size {}", config_.model.vocab_size, config_.data_dir, data_.vocab_size,
+         config_.model.vocab_size);
+  const TrainConfig& t = config_.train;
+  model_ = model::build_model(config_.model, t.batch_size, t.seq_len);
+  model_->graph.set_seed(t.seed);
+  optimizer_ = std::make_unique<AdamW>(model_->graph);
+  loader_ = std::make_unique<Loader>(data_.train, data_.val, t.batch_size, t.seq_len, t.seed);
+
+  const fs::path checkpoint = run_dir_ / kCheckpointFile;
+  if (!options_.resume && fs::exists(checkpoint))
+    fail("{} already holds a checkpoint: pass --resume to continue that run, or choose another --run directory",
+         run_dir_.string());
+  if (options_.resume && !fs::exists(checkpoint))
+    fail("cannot resume: {} has no {} (train without --resume to start a new run)", run_dir_.string(), kCheckpointFile);
+  fs::create_directories(run_dir_);
+  io::write_file_atomic(run_dir_ / "config.json", to_json(config_).dump(2) + "\n");
+}
+
+Trainer::~Trainer() {
+  if (metrics_) std::fclose(metrics_);
+}
+
+void Trainer::log_metrics(const Json& record) {
+  const std::string line = record.dump() + "\n";
+  std::fwrite(line.data(), 1, line.size(), metrics_);
+  std::fflush(metrics_);
+}
+
+void Trainer::progress_line(int step, double loss, double lr, double tokens_per_s, double eta_s) {
+  if (!options_.progress) return;
+  *options_.progress << fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.2e} | {:.0f} tok/s | ETA {:.0f}s\n", step,
+                                    config_.train.steps, loss, lr, tokens_per_s, eta_s)
+                     << std::flush;
+}
+
+TrainSummary Trainer::run() {
+  const TrainConfig& t = config_.train;
+  model::Model& m = *model_;
+  int start = 0;
+  const fs::path metrics_file = run_dir_ / "metrics.jsonl";
+  if (options_.resume) {
+    start = load_checkpoint(run_dir_ / kCheckpointFile, m, optimizer_.get());
+    truncate_metrics(metrics_file, start);
+    if (options_.progress) *options_.progress << fmt::format("resumed {} at step {}\n", run_dir_.string(), start);
+  } else {
+    model::initialize(m, t.seed);
+    std::error_code ignored;
+    fs::remove(metrics_file, ignored);
+  }
+  metrics_ = std::fopen(metrics_file.c_str(), "a");
+  if (!metrics_) fail("cannot write {}: check the directory's permissions", metrics_file.string());
+
+  const int last = options_.stop_after >= 0 ? std::min(options_.stop_after, t.steps) : t.steps;
+  const double tokens_per_step = double(t.batch_size) * t.seq_len * t.grad_accum;
+  TrainSummary summary;
+  summary.unigram_entropy = data_.unigram_entropy_nats;
+  Batch batch;
+  const auto begin = Clock::now();
+  auto window_start = begin;
+  int window_steps = 0;
+  double loss = 0;
+  for (int step = start + 1; step <= last; ++step) {
+    m.graph.set_step(static_cast<uint64_t>(step));
+    m.graph.zero_param_grads();
+    loss = 0;
+    for (int micro = 0; micro < t.grad_accum; ++micro) {
+      loader_->train_batch(step, micro, batch);
+      m.set_batch(batch.tokens.data(), batch.targets.data());
+      loss += m.forward(true) / t.grad_accum;
+      m.graph.backward(m.loss, 1.0 / t.grad_accum);
+    }
+    if (!std::isfinite(loss))
+      fail("the training loss became {} at step {}: lower train.lr, add warm-up, or turn on train.clip; the last "
+           "checkpoint in {} is intact", loss, step, run_dir_.string());
+    const double grad_norm = global_grad_norm(m.graph);
+    const double clip_scale = t.clip > 0 && grad_norm > t.clip ? t.clip / grad_norm : 1.0;
+    const double lr = learning_rate(t, step);
+    optimizer_->step({lr, t.beta1, t.beta2, t.adam_eps, t.weight_decay}, clip_scale, step);
+    ++window_steps;
+
+    if (step % t.log_every == 0 || step == last) {
+      const double window = std::chrono::duration<double>(Clock::now() - window_start).count();
+      const double tps = window_steps * tokens_per_step / std::max(window, 1e-9);
+      const double elapsed = std::chrono::duration<double>(Clock::now() - begin).count();
+      log_metrics({{"type", "train"}, {"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
+                   {"tokens_per_s", tps}, {"elapsed_s", elapsed}});
+      progress_line(step, loss, lr, tps, (last - step) * tokens_per_step / std::max(tps, 1e-9));
+      summary.tokens_per_second = tps;
+      window_start = Clock::now();
+      window_steps = 0;
+    }
+    const bool final_step = step == t.steps;
+    if ((t.eval_every > 0 && step % t.eval_every == 0) || final_step) {
+      summary.val_loss = evaluate(m, *loader_, t.eval_batches);
+      log_metrics({{"type", "eval"}, {"step", step}, {"val_loss", summary.val_loss}});
+      if (options_.progress) *options_.progress << fmt::format("step {:>6} | val_loss {:.4f}\n", step, summary.val_loss);
+    }
+    if ((t.checkpoint_every > 0 && step % t.checkpoint_every == 0) || step == last)
+      save_checkpoint(run_dir_, m, *optimizer_, config_, step);
+  }
+  summary.steps = last;
+  summary.train_loss = loss;
+  summary.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
+  if (last == t.steps) {
+    Json s{{"steps", summary.steps}, {"train_loss", summary.train_loss}, {"val_loss", summary.val_loss},
+           {"unigram_entropy_nats", summary.unigram_entropy}, {"seconds", summary.seconds},
+           {"tokens_per_s", summary.tokens_per_second}, {"parameters", m.graph.parameter_count()}};
+    io::write_file_atomic(run_dir_ / "summary.json", s.dump(2) + "\n");
+  }
+  return summary;
+}
+
+}  // namespace normlab::train
