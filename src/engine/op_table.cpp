@@ -6,12 +6,14 @@
 namespace normlab::engine {
 
 extern const OpDef kEmbeddingOp, kPositionAddOp, kLinearOp, kLayerNormOp, kRmsNormOp, kAddOp, kScaleOp,
-    kGeluOp, kSwigluOp, kRopeOp, kAttentionOp, kCrossEntropyOp, kDropoutOp;
+    kGeluOp, kGatedOp, kRopeOp, kAttentionOp, kCrossEntropyOp, kDropoutOp, kScaleAddOp, kGpasOp, kDytOp, kScaleNormOp,
+    kCrmsNormOp, kCenterOp, kSoftcapOp, kPbRelaxOp;
 
 const OpDef& op_def(OpKind kind) {
   static const std::array<const OpDef*, static_cast<size_t>(OpKind::count)> table = {
-      &kEmbeddingOp, &kPositionAddOp, &kLinearOp, &kLayerNormOp, &kRmsNormOp, &kAddOp,         &kScaleOp,
-      &kGeluOp,      &kSwigluOp,      &kRopeOp,   &kAttentionOp, &kCrossEntropyOp, &kDropoutOp,
+      &kEmbeddingOp, &kPositionAddOp, &kLinearOp, &kLayerNormOp, &kRmsNormOp, &kAddOp,  &kScaleOp,
+      &kGeluOp,      &kGatedOp,       &kRopeOp,   &kAttentionOp, &kCrossEntropyOp, &kDropoutOp,
+      &kScaleAddOp,  &kGpasOp,        &kDytOp,    &kScaleNormOp, &kCrmsNormOp,  &kCenterOp, &kSoftcapOp, &kPbRelaxOp,
   };
   return *table[static_cast<size_t>(kind)];
 }

@@ -22,11 +22,19 @@ enum class OpKind : uint8_t {
   add,            // y = α·a + β·b
   scale,          // y = c·x
   gelu,           // y = x·Φ(x)
-  swiglu,         // y = SiLU(gate) ⊙ up
+  gated,          // y = act(gate) ⊙ up, act = SiLU (SwiGLU) or GELU (GeGLU)
   rope,           // rotary positions on q or k
   attention,      // causal multi-head softmax attention
   cross_entropy,  // mean −log softmax(logits)[target]
   dropout,        // inverted dropout, mask from a counter-based hash
+  scale_add,      // y = a + s ⊙ b, s a learnable scalar, vector or per-head vector
+  gpas,           // y = x − SiLU(a)·sg(x)
+  dyt,            // y = γ ⊙ tanh(α x) + β
+  scale_norm,     // y = g · x / max(‖x‖₂, ε)   (g absent: plain L2 normalization)
+  crms_norm,      // compressed RMSNorm of a zero-mean vector stored without its last coordinate
+  center,         // y = x − mean(x)
+  softcap,        // y = c · tanh(x / c)
+  pb_relax,       // y = x / (max|x| / 8), max over the whole tensor and detached
   count
 };
 
@@ -47,10 +55,35 @@ TensorId add(Graph& g, const std::string& name, TensorId a, TensorId b, double a
 TensorId scale(Graph& g, const std::string& name, TensorId x, double c);
 TensorId gelu(Graph& g, const std::string& name, TensorId x);
 TensorId swiglu(Graph& g, const std::string& name, TensorId gate, TensorId up);
+TensorId geglu(Graph& g, const std::string& name, TensorId gate, TensorId up);
 TensorId rope(Graph& g, const std::string& name, TensorId x, int64_t heads, double base);
-TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads);
+// scale multiplies q·k (0 = the usual 1/√D); softcap > 0 applies c·tanh(s/c) to the scaled logits.
+TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads,
+                   double scale = 0, double softcap = 0);
 TensorId cross_entropy(Graph& g, const std::string& name, TensorId logits, TensorId targets);
 TensorId dropout(Graph& g, const std::string& name, TensorId x, double p);
+
+enum class ScaleMode : int64_t { scalar, vector, heads };
+// y = a + s ⊙ b. scalar: s = p[index] (p of any shape); vector: s = p (width of b); heads: s[j] = p[j / (w/H)].
+// a may be kNoTensor (then y = s ⊙ b).
+TensorId scale_add(Graph& g, const std::string& name, TensorId a, TensorId b, TensorId p, ScaleMode mode,
+                   int64_t index = 0);
+TensorId gpas(Graph& g, const std::string& name, TensorId x, TensorId gate);
+TensorId dyt(Graph& g, const std::string& name, TensorId x, TensorId alpha, TensorId gain, TensorId bias);
+TensorId scale_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, double eps);
+TensorId crms_norm(Graph& g, const std::string& name, TensorId x, double eps);
+TensorId center(Graph& g, const std::string& name, TensorId x);
+TensorId softcap(Graph& g, const std::string& name, TensorId x, double cap);
+TensorId pb_relax(Graph& g, const std::string& name, TensorId x);
+
+// Defines name_forward / name_backward, dispatching to name_forward_kernel<T> / name_backward_kernel<T>.
+#define NORMLAB_FLOAT_OP(name)                                                                   \
+  void name##_forward(Graph& g, const Node& n) {                                                 \
+    dispatch_float(g.float_type(), [&]<typename T>() { name##_forward_kernel<T>(g, n); });      \
+  }                                                                                              \
+  void name##_backward(Graph& g, const Node& n) {                                                \
+    dispatch_float(g.float_type(), [&]<typename T>() { name##_backward_kernel<T>(g, n); });     \
+  }
 
 // Shared by builders: a node of this op reading these inputs (unused slots stay kNoTensor).
 inline Node make_node(OpKind op, TensorId a, TensorId b = kNoTensor, TensorId c = kNoTensor) {

@@ -115,6 +115,97 @@ TEST(OpGradients, CrossEntropyIsTheLossOfEveryCase) {
   expect_gradients_match(c.g, c.finish(logits));
 }
 
+TEST(OpGradients, AttentionWithScaleAndSoftcap) {
+  Case c;
+  TensorId q = c.param("q", {B, T, D}), k = c.param("k", {B, T, D}), v = c.param("v", {B, T, D});
+  expect_gradients_match(c.g, c.finish(attention(c.g, "y", q, k, v, H, 1.7, 2.0)));
+}
+
+TEST(OpGradients, Geglu) {
+  Case c;
+  TensorId a = c.param("a", {B, T, D});
+  TensorId u = c.param("u", {B, T, D});
+  expect_gradients_match(c.g, c.finish(geglu(c.g, "y", a, u)));
+}
+
+TEST(OpGradients, ScaleAddEveryMode) {
+  Case c;
+  TensorId a = c.param("a", {B, T, D}), b = c.param("b", {B, T, D});
+  TensorId scalars = c.param("scalars", {3, 3}), vec = c.param("vec", {D}), heads = c.param("heads", {H});
+  TensorId y = scale_add(c.g, "y1", a, b, scalars, ScaleMode::scalar, 4);
+  y = scale_add(c.g, "y2", y, b, vec, ScaleMode::vector);
+  y = scale_add(c.g, "y3", kNoTensor, y, heads, ScaleMode::heads);
+  expect_gradients_match(c.g, c.finish(y));
+}
+
+TEST(OpGradients, GpasGateAndItsIdentityInputGradient) {
+  Case c;
+  TensorId x = c.param("x", {B, T, D}), gate = c.param("gate", {1});
+  TensorId loss = c.finish(gpas(c.g, "y", x, gate));
+  // The check must use the stop-gradient semantics: FD on x sees (1 − SiLU(a)), the analytic
+  // gradient passes g through unscaled. So x is compared by hand and only the gate by FD here.
+  c.g.zero_param_grads();
+  c.g.forward(true);
+  c.g.backward(loss);
+  const double a = *c.g.data<double>(gate), silu = a / (1 + std::exp(-a));
+  // Forward value is (1 − SiLU(a))·x.
+  EXPECT_NEAR(c.g.data<double>(c.g.at("y"))[5], (1 - silu) * c.g.data<double>(x)[5], 1e-14);
+  // dL/dx equals dL/dy exactly.
+  for (int64_t i = 0; i < B * T * D; ++i) EXPECT_EQ(c.g.grad<double>(x)[i], c.g.grad<double>(c.g.at("y"))[i]);
+  // dL/da by finite differences.
+  const double h = 1e-6, analytic = *c.g.grad<double>(gate);
+  *c.g.data<double>(gate) = a + h;
+  const double up = testing::loss_of(c.g, loss);
+  *c.g.data<double>(gate) = a - h;
+  const double down = testing::loss_of(c.g, loss);
+  EXPECT_NEAR(analytic, (up - down) / (2 * h), 1e-6 * std::abs(analytic));
+}
+
+TEST(OpGradients, DytWithAndWithoutBias) {
+  for (bool with_bias : {true, false}) {
+    Case c;
+    TensorId x = c.param("x", {B, T, D}), alpha = c.param("alpha", {1});
+    TensorId gain = c.param("gain", {D}, Role::norm_gain), bias = with_bias ? c.param("bias", {D}) : kNoTensor;
+    expect_gradients_match(c.g, c.finish(dyt(c.g, "y", x, alpha, gain, bias)));
+  }
+}
+
+TEST(OpGradients, ScaleNormAndL2Norm) {
+  for (bool with_gain : {true, false}) {
+    Case c;
+    TensorId x = c.param("x", {B, T, D});
+    TensorId gain = with_gain ? c.param("gain", {1}) : kNoTensor;
+    expect_gradients_match(c.g, c.finish(scale_norm(c.g, "y", x, gain, 1e-5)));
+  }
+}
+
+TEST(OpGradients, CrmsNorm) {
+  Case c;
+  TensorId x = c.param("x", {B, T, D - 1});
+  expect_gradients_match(c.g, c.finish(crms_norm(c.g, "y", x, 1e-3)));
+}
+
+TEST(OpGradients, CenterSoftcapPbRelax) {
+  Case c;
+  TensorId x = c.param("x", {B, T, D});
+  TensorId y = softcap(c.g, "capped", center(c.g, "centered", x), 0.8);
+  y = layer_norm(c.g, "ln", pb_relax(c.g, "relaxed", y), kNoTensor, kNoTensor, 1e-5);
+  expect_gradients_match(c.g, c.finish(y));
+}
+
+TEST(Ops, CrmsNormOfCompressedVectorEqualsRmsNormOfFullVector) {
+  // z zero-mean in R^D, x = z without its last coordinate: CRMS(x) = RMSNorm(z)[0..D-2].
+  Graph g(DType::f64);
+  TensorId z = g.parameter("z", {1, D}, Role::none, false), x = g.parameter("x", {1, D - 1}, Role::none, false);
+  TensorId full = rms_norm(g, "full", z, kNoTensor, 1e-5), compressed = crms_norm(g, "compressed", x, 1e-5);
+  g.plan();
+  double sum = 0;
+  for (int64_t i = 0; i < D - 1; ++i) sum += (g.data<double>(z)[i] = g.data<double>(x)[i] = 0.3 * i - 0.7);
+  g.data<double>(z)[D - 1] = -sum;
+  g.forward(false);
+  for (int64_t i = 0; i < D - 1; ++i) EXPECT_NEAR(g.data<double>(full)[i], g.data<double>(compressed)[i], 1e-14);
+}
+
 TEST(Ops, AttentionIsCausal) {
   // Changing a later token's key or value must not change an earlier output row.
   Graph g(DType::f64);

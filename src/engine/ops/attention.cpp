@@ -3,6 +3,9 @@
 //
 //   S = s·Q Kᵀ,   P = softmax(S + M) row-wise (M = −∞ above the diagonal),   O = P V
 //
+// s is 1/√D unless the caller gives another (QKNorm's learnable g is applied to q beforehand, s = 1).
+// With a soft-cap c (Gemma 2), S is replaced by c·tanh(S/c), whose derivative is 1 − tanh²(S/c).
+//
 // Backward, with G = ∂L/∂O:
 //
 //   ∂L/∂V = Pᵀ G,   ∂L/∂P = G Vᵀ,   ∂L/∂S = P ⊙ (∂L/∂P − rowsum(P ⊙ ∂L/∂P))   (softmax Jacobian)
@@ -31,11 +34,15 @@ Dims dims_of(const Graph& g, const Node& n) {
   const Shape& s = g.shape(n.in[kQ]);
   return {s[0], s[1], s[2], n.attr.i[0], s[2] / n.attr.i[0]};
 }
+template <typename T>
+T logit_scale(const Node& n, const Dims& d) {
+  return n.attr.f[0] > 0 ? static_cast<T>(n.attr.f[0]) : T(1) / std::sqrt(static_cast<T>(d.dim));
+}
 
 template <typename T>
 void forward_kernel(Graph& g, const Node& n) {
   const Dims d = dims_of(g, n);
-  const T scale = T(1) / std::sqrt(static_cast<T>(d.dim));
+  const T scale = logit_scale<T>(n, d), cap = static_cast<T>(n.attr.f[1]);
   const T *q = g.data<T>(n.in[kQ]), *k = g.data<T>(n.in[kK]), *v = g.data<T>(n.in[kV]);
   T* out = g.data<T>(n.out);
   T* probs = g.data<T>(n.saved[0]);
@@ -47,6 +54,8 @@ void forward_kernel(Graph& g, const Node& n) {
       gemm(false, true, d.time, d.time, d.dim, scale, q + offset, d.width, k + offset, d.width, T(0), p, d.time);
       for (int64_t t = 0; t < d.time; ++t) {
         T* row = p + t * d.time;
+        if (cap > 0)
+          for (int64_t j = 0; j <= t; ++j) row[j] = cap * std::tanh(row[j] / cap);
         T max = -std::numeric_limits<T>::infinity();
         for (int64_t j = 0; j <= t; ++j) max = std::max(max, row[j]);
         T sum = 0;
@@ -61,7 +70,7 @@ void forward_kernel(Graph& g, const Node& n) {
 template <typename T>
 void backward_kernel(Graph& g, const Node& n) {
   const Dims d = dims_of(g, n);
-  const T scale = T(1) / std::sqrt(static_cast<T>(d.dim));
+  const T scale = logit_scale<T>(n, d), cap = static_cast<T>(n.attr.f[1]);
   const T *q = g.data<T>(n.in[kQ]), *k = g.data<T>(n.in[kK]), *v = g.data<T>(n.in[kV]);
   const T* dout = g.grad<T>(n.out);
   const T* probs = g.data<T>(n.saved[0]);
@@ -74,7 +83,9 @@ void backward_kernel(Graph& g, const Node& n) {
     for (int64_t h = 0; h < d.heads; ++h) {
       const int64_t offset = b * d.time * d.width + h * d.dim;
       const T* p = probs + (b * d.heads + h) * d.time * d.time;
-      T* dp = reinterpret_cast<T*>(g.workspace()) + omp_get_thread_num() * d.time * d.time;
+      T* dp = reinterpret_cast<T*>(g.workspace()) + omp_get_thread_num() * 2 * d.time * d.time;
+      T* raw = dp + d.time * d.time;  // the uncapped logits, recomputed only when a soft-cap is on
+      if (cap > 0) gemm(false, true, d.time, d.time, d.dim, scale, q + offset, d.width, k + offset, d.width, T(0), raw, d.time);
       if (dv) gemm(true, false, d.time, d.dim, d.time, T(1), p, d.time, dout + offset, d.width, T(1), dv + offset, d.width);
       gemm(false, true, d.time, d.time, d.dim, T(1), dout + offset, d.width, v + offset, d.width, T(0), dp, d.time);
       for (int64_t t = 0; t < d.time; ++t) {
@@ -83,6 +94,11 @@ void backward_kernel(Graph& g, const Node& n) {
         T dot = 0;
         for (int64_t j = 0; j <= t; ++j) dot += prow[j] * row[j];
         for (int64_t j = 0; j <= t; ++j) row[j] = prow[j] * (row[j] - dot);
+        if (cap > 0)
+          for (int64_t j = 0; j <= t; ++j) {
+            const T th = std::tanh(raw[t * d.time + j] / cap);
+            row[j] *= T(1) - th * th;
+          }
         std::fill(row + t + 1, row + d.time, T(0));
       }
       if (dq) gemm(false, false, d.time, d.dim, d.time, scale, dp, d.time, k + offset, d.width, T(1), dq + offset, d.width);
@@ -97,7 +113,8 @@ void backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<type
 
 extern const OpDef kAttentionOp{"attention", forward, backward};
 
-TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads) {
+TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads, double scale,
+                   double softcap) {
   const Shape& s = g.shape(q);
   if (s.rank != 3 || s[2] % heads != 0) fail("attention needs [B,T,H·D] inputs; got {} with {} heads", s.str(), heads);
   Node n = make_node(OpKind::attention, q, k, v);
@@ -105,7 +122,8 @@ TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, Te
   n.saved[0] = g.activation(name + ".probs", Shape{s[0], heads, s[1], s[1]}, false);
   n.attr.i[0] = heads;
   n.attr.i[1] = omp_get_max_threads();  // workspace slices planned for this many threads
-  n.workspace_bytes = static_cast<size_t>(n.attr.i[1] * s[1] * s[1]) * dtype_size(g.float_type());
+  n.attr.f = {scale, softcap, 0, 0};
+  n.workspace_bytes = static_cast<size_t>(n.attr.i[1] * 2 * s[1] * s[1]) * dtype_size(g.float_type());
   g.record(n);
   return n.out;
 }

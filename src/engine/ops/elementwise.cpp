@@ -3,7 +3,10 @@
 //   add:     y = α·a + β·b             ∂L/∂a = α·g,  ∂L/∂b = β·g
 //   scale:   y = c·x                   ∂L/∂x = c·g
 //   gelu:    y = x·Φ(x)                ∂y/∂x = Φ(x) + x·φ(x)        (exact erf form, as torch's default)
-//   swiglu:  y = SiLU(a) ⊙ u           ∂L/∂a = g ⊙ u ⊙ σ(a)(1 + a(1 − σ(a))),  ∂L/∂u = g ⊙ SiLU(a)
+//   gated:   y = act(a) ⊙ u            ∂L/∂a = g ⊙ u ⊙ act'(a),  ∂L/∂u = g ⊙ act(a)
+//            SwiGLU: act = SiLU, SiLU'(a) = σ(a)(1 + a(1 − σ(a)));  GeGLU: act = GELU (exact)
+//   center:  y = x − mean(x) (per row)  ∂L/∂x = g − mean(g)
+//   softcap: y = c·tanh(x/c)            ∂y/∂x = 1 − tanh²(x/c)
 //   dropout: y = x ⊙ m / (1 − p)       ∂L/∂x = g ⊙ m / (1 − p); m is recomputed from a counter-based
 //            hash of (seed, step, node, element), so nothing is stored and resume replays the same masks.
 #include <cmath>
@@ -76,21 +79,78 @@ void gelu_backward_kernel(Graph& g, const Node& n) {
 template <typename T>
 T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
 
+enum class Gate : int64_t { silu, gelu };
+
+// act(a) and act'(a) of a gated unit.
 template <typename T>
-void swiglu_forward_kernel(Graph& g, const Node& n) {
+std::pair<T, T> activation(Gate kind, T a) {
+  if (kind == Gate::gelu) return {a * normal_cdf(a), normal_cdf(a) + a * normal_pdf(a)};
+  const T s = sigmoid(a);
+  return {a * s, s * (T(1) + a * (T(1) - s))};
+}
+
+template <typename T>
+void gated_forward_kernel(Graph& g, const Node& n) {
+  const auto kind = static_cast<Gate>(n.attr.i[0]);
   const T *a = g.data<T>(n.in[0]), *u = g.data<T>(n.in[1]);
   T* y = g.data<T>(n.out);
-  for_each<T>(numel(g, n), [&](int64_t i) { y[i] = a[i] * sigmoid(a[i]) * u[i]; });
+  for_each<T>(numel(g, n), [&](int64_t i) { y[i] = activation(kind, a[i]).first * u[i]; });
 }
 template <typename T>
-void swiglu_backward_kernel(Graph& g, const Node& n) {
+void gated_backward_kernel(Graph& g, const Node& n) {
+  const auto kind = static_cast<Gate>(n.attr.i[0]);
   const T *a = g.data<T>(n.in[0]), *u = g.data<T>(n.in[1]), *dy = g.grad<T>(n.out);
   T* da = g.requires_grad(n.in[0]) ? g.grad<T>(n.in[0]) : nullptr;
   T* du = g.requires_grad(n.in[1]) ? g.grad<T>(n.in[1]) : nullptr;
   for_each<T>(numel(g, n), [&](int64_t i) {
-    const T s = sigmoid(a[i]);
-    if (da) da[i] += dy[i] * u[i] * s * (T(1) + a[i] * (T(1) - s));
-    if (du) du[i] += dy[i] * a[i] * s;
+    const auto [act, slope] = activation(kind, a[i]);
+    if (da) da[i] += dy[i] * u[i] * slope;
+    if (du) du[i] += dy[i] * act;
+  });
+}
+
+template <typename T>
+void center_forward_kernel(Graph& g, const Node& n) {
+  const int64_t rows = g.shape(n.out).rows(), w = g.shape(n.out).last();
+  const T* x = g.data<T>(n.in[0]);
+  T* y = g.data<T>(n.out);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    T mean = 0;
+    for (int64_t i = 0; i < w; ++i) mean += x[r * w + i];
+    mean /= static_cast<T>(w);
+    for (int64_t i = 0; i < w; ++i) y[r * w + i] = x[r * w + i] - mean;
+  }
+}
+template <typename T>
+void center_backward_kernel(Graph& g, const Node& n) {
+  const int64_t rows = g.shape(n.out).rows(), w = g.shape(n.out).last();
+  const T* dy = g.grad<T>(n.out);
+  T* dx = g.grad<T>(n.in[0]);
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    T mean = 0;
+    for (int64_t i = 0; i < w; ++i) mean += dy[r * w + i];
+    mean /= static_cast<T>(w);
+    for (int64_t i = 0; i < w; ++i) dx[r * w + i] += dy[r * w + i] - mean;
+  }
+}
+
+template <typename T>
+void softcap_forward_kernel(Graph& g, const Node& n) {
+  const T c = static_cast<T>(n.attr.f[0]);
+  const T* x = g.data<T>(n.in[0]);
+  T* y = g.data<T>(n.out);
+  for_each<T>(numel(g, n), [&](int64_t i) { y[i] = c * std::tanh(x[i] / c); });
+}
+template <typename T>
+void softcap_backward_kernel(Graph& g, const Node& n) {
+  const T c = static_cast<T>(n.attr.f[0]);
+  const T *x = g.data<T>(n.in[0]), *dy = g.grad<T>(n.out);
+  T* dx = g.grad<T>(n.in[0]);
+  for_each<T>(numel(g, n), [&](int64_t i) {
+    const T t = std::tanh(x[i] / c);
+    dx[i] += dy[i] * (T(1) - t * t);
   });
 }
 
@@ -134,19 +194,13 @@ void dropout_backward_kernel(Graph& g, const Node& n) {
   for_each<T>(numel(g, n), [&](int64_t i) { dx[i] += keep(stream, i, p) ? dy[i] * inv_keep : T(0); });
 }
 
-#define NORMLAB_FLOAT_OP(name)                                                                                   \
-  void name##_forward(Graph& g, const Node& n) {                                                                 \
-    dispatch_float(g.float_type(), [&]<typename T>() { name##_forward_kernel<T>(g, n); });                      \
-  }                                                                                                              \
-  void name##_backward(Graph& g, const Node& n) {                                                                \
-    dispatch_float(g.float_type(), [&]<typename T>() { name##_backward_kernel<T>(g, n); });                     \
-  }
 NORMLAB_FLOAT_OP(add)
 NORMLAB_FLOAT_OP(scale)
 NORMLAB_FLOAT_OP(gelu)
-NORMLAB_FLOAT_OP(swiglu)
+NORMLAB_FLOAT_OP(gated)
+NORMLAB_FLOAT_OP(center)
+NORMLAB_FLOAT_OP(softcap)
 NORMLAB_FLOAT_OP(dropout)
-#undef NORMLAB_FLOAT_OP
 
 TensorId unary(Graph& g, OpKind op, const std::string& name, TensorId x, double attr) {
   Node n = make_node(op, x);
@@ -166,12 +220,23 @@ TensorId binary(Graph& g, OpKind op, const std::string& name, TensorId a, Tensor
   return n.out;
 }
 
+TensorId gated(Graph& g, const std::string& name, TensorId gate, TensorId up, Gate kind) {
+  if (g.shape(gate) != g.shape(up)) fail("internal: gated unit of {} and {}", g.shape(gate).str(), g.shape(up).str());
+  Node n = make_node(OpKind::gated, gate, up);
+  n.out = like(g, name, gate, {gate, up});
+  n.attr.i[0] = static_cast<int64_t>(kind);
+  g.record(n);
+  return n.out;
+}
+
 }  // namespace
 
 extern const OpDef kAddOp{"add", add_forward, add_backward};
 extern const OpDef kScaleOp{"scale", scale_forward, scale_backward};
 extern const OpDef kGeluOp{"gelu", gelu_forward, gelu_backward};
-extern const OpDef kSwigluOp{"swiglu", swiglu_forward, swiglu_backward};
+extern const OpDef kGatedOp{"gated", gated_forward, gated_backward};
+extern const OpDef kCenterOp{"center", center_forward, center_backward};
+extern const OpDef kSoftcapOp{"softcap", softcap_forward, softcap_backward};
 extern const OpDef kDropoutOp{"dropout", dropout_forward, dropout_backward};
 
 TensorId add(Graph& g, const std::string& name, TensorId a, TensorId b, double alpha, double beta) {
@@ -180,8 +245,13 @@ TensorId add(Graph& g, const std::string& name, TensorId a, TensorId b, double a
 TensorId scale(Graph& g, const std::string& name, TensorId x, double c) { return unary(g, OpKind::scale, name, x, c); }
 TensorId gelu(Graph& g, const std::string& name, TensorId x) { return unary(g, OpKind::gelu, name, x, 0); }
 TensorId swiglu(Graph& g, const std::string& name, TensorId gate, TensorId up) {
-  return binary(g, OpKind::swiglu, name, gate, up, 0, 0);
+  return gated(g, name, gate, up, Gate::silu);
 }
+TensorId geglu(Graph& g, const std::string& name, TensorId gate, TensorId up) {
+  return gated(g, name, gate, up, Gate::gelu);
+}
+TensorId center(Graph& g, const std::string& name, TensorId x) { return unary(g, OpKind::center, name, x, 0); }
+TensorId softcap(Graph& g, const std::string& name, TensorId x, double cap) { return unary(g, OpKind::softcap, name, x, cap); }
 TensorId dropout(Graph& g, const std::string& name, TensorId x, double p) { return unary(g, OpKind::dropout, name, x, p); }
 
 }  // namespace normlab::engine
