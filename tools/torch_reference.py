@@ -1,26 +1,38 @@
 #!/usr/bin/python3
-"""Independent PyTorch reference for the normlab model (docs/model.md) and
-generator of the committed test fixtures under tests/fixtures/.
+"""Independent PyTorch reference for the normlab model (docs/model.md, docs/variants.md)
+and generator of the committed test fixtures under tests/fixtures/.
 
 Run with Debian's torch:
     /usr/bin/python3 tools/torch_reference.py --out tests/fixtures
 
-Every equation of docs/model.md is written out as explicit tensor ops (no
-nn.Module layers), evaluated in float64 from float32-stored weights, so the
-stored loss / logits / gradients are the exact (to ~1e-15) values for the stored
-F32 weights. The C++ tests never need torch: they only read the fixtures.
+Every equation is written out as explicit tensor ops (no nn.Module layers), evaluated
+in float64 from float32-stored weights, so the stored loss / logits / gradients are the
+exact (to ~1e-15) values for the stored F32 weights. The C++ tests never need torch:
+they only read the fixtures.
 
-Extending with more placements: add a function `step(m, i, s, h, F)` and
-register it in PLACEMENTS with the norm slots it owns (see `Placement`).
+The equations come from ../shared/spec/norm-variants.md (cited as §x.y) through the
+contract docs/variants.md. Parameters are created on demand while the forward runs
+(`Model.param`), so the parameter set of a configuration is whatever its forward
+touches: there is no hand-maintained list to drift from the equations.
+
+Adding a placement: write `def step(m, i, s, h)` (one sub-layer of layer i, s in
+("attn", "ffn"), returning the new residual stream) or, for placements that rewire
+the whole stack, `def stack(m, h)`; then add one `Placement(...)` line to PLACEMENTS
+and a case to CASES.
+
+Before writing, every case is self-checked: explicit ops vs library/equivalent forms,
+the Pre-LN = Pre-RMS = Pre-CRMS identity of §1.3, float64 autograd vs finite differences,
+and float32 conditioning (see tests/fixtures/README.md).
 """
 import argparse
+import copy
 import json
 import math
 import os
 import sys
 import zlib
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Optional
 
 import torch
 
@@ -41,7 +53,7 @@ def linear(x, w, b=None):
 
 
 def layernorm(x, g, b, eps):
-    """(x - mean) / sqrt(var + eps) * g (+ b); var is the biased (1/d) variance."""
+    """§1.1: (x - μ) / sqrt(v + ε) ⊙ γ (+ β); v is the biased (1/w) variance."""
     mu = x.mean(dim=-1, keepdim=True)
     var = ((x - mu) ** 2).mean(dim=-1, keepdim=True)
     y = (x - mu) / torch.sqrt(var + eps) * g
@@ -49,9 +61,42 @@ def layernorm(x, g, b, eps):
 
 
 def rmsnorm(x, g, eps):
-    """x / sqrt(mean(x²) + eps) * g (no bias, whatever norm.bias says)."""
+    """§1.2: x / sqrt(mean(x²) + ε) ⊙ γ."""
     ms = (x * x).mean(dim=-1, keepdim=True)
     return x / torch.sqrt(ms + eps) * g
+
+
+def rmsnorm_gemma(x, s, eps):
+    """§1.2 (Gemma): x / sqrt(mean(x²) + ε) ⊙ (1 + s)."""
+    ms = (x * x).mean(dim=-1, keepdim=True)
+    return x / torch.sqrt(ms + eps) * (1.0 + s)
+
+
+def scalenorm(x, g, eps):
+    """§1.4: g · x / max(‖x‖₂, ε), one scalar g."""
+    n = torch.sqrt((x * x).sum(dim=-1, keepdim=True))
+    return g * x / torch.clamp(n, min=eps)
+
+
+def dyt(x, alpha, g, b):
+    """§1.5: γ ⊙ tanh(α x) + β, α one scalar."""
+    y = g * torch.tanh(alpha * x)
+    return y + b if b is not None else y
+
+
+def crmsnorm(x, eps):
+    """§1.3: x ∈ R^w is the compressed form of a zero-mean z ∈ R^(w+1);
+    x / sqrt((‖x‖² + (Σx)²) / (w+1) + ε). Non-affine."""
+    w = x.shape[-1]
+    sq = (x * x).sum(dim=-1, keepdim=True)
+    s = x.sum(dim=-1, keepdim=True)
+    return x / torch.sqrt((sq + s * s) / (w + 1) + eps)
+
+
+def l2_normalize(x, eps=1e-12):
+    """§2.9: x / max(‖x‖₂, 1e-12) along the last axis (torch.nn.functional.normalize)."""
+    n = torch.sqrt((x * x).sum(dim=-1, keepdim=True))
+    return x / torch.clamp(n, min=eps)
 
 
 def gelu_exact(x):
@@ -60,6 +105,16 @@ def gelu_exact(x):
 
 def silu(x):
     return x * torch.sigmoid(x)
+
+
+def softcap(z, c):
+    """§2.16: c · tanh(z / c)."""
+    return c * torch.tanh(z / c)
+
+
+def center(x):
+    """§1.3 / §2.15: x − mean(x) over the last axis."""
+    return x - x.mean(dim=-1, keepdim=True)
 
 
 def rope(x, base):
@@ -76,10 +131,16 @@ def rope(x, base):
     return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
 
 
-def causal_softmax_attention(q, k, v):
-    """q, k, v: [B, H, T, D]. softmax(q kᵀ/√D + causal mask) v."""
+def causal_softmax_attention(q, k, v, scale=None, cap=0.0):
+    """q, k, v: [B, H, T, D]. softmax(cap(scale · q kᵀ) + causal mask) v; scale defaults to 1/√D,
+    cap(z) = c·tanh(z/c) when c > 0 (Gemma 2 attention soft-cap, before the mask)."""
     T, D = q.shape[-2], q.shape[-1]
-    scores = (q @ k.transpose(-1, -2)) / math.sqrt(D)
+    if scale is None:
+        scores = (q @ k.transpose(-1, -2)) / math.sqrt(D)
+    else:
+        scores = (q @ k.transpose(-1, -2)) * scale
+    if cap:
+        scores = softcap(scores, cap)
     mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
     scores = scores.masked_fill(mask, float("-inf"))
     p = torch.softmax(scores, dim=-1)
@@ -87,134 +148,371 @@ def causal_softmax_attention(q, k, v):
 
 
 # --------------------------------------------------------------------------
-# Placement registry
+# Norm types (docs/variants.md "Norm types"); each creates its own parameters
+# under `prefix` through m.param, so only what the type needs exists.
 # --------------------------------------------------------------------------
+
+def norm_layernorm(m, prefix, x, eps):
+    w = x.shape[-1]
+    g = m.param(prefix + ".weight", [w], "gain")
+    b = m.param(prefix + ".bias", [w], "norm_bias") if m.cfg["norm"]["bias"] else None
+    return layernorm(x, g, b, eps)
+
+
+def norm_rmsnorm(m, prefix, x, eps):
+    return rmsnorm(x, m.param(prefix + ".weight", [x.shape[-1]], "gain"), eps)
+
+
+def norm_rmsnorm_gemma(m, prefix, x, eps):
+    return rmsnorm_gemma(x, m.param(prefix + ".weight", [x.shape[-1]], "gemma_gain"), eps)
+
+
+def norm_scalenorm(m, prefix, x, eps):
+    return scalenorm(x, m.param(prefix + ".weight", [1], "scalenorm_gain", width=x.shape[-1]), eps)
+
+
+def norm_dyt(m, prefix, x, eps):
+    w = x.shape[-1]
+    alpha = m.param(prefix + ".alpha", [1], "dyt_alpha")
+    g = m.param(prefix + ".weight", [w], "gain")
+    b = m.param(prefix + ".bias", [w], "norm_bias") if m.cfg["norm"]["bias"] else None
+    return dyt(x, alpha, g, b)
+
+
+def norm_crmsnorm(m, prefix, x, eps):
+    return crmsnorm(x, eps)
+
+
+def norm_none(m, prefix, x, eps):
+    return x
+
+
+NORMS = {
+    "layernorm": norm_layernorm,
+    "rmsnorm": norm_rmsnorm,
+    "rmsnorm_gemma": norm_rmsnorm_gemma,
+    "scalenorm": norm_scalenorm,
+    "dyt": norm_dyt,
+    "crmsnorm": norm_crmsnorm,
+    "none": norm_none,
+}
+
+
+# --------------------------------------------------------------------------
+# Placements (docs/variants.md "Placements"). Each step is one sub-layer update.
+#   m.N(i, s, slot, x)  the configured norm `layers.{i}.{s}.{slot}`
+#   m.F(i, s, x)        the plain sub-layer function (attention or FFN)
+# --------------------------------------------------------------------------
+
+def step_post(m, i, s, h):
+    # §2.1 post: h ← Norm_post(h + F(h))
+    return m.N(i, s, "post_norm", h + m.F(i, s, h))
+
+
+def step_pre(m, i, s, h):
+    # §2.2 pre: h ← h + F(Norm_in(h))
+    return h + m.F(i, s, m.N(i, s, "in_norm", h))
+
+
+def step_rezero(m, i, s, h):
+    # §2.4 rezero: h ← h + α_ℓ·F(h); one α per layer unless rezero_per_sublayer
+    name = f"layers.{i}.{s}.rezero_alpha" if m.opt("rezero_per_sublayer") else f"layers.{i}.rezero_alpha"
+    return h + m.param(name, [1], "rezero_alpha") * m.F(i, s, h)
+
+
+def step_plain_residual(m, i, s, h):
+    # §2.5 tfixup: h ← h + F(h)
+    return h + m.F(i, s, h)
+
+
+def step_lipschitz(m, i, s, h):
+    # §2.6 (Neutron v1 form): u = Norm_in(h); h ← u + F(u)
+    u = m.N(i, s, "in_norm", h)
+    return u + m.F(i, s, u)
+
+
+def step_admin(m, i, s, h):
+    # §2.7 admin: h ← Norm_post(ω ⊙ h + F(h)), ω a learnable [d] vector per sub-layer
+    omega = m.param(f"layers.{i}.{s}.admin_omega", [m.width], "admin_omega")
+    return m.N(i, s, "post_norm", omega * h + m.F(i, s, h))
+
+
+def step_sandwich(m, i, s, h):
+    # §2.10 sandwich / §2.16 gemma2 / §2.18 peri: h ← h + Norm_out(F(Norm_in(h)))
+    # (PB-relax, when on, lives inside Model.norm: it rescales every norm input.)
+    return h + m.N(i, s, "out_norm", m.F(i, s, m.N(i, s, "in_norm", h)))
+
+
+def step_normformer(m, i, s, h):
+    # §2.11 attn: h ← h + Norm_out(HeadScale(A(Norm_in(h))))
+    #       ffn:  h ← λ ⊙ h + fc2(Norm_mid(φ(fc1 Norm_in(h))))
+    x = m.N(i, s, "in_norm", h)
+    if s == "attn":
+        H = m.cfg["n_heads"]
+        heads = m.attn_heads(i, x)                                   # [B, T, H, D]
+        form = m.opt("head_scale") if m.opt("scale_heads") else None
+        if form == "paper":    # γ_h on each head's output, before W_O
+            heads = heads * m.param(f"layers.{i}.attn.head_scale", [H], "unit_scale")[:, None]
+        a = m.attn_out(i, heads)                                     # W_O (+ b_O)
+        if form == "fairseq":  # W_O's output (bias included) split in H chunks, chunk h × γ_h
+            B, T, w = a.shape
+            g = m.param(f"layers.{i}.attn.head_scale", [H], "unit_scale")
+            a = (a.view(B, T, H, w // H) * g[:, None]).reshape(B, T, w)
+        if m.opt("scale_attn"):
+            a = m.N(i, s, "out_norm", a)
+        return h + a
+    u = m.ffn_hidden(i, x)                                           # φ(fc1 x) (GLU: after the product)
+    if m.opt("scale_fc"):
+        u = m.N(i, s, "mid_norm", u)
+    f = m.ffn_out(i, u)
+    if m.opt("scale_resids"):
+        return m.param(f"layers.{i}.ffn.resid_scale", [m.width], "unit_scale") * h + f
+    return h + f
+
+
+def step_deepnorm(m, i, s, h):
+    # §2.12 deepnorm: h ← Norm_post(α·h + F(h)), α = (2L)^(1/4)
+    alpha = (2.0 * m.cfg["n_layers"]) ** 0.25
+    return m.N(i, s, "post_norm", alpha * h + m.F(i, s, h))
+
+
+def step_subln(m, i, s, h):
+    # §2.13 attn: h ← h + W_O Norm_inner(MHA(Norm_in(h)))
+    #       ffn:  h ← h + fc2(Norm_mid(φ(fc1 Norm_in(h))))
+    x = m.N(i, s, "in_norm", h)
+    if s == "attn":
+        heads = m.attn_heads(i, x)
+        B, T, H, D = heads.shape
+        return h + m.attn_out(i, m.N(i, s, "inner_norm", heads.reshape(B, T, H * D)))
+    return h + m.ffn_out(i, m.N(i, s, "mid_norm", m.ffn_hidden(i, x)))
+
+
+def step_pre_rms(m, i, s, h):
+    # §2.15 pre_rms: h ← h + center(F(RMS_in(h)))   (the embedding is centered too: see Placement.embed)
+    return h + center(m.F(i, s, m.N(i, s, "in_norm", h)))
+
+
+def step_olmo2(m, i, s, h):
+    # §2.17 olmo2: h ← h + Norm_out(F(h))   (QK-norm over the full width: options.qk_norm = "full")
+    return h + m.N(i, s, "out_norm", m.F(i, s, h))
+
+
+def step_mixln(m, i, s, h):
+    # §2.19 mixln: layers i < ⌊ρL⌋ are post, the others pre
+    P = math.floor(m.opt("mixln_ratio") * m.cfg["n_layers"])
+    return step_post(m, i, s, h) if i < P else step_pre(m, i, s, h)
+
+
+def step_hybridnorm(m, i, s, h):
+    # §2.20 attn: h ← h + W_O·Attn(RMS_q q, RMS_k k, RMS_v v) (per-head norms: options qk_norm
+    #             "per_head" + v_norm), no input norm
+    #       ffn:  u = Norm_in(h); h ← u + F(u)
+    # HybridNorm* (options.star): block 0 is Pre-Norm for both sub-layers, QKV norms kept.
+    if m.opt("star") and i == 0:
+        return step_pre(m, i, s, h)
+    if s == "attn":
+        return h + m.F(i, s, h)
+    u = m.N(i, s, "in_norm", h)
+    return u + m.F(i, s, u)
+
+
+def step_lns(m, i, s, h):
+    # §2.21 lns: h ← h + F(Norm_in(h) · 1/√ℓ), ℓ = i + 1 ("constant"); "gain_init" = plain pre forward
+    x = m.N(i, s, "in_norm", h)
+    if m.opt("lns_form") == "constant":
+        x = x * (1.0 / math.sqrt(i + 1))
+    return h + m.F(i, s, x)
+
+
+def step_gpas(m, i, s, h):
+    # §2.23 gpas (Pre-LN + GPAS): h ← G(h + F(Norm_in(h))), G(z) = z − SiLU(a)·sg(z)
+    name = f"layers.{i}.{s}.gpas_gate" if m.opt("gpas_per_sublayer") else f"layers.{i}.gpas_gate"
+    a = m.param(name, [1], "gpas_gate")
+    z = h + m.F(i, s, m.N(i, s, "in_norm", h))
+    return z - silu(a) * m.sg(z)
+
+
+# Whole-stack placements ----------------------------------------------------
+
+def stack_layers(m, h, step):
+    for i in range(m.cfg["n_layers"]):
+        for s in SUBLAYERS:
+            h = step(m, i, s, h)
+    return h
+
+
+def dlcl_weights(m):
+    L = m.cfg["n_layers"]
+    # Full [L+1, L+1] matrix; only entries k ≤ l ever enter the computation.
+    return m.param("dlcl.weights", [L + 1, L + 1], "dlcl_weights")
+
+
+def stack_dlcl_pre(m, h):
+    # §2.3 pre-norm DLCL: x_l = Σ_{k≤l} W[l,k]·N_k(y_k), N_0 = id, N_k = dlcl.norms.{k-1};
+    # y_0 = embedding output, y_{l+1} = PreLNBlock_l(x_l); output Σ_{k≤L} W[L,k]·N_k(y_k) (then final norm)
+    L = m.cfg["n_layers"]
+    W = dlcl_weights(m)
+    ny = [h]                                              # N_k(y_k)
+    for l in range(L):
+        x = sum(W[l, k] * ny[k] for k in range(l + 1))
+        for s in SUBLAYERS:
+            x = step_pre(m, l, s, x)
+        ny.append(m.norm(f"dlcl.norms.{l}", x))
+    return sum(W[L, k] * ny[k] for k in range(L + 1))
+
+
+def stack_dlcl_post(m, h):
+    # §2.3 post-norm DLCL: x_l = Norm_l(Σ_{k≤l} W[l,k]·y_k), Norm_l = dlcl.norms.{l-1}, none for l = 0;
+    # y_{l+1} = PostLNBlock_l(x_l); output dlcl.norms.{L-1}(Σ_{k≤L} W[L,k]·y_k), no final norm
+    L = m.cfg["n_layers"]
+    W = dlcl_weights(m)
+    y = [h]
+    for l in range(L):
+        x = sum(W[l, k] * y[k] for k in range(l + 1))
+        if l >= 1:
+            x = m.norm(f"dlcl.norms.{l - 1}", x)
+        for s in SUBLAYERS:
+            x = step_post(m, l, s, x)
+        y.append(x)
+    return m.norm(f"dlcl.norms.{L - 1}", sum(W[L, k] * y[k] for k in range(L + 1)))
+
+
+def stack_residual(m, h):
+    # §2.14 ResiDual: d_0 = x_0; per sub-layer f = F(x); d ← d + f; x ← Norm_post(x + f);
+    # output α·x + Norm_dual(d), Norm_dual with ε = 1e-7
+    x, d = h, h
+    for i in range(m.cfg["n_layers"]):
+        for s in SUBLAYERS:
+            f = m.F(i, s, x)
+            d = d + f
+            x = m.N(i, s, "post_norm", x + f)
+    return m.opt("residual_alpha") * x + m.norm("dual_norm", d, eps=1e-7)
+
 
 @dataclass
 class Placement:
     """One normalization placement.
 
-    step(m, i, s, h, F) -> new h: one sub-layer update of layer i (0-based),
-      s in ("attn", "ffn"), F the sub-layer function (x -> branch output).
-      Use m.norm(f"layers.{i}.{s}.in_norm", x) etc. to apply a norm slot.
-    norm_slots: which per-sub-layer norms exist ("in_norm", "post_norm");
-      each gives layers.{i}.{s}.{slot}.weight (+ .bias for LayerNorm w/ bias).
-    final_norm_default: value of final_norm = "auto".
-    extra_params(cfg) -> list of (name, shape, kind) for placement-specific
-      parameters (e.g. ReZero's α); kind selects the random fixture init.
+    step(m, i, s, h) -> new h for one sub-layer, or stack(m, h) -> the stream before the
+    final norm for placements that rewire the whole stack (exactly one of the two).
+    final_norm: the value of model.final_norm = "auto".
+    defaults: placement defaults for model fields (built-in < placement < user config).
+    switches: the placement's own model.options keys and their defaults (a callable
+      default is evaluated on the config).
+    embed: extra transform of the embedding output (after positions and embed_norm).
+    narrow: the residual stream has width d − 1 (pre_crms).
     """
-    step: Callable
-    norm_slots: Tuple[str, ...]
-    final_norm_default: bool
-    extra_params: Optional[Callable] = None
-    doc: str = ""
+    final_norm: bool
+    step: Optional[Callable] = None
+    stack: Optional[Callable] = None
+    defaults: Dict = field(default_factory=dict)
+    switches: Dict = field(default_factory=dict)
+    embed: Optional[Callable] = None
+    narrow: bool = False
+    spec: str = ""
 
 
-def step_post(m, i, s, h, F):
-    # post (Vaswani 2017): h ← Norm_post(h + F(h))
-    return m.norm(f"layers.{i}.{s}.post_norm", h + F(h))
+def qk_scale_init(cfg):
+    T = cfg["max_seq_len"]
+    return math.log2(T * T - T)
 
 
-def step_pre(m, i, s, h, F):
-    # pre (Xiong 2020): h ← h + F(Norm_in(h))
-    return h + F(m.norm(f"layers.{i}.{s}.in_norm", h))
-
+RMS6 = {"norm": {"type": "rmsnorm", "eps": 1e-6}}
 
 PLACEMENTS: Dict[str, Placement] = {
-    "post": Placement(step_post, ("post_norm",), False, doc="h ← Norm_post(h + F(h))"),
-    "pre": Placement(step_pre, ("in_norm",), True, doc="h ← h + F(Norm_in(h))"),
+    "post": Placement(False, step_post, spec="§2.1"),
+    "pre": Placement(True, step_pre, spec="§2.2"),
+    "dlcl_pre": Placement(True, stack=stack_dlcl_pre, spec="§2.3"),
+    "dlcl_post": Placement(False, stack=stack_dlcl_post, spec="§2.3"),
+    "rezero": Placement(False, step_rezero, defaults={"norm": {"type": "none"}},
+                        switches={"rezero_per_sublayer": False}, spec="§2.4"),
+    "tfixup": Placement(False, step_plain_residual, defaults={"norm": {"type": "none"}}, spec="§2.5"),
+    "lipschitz": Placement(True, step_lipschitz, defaults={"norm": {"eps": 1e-6}}, spec="§2.6"),
+    "admin": Placement(False, step_admin, switches={"admin_omega": "log"}, spec="§2.7"),
+    "scalenorm": Placement(True, step_pre, defaults={"norm": {"type": "scalenorm"}}, spec="§2.8"),
+    "qknorm": Placement(True, step_pre, defaults={"options": {"qk_norm": "l2"}},
+                        switches={"qk_scale_init": qk_scale_init}, spec="§2.9"),
+    "sandwich": Placement(True, step_sandwich, switches={"pb_relax": False}, spec="§2.10"),
+    "normformer": Placement(True, step_normformer,
+                            switches={"head_scale": "paper", "scale_attn": True, "scale_heads": True,
+                                      "scale_fc": True, "scale_resids": True}, spec="§2.11"),
+    "deepnorm": Placement(False, step_deepnorm, switches={"deepnorm_init": "paper"}, spec="§2.12"),
+    "subln": Placement(True, step_subln, spec="§2.13"),
+    "residual": Placement(False, stack=stack_residual, switches={"residual_alpha": 1.0}, spec="§2.14"),
+    "pre_rms": Placement(True, step_pre_rms, defaults={"norm": {"type": "rmsnorm"}}, embed=center,
+                         spec="§2.15"),
+    "pre_crms": Placement(True, step_pre, defaults={"norm": {"type": "crmsnorm"}, "tied_embeddings": False},
+                          narrow=True, spec="§2.15"),
+    "gemma2": Placement(True, step_sandwich,
+                        defaults={"norm": {"type": "rmsnorm_gemma", "eps": 1e-6}, "embed_scale": "sqrt_d",
+                                  "activation": "geglu", "bias": False,
+                                  "options": {"attn_softcap": 50.0, "final_softcap": 30.0}}, spec="§2.16"),
+    "olmo2": Placement(True, step_olmo2,
+                       defaults={**RMS6, "activation": "swiglu", "bias": False,
+                                 "options": {"qk_norm": "full"}}, spec="§2.17"),
+    "peri": Placement(True, step_sandwich, spec="§2.18"),
+    "mixln": Placement(True, step_mixln, defaults={**RMS6, "init": {"embed_std": math.sqrt(2.0 / 5.0)}},
+                       switches={"mixln_ratio": 0.25}, spec="§2.19"),
+    "hybridnorm": Placement(True, step_hybridnorm,
+                            defaults={"norm": {"type": "rmsnorm", "eps": 1e-5},
+                                      "options": {"qk_norm": "per_head", "v_norm": True}},
+                            switches={"star": False}, spec="§2.20"),
+    "hybridnorm_star": Placement(True, step_hybridnorm,
+                                 defaults={"norm": {"type": "rmsnorm", "eps": 1e-5},
+                                           "options": {"qk_norm": "per_head", "v_norm": True}},
+                                 switches={"star": True}, spec="§2.20"),
+    "lns": Placement(True, step_lns, defaults=RMS6, switches={"lns_form": "constant"}, spec="§2.21"),
+    "dyt": Placement(True, step_pre, defaults={"norm": {"type": "dyt"}},
+                     switches={"dyt_alpha": 0.5, "dyt_alpha_attn": 0.5, "dyt_alpha_ffn": 0.5,
+                               "dyt_alpha_final": 0.5}, spec="§2.22"),
+    "gpas": Placement(True, step_gpas, defaults=RMS6, switches={"gpas_per_sublayer": False}, spec="§2.23"),
 }
 
 
 # --------------------------------------------------------------------------
-# Config and parameter list
+# Config
 # --------------------------------------------------------------------------
 
-def full_config(**over):
-    """Every key of the `model` section of docs/model.md, explicit."""
-    cfg = {
-        "vocab_size": 61, "d_model": 16, "n_layers": 2, "n_heads": 2, "d_ff": 40,
-        "max_seq_len": 12,
-        "norm": {"type": "layernorm", "eps": 1e-5, "bias": True},
-        "placement": "pre", "final_norm": "auto", "activation": "gelu",
-        "positions": "learned", "rope_base": 10000.0, "tied_embeddings": True,
-        "bias": True, "dropout": 0.0,
-        "init": {"scheme": "gpt2", "std": 0.02, "embed_std": 0.02},
-    }
+# Built-in defaults of every model key (docs/model.md + docs/variants.md model-level switches).
+BUILTIN = {
+    "vocab_size": 61, "d_model": 16, "n_layers": 2, "n_heads": 2, "d_ff": 40, "max_seq_len": 12,
+    "norm": {"type": "layernorm", "eps": 1e-5, "bias": True},
+    "placement": "pre", "final_norm": "auto", "embed_norm": False, "embed_scale": "none",
+    "activation": "gelu", "positions": "learned", "rope_base": 10000.0, "tied_embeddings": True,
+    "bias": True, "dropout": 0.0,
+    "init": {"scheme": "gpt2", "std": 0.02, "embed_std": 0.02},
+    "options": {},
+}
+# model.options switches that exist for every placement.
+MODEL_OPTIONS = {"qk_norm": "none", "v_norm": False, "attn_softcap": 0.0, "final_softcap": 0.0}
+
+
+def merge(base, over):
+    """Deep merge of nested dicts; `over` wins, key order of `base` kept, new keys appended."""
+    out = copy.deepcopy(base)
     for k, v in over.items():
-        if isinstance(v, dict):
-            cfg[k] = {**cfg[k], **v}
+        if isinstance(v, dict) and isinstance(out.get(k), dict):
+            out[k] = merge(out[k], v)
         else:
-            cfg[k] = v
+            out[k] = copy.deepcopy(v)
+    return out
+
+
+def resolve(user):
+    """Fully explicit model config: built-in < placement defaults < user; final_norm as a bool,
+    options holding every model-level switch plus the placement's own switches."""
+    pl = PLACEMENTS[user.get("placement", BUILTIN["placement"])]
+    cfg = merge(merge(BUILTIN, pl.defaults), user)
+    opts = merge(MODEL_OPTIONS, pl.switches)
+    opts = merge(opts, pl.defaults.get("options", {}))
+    opts = merge(opts, user.get("options", {}))
+    unknown = set(opts) - set(MODEL_OPTIONS) - set(pl.switches)
+    assert not unknown, f"unknown options for {cfg['placement']}: {sorted(unknown)}"
+    cfg["options"] = {k: (v(cfg) if callable(v) else v) for k, v in opts.items()}
+    if cfg["final_norm"] == "auto":
+        cfg["final_norm"] = pl.final_norm
+    assert isinstance(cfg["final_norm"], bool)
     return cfg
-
-
-def final_norm_on(cfg):
-    fn = cfg["final_norm"]
-    if fn == "auto":
-        return PLACEMENTS[cfg["placement"]].final_norm_default
-    assert isinstance(fn, bool), fn
-    return fn
-
-
-def norm_has_bias(cfg):
-    return cfg["norm"]["type"] == "layernorm" and bool(cfg["norm"]["bias"])
-
-
-def param_specs(cfg) -> List[Tuple[str, List[int], str]]:
-    """(name, shape, kind) in a fixed order; kind ∈ {embed, linear, bias, gain, norm_bias, ...}."""
-    V, d, dff, L = cfg["vocab_size"], cfg["d_model"], cfg["d_ff"], cfg["n_layers"]
-    pl = PLACEMENTS[cfg["placement"]]
-    specs = [("embed.tokens.weight", [V, d], "embed")]
-    if cfg["positions"] == "learned":
-        specs.append(("embed.positions.weight", [cfg["max_seq_len"], d], "embed"))
-
-    def lin(name, out_f, in_f):
-        specs.append((name + ".weight", [out_f, in_f], "linear"))
-        if cfg["bias"]:
-            specs.append((name + ".bias", [out_f], "bias"))
-
-    def norm(name):
-        specs.append((name + ".weight", [d], "gain"))
-        if norm_has_bias(cfg):
-            specs.append((name + ".bias", [d], "norm_bias"))
-
-    for i in range(L):
-        for s in SUBLAYERS:
-            for slot in pl.norm_slots:
-                norm(f"layers.{i}.{s}.{slot}")
-            if s == "attn":
-                for p in "qkvo":
-                    lin(f"layers.{i}.attn.{p}", d, d)
-            else:
-                lin(f"layers.{i}.ffn.fc1", dff, d)
-                if cfg["activation"] == "swiglu":
-                    lin(f"layers.{i}.ffn.gate", dff, d)
-                lin(f"layers.{i}.ffn.fc2", d, dff)
-    if pl.extra_params is not None:
-        specs.extend(pl.extra_params(cfg))
-    if final_norm_on(cfg):
-        norm("final_norm")
-    if not cfg["tied_embeddings"]:
-        specs.append(("lm_head.weight", [V, d], "embed"))
-    return specs
-
-
-# Fixture weights: deliberately NOT the training init, so gains/biases matter.
-FIXTURE_INIT = {
-    "embed": lambda shape, g: 0.3 * torch.randn(shape, generator=g, dtype=torch.float64),
-    "linear": lambda shape, g: 0.3 * torch.randn(shape, generator=g, dtype=torch.float64),
-    "bias": lambda shape, g: 0.1 * torch.randn(shape, generator=g, dtype=torch.float64),
-    "norm_bias": lambda shape, g: 0.1 * torch.randn(shape, generator=g, dtype=torch.float64),
-    "gain": lambda shape, g: 1.0 + 0.1 * torch.randn(shape, generator=g, dtype=torch.float64),
-}
-
-
-def random_params(cfg, seed) -> Dict[str, torch.Tensor]:
-    """Float32 weights, deterministic in (cfg, seed)."""
-    g = torch.Generator().manual_seed(seed)
-    return {name: FIXTURE_INIT[kind](shape, g).to(torch.float32)
-            for name, shape, kind in param_specs(cfg)}
 
 
 # --------------------------------------------------------------------------
@@ -222,70 +520,147 @@ def random_params(cfg, seed) -> Dict[str, torch.Tensor]:
 # --------------------------------------------------------------------------
 
 class Model:
-    """Functional model over a dict of parameters (float64 for the reference)."""
+    """Functional model. Parameters live in self.p (name -> tensor); m.param(name, shape, kind)
+    returns an existing parameter or, with a `factory`, creates it (kind selects the random
+    fixture init). Without a factory a missing name is an error, and after the forward
+    `unused()` lists provided parameters the forward never touched.
 
-    def __init__(self, cfg, params):
-        self.cfg = cfg
+    m.sg(x) is stop-gradient. For finite-difference checks the values it returned in a
+    base run can be replayed (`frozen`), so FD differentiates the same function autograd does."""
+
+    def __init__(self, cfg, params, factory=None, frozen=None):
+        self.cfg = resolve(cfg)
         self.p = params
-        self.placement = PLACEMENTS[cfg["placement"]]
-        assert cfg["d_model"] % cfg["n_heads"] == 0
-        assert cfg.get("dropout", 0.0) == 0.0, "reference has no dropout"
+        self.factory = factory
+        self.used = set()
+        self.placement = PLACEMENTS[self.cfg["placement"]]
+        self.frozen, self.sg_values = frozen, []
+        d = self.cfg["d_model"]
+        self.width = d - 1 if self.placement.narrow else d      # residual-stream width
+        assert d % self.cfg["n_heads"] == 0
+        assert self.cfg["dropout"] == 0.0, "reference has no dropout"
 
-    def get(self, name):
-        return self.p.get(name)
+    # -- parameters and helpers ---------------------------------------------
+    def param(self, name, shape, kind, **init_args):
+        if name not in self.p:
+            if self.factory is None:
+                raise KeyError(f"missing parameter {name}")
+            self.p[name] = self.factory(name, list(shape), kind, init_args)
+        t = self.p[name]
+        assert list(t.shape) == list(shape), (name, list(t.shape), shape)
+        self.used.add(name)
+        return t
 
-    def norm(self, prefix, x):
-        eps = self.cfg["norm"]["eps"]
-        g = self.p[prefix + ".weight"]
-        if self.cfg["norm"]["type"] == "layernorm":
-            return layernorm(x, g, self.p.get(prefix + ".bias"), eps)
-        if self.cfg["norm"]["type"] == "rmsnorm":
-            return rmsnorm(x, g, eps)
-        raise ValueError(self.cfg["norm"]["type"])
+    def unused(self):
+        return sorted(set(self.p) - self.used)
 
-    def lin(self, prefix, x):
-        return linear(x, self.p[prefix + ".weight"], self.p.get(prefix + ".bias"))
+    def opt(self, key):
+        return self.cfg["options"][key]
 
-    def attn(self, i, x):
-        B, T, d = x.shape
-        H = self.cfg["n_heads"]
+    def sg(self, x):
+        if self.frozen is not None:
+            v = self.frozen[len(self.sg_values)]
+        else:
+            v = x.detach().clone()
+        self.sg_values.append(v)
+        return v
+
+    def norm(self, prefix, x, eps=None):
+        """The configured norm (model.norm) under `prefix`; PB-relax (§2.10, options.pb_relax)
+        first divides the input by max|x|/8 over the whole tensor, detached."""
+        if self.cfg["options"].get("pb_relax", False):
+            x = x / (self.sg(x.abs().max()) / 8.0)
+        eps = self.cfg["norm"]["eps"] if eps is None else eps
+        return NORMS[self.cfg["norm"]["type"]](self, prefix, x, eps)
+
+    def N(self, i, s, slot, x):
+        return self.norm(f"layers.{i}.{s}.{slot}", x)
+
+    def lin(self, prefix, x, out_features):
+        w = self.param(prefix + ".weight", [out_features, x.shape[-1]], "linear")
+        b = self.param(prefix + ".bias", [out_features], "bias") if self.cfg["bias"] else None
+        return linear(x, w, b)
+
+    # -- sub-layer functions -----------------------------------------------
+    def attn_heads(self, i, x):
+        """Attention up to (not including) W_O: x [B,T,w] -> per-head outputs [B,T,H,D]."""
+        c = self.cfg
+        B, T, _ = x.shape
+        d, H = c["d_model"], c["n_heads"]
         D = d // H
         pre = f"layers.{i}.attn"
-        q, k, v = (self.lin(f"{pre}.{n}", x).view(B, T, H, D).transpose(1, 2) for n in "qkv")
-        if self.cfg["positions"] == "rope":
-            q = rope(q, self.cfg["rope_base"])
-            k = rope(k, self.cfg["rope_base"])
-        o = causal_softmax_attention(q, k, v)                  # [B, H, T, D]
-        o = o.transpose(1, 2).reshape(B, T, d)                  # heads concatenated
-        return self.lin(f"{pre}.o", o)
+        qkn = c["options"]["qk_norm"]
+        q, k, v = (self.lin(f"{pre}.{n}", x, d) for n in "qkv")
+        if qkn == "full":       # over the whole projected width d, before the head split and RoPE
+            q, k = self.norm(f"{pre}.q_norm", q), self.norm(f"{pre}.k_norm", k)
+        q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))     # [B, H, T, D]
+        if qkn == "per_head":   # over each head's D coordinates, before RoPE
+            q, k = self.norm(f"{pre}.q_norm", q), self.norm(f"{pre}.k_norm", k)
+        if c["options"]["v_norm"]:
+            v = self.norm(f"{pre}.v_norm", v)
+        scale = None
+        if qkn == "l2":         # q̂ = q/‖q‖, k̂ = k/‖k‖ per head; logits g·q̂k̂ᵀ (no 1/√D)
+            q, k = l2_normalize(q), l2_normalize(k)
+            scale = self.param(f"{pre}.qk_scale", [1], "qk_scale")
+        if c["positions"] == "rope":
+            q, k = rope(q, c["rope_base"]), rope(k, c["rope_base"])
+        o = causal_softmax_attention(q, k, v, scale, c["options"]["attn_softcap"])
+        return o.transpose(1, 2)                                             # [B, T, H, D]
 
-    def ffn(self, i, x):
-        pre = f"layers.{i}.ffn"
-        if self.cfg["activation"] == "gelu":
-            return self.lin(f"{pre}.fc2", gelu_exact(self.lin(f"{pre}.fc1", x)))
-        if self.cfg["activation"] == "swiglu":
-            return self.lin(f"{pre}.fc2", silu(self.lin(f"{pre}.gate", x)) * self.lin(f"{pre}.fc1", x))
-        raise ValueError(self.cfg["activation"])
+    def attn_out(self, i, heads):
+        """Heads concatenated [B,T,d] (or already [B,T,d]), then W_O (+ b_O) to the stream width."""
+        x = heads.reshape(heads.shape[0], heads.shape[1], -1)
+        return self.lin(f"layers.{i}.attn.o", x, self.width)
 
-    def embed_scale(self):
-        # docs/model.md writes "· embed_scale" but defines no config key for it;
-        # for the placements shipped so far it is 1.
-        return 1.0
+    def ffn_hidden(self, i, x):
+        """φ(fc1 x) [B,T,d_ff]; for GLU forms the product act(gate x) ⊙ fc1 x."""
+        pre, dff, act = f"layers.{i}.ffn", self.cfg["d_ff"], self.cfg["activation"]
+        if act == "gelu":
+            return gelu_exact(self.lin(f"{pre}.fc1", x, dff))
+        if act == "swiglu":
+            return silu(self.lin(f"{pre}.gate", x, dff)) * self.lin(f"{pre}.fc1", x, dff)
+        if act == "geglu":
+            return gelu_exact(self.lin(f"{pre}.gate", x, dff)) * self.lin(f"{pre}.fc1", x, dff)
+        raise ValueError(act)
 
+    def ffn_out(self, i, u):
+        return self.lin(f"layers.{i}.ffn.fc2", u, self.width)
+
+    def F(self, i, s, x):
+        if s == "attn":
+            return self.attn_out(i, self.attn_heads(i, x))
+        return self.ffn_out(i, self.ffn_hidden(i, x))
+
+    # -- model --------------------------------------------------------------
     def forward(self, tokens):
+        c = self.cfg
         B, T = tokens.shape
-        E = self.p["embed.tokens.weight"]
-        h = E[tokens.long()] * self.embed_scale()
-        if self.cfg["positions"] == "learned":
-            h = h + self.p["embed.positions.weight"][:T][None, :, :]
-        for i in range(self.cfg["n_layers"]):
-            for s in SUBLAYERS:
-                F = (lambda x, i=i: self.attn(i, x)) if s == "attn" else (lambda x, i=i: self.ffn(i, x))
-                h = self.placement.step(self, i, s, h, F)
-        if final_norm_on(self.cfg):
+        V, d, w = c["vocab_size"], c["d_model"], self.width
+        E = self.param("embed.tokens.weight", [V, w], "embed")
+        h = E[tokens.long()]
+        if c["embed_scale"] == "sqrt_d":
+            h = h * math.sqrt(d)
+        elif c["embed_scale"] == "learned":
+            h = h * self.param("embed.scale", [1], "embed_scale", width=d)
+        else:
+            assert c["embed_scale"] == "none", c["embed_scale"]
+        if c["positions"] == "learned":
+            h = h + self.param("embed.positions.weight", [c["max_seq_len"], w], "embed")[:T][None, :, :]
+        if c["embed_norm"]:
+            h = self.norm("embed_norm", h)
+        if self.placement.embed is not None:
+            h = self.placement.embed(h)
+        if self.placement.stack is not None:
+            h = self.placement.stack(self, h)
+        else:
+            h = stack_layers(self, h, self.placement.step)
+        if c["final_norm"]:
             h = self.norm("final_norm", h)
-        W_head = E if self.cfg["tied_embeddings"] else self.p["lm_head.weight"]
-        return h @ W_head.t()                                  # [B, T, V]
+        W_head = E if c["tied_embeddings"] else self.param("lm_head.weight", [V, w], "embed")
+        logits = h @ W_head.t()                                  # [B, T, V]
+        if c["options"]["final_softcap"]:
+            logits = softcap(logits, c["options"]["final_softcap"])
+        return logits
 
     def loss(self, tokens, targets):
         logits = self.forward(tokens)
@@ -295,36 +670,175 @@ class Model:
 
 
 # --------------------------------------------------------------------------
-# Fixtures
+# Fixture weights: deliberately NOT the training init, so every parameter matters.
 # --------------------------------------------------------------------------
 
-CASES = {
-    "pre_layernorm_gelu_learned": dict(placement="pre"),
-    "post_layernorm_gelu_learned": dict(placement="post"),
-    "pre_rmsnorm_swiglu_rope": dict(placement="pre", norm={"type": "rmsnorm"},
-                                    activation="swiglu", positions="rope"),
-    "post_rmsnorm_swiglu_rope": dict(placement="post", norm={"type": "rmsnorm"},
-                                     activation="swiglu", positions="rope"),
-    "pre_layernorm_nobias_gelu_rope_untied": dict(placement="pre", norm={"bias": False},
-                                                  bias=False, positions="rope",
-                                                  tied_embeddings=False),
-    "post_layernorm_gelu_learned_finalnorm": dict(placement="post", final_norm=True),
+def _n(shape, g):
+    return torch.randn(shape, generator=g, dtype=torch.float64)
+
+
+FIXTURE_INIT = {
+    "embed": lambda shape, g: 0.3 * _n(shape, g),
+    "linear": lambda shape, g, std=0.3: std * _n(shape, g),
+    "bias": lambda shape, g: 0.1 * _n(shape, g),
+    "norm_bias": lambda shape, g: 0.1 * _n(shape, g),
+    "gain": lambda shape, g: 1.0 + 0.1 * _n(shape, g),
+    "gemma_gain": lambda shape, g: 0.1 * _n(shape, g),
+    "scalenorm_gain": lambda shape, g, width: math.sqrt(width) * (1.0 + 0.1 * _n(shape, g)),
+    "dyt_alpha": lambda shape, g: 0.5 + 0.1 * _n(shape, g),
+    "rezero_alpha": lambda shape, g: 0.5 + 0.1 * _n(shape, g),
+    "gpas_gate": lambda shape, g: 0.5 * _n(shape, g),
+    "qk_scale": lambda shape, g: 3.0 * (1.0 + 0.1 * _n(shape, g)),
+    "embed_scale": lambda shape, g, width: math.sqrt(width) * (1.0 + 0.1 * _n(shape, g)),
+    "admin_omega": lambda shape, g: 1.5 + 0.1 * _n(shape, g),
+    "unit_scale": lambda shape, g: 1.0 + 0.1 * _n(shape, g),
+    # row l ≈ 1/(l+1) (the avg init) plus noise; the whole matrix is drawn, entries k > l stay unused
+    "dlcl_weights": lambda shape, g: 1.0 / (1.0 + torch.arange(shape[0], dtype=torch.float64))[:, None]
+    + 0.05 * _n(shape, g),
 }
-BATCH, SEQ = 2, 7
+
+
+def seeded_factory(case, salt=0, linear_std=0.3):
+    """Parameter `name` of case `case` ~ FIXTURE_INIT[kind], seeded by crc32("<case>/<name>")
+    (crc32("<case>~<salt>/<name>") for salt > 0), rounded to float32 (returned as float64
+    holding the float32 value)."""
+    kinds = {}
+    key = case if salt == 0 else f"{case}~{salt}"
+
+    def make(name, shape, kind, init_args):
+        g = torch.Generator().manual_seed(zlib.crc32(f"{key}/{name}".encode("utf-8")))
+        kinds[name] = (shape, kind)
+        if kind == "linear" and linear_std != 0.3:
+            init_args = {**init_args, "std": linear_std}
+        return FIXTURE_INIT[kind](shape, g, **init_args).to(torch.float32).to(torch.float64)
+
+    make.kinds = kinds
+    return make
+
+
+def legacy_order(name):
+    """Parameter order of the first fixture generator (pre/post only): embeddings, then per layer
+    and sub-layer the norm slot followed by the linears (weight before bias), final norm, head."""
+    parts = name.split(".")
+    leaf = lambda s: ("weight", "bias").index(s)  # noqa: E731
+    if name == "embed.tokens.weight":
+        return (0,)
+    if name == "embed.positions.weight":
+        return (1,)
+    if parts[0] == "layers":
+        mods = ("in_norm", "post_norm", "q", "k", "v", "o", "fc1", "gate", "fc2")
+        return (2, int(parts[1]), SUBLAYERS.index(parts[2]), mods.index(parts[3]), leaf(parts[4]))
+    if parts[0] == "final_norm":
+        return (3, leaf(parts[1]))
+    assert name == "lm_head.weight", name
+    return (4,)
+
+
+# --------------------------------------------------------------------------
+# Cases
+# --------------------------------------------------------------------------
+
+@dataclass
+class Case:
+    model: Dict            # config overrides (resolved and written fully explicit unless legacy)
+    batch: int = 2
+    seq: int = 6
+    legacy: bool = False   # first six fixtures: config written as given, weights drawn in one
+                           # sequence from crc32(case) in legacy_order (keeps them byte-identical)
+    salt: int = 0          # weight re-draw, chosen once (--find-salts) so that no gradient tensor
+                           # is ill-conditioned in float32 (see check_float32)
+    linear_std: float = 0.3  # std of the random linear weights
+
+
+LEGACY_SIZES = dict(vocab_size=61, d_model=16, n_layers=2, n_heads=2, d_ff=40, max_seq_len=12)
+TINY = dict(vocab_size=41, d_model=16, n_layers=4, n_heads=2, d_ff=32, max_seq_len=12)
+
+
+def legacy(**over):
+    cfg = {**LEGACY_SIZES, "norm": {"type": "layernorm", "eps": 1e-5, "bias": True}, "placement": "pre",
+           "final_norm": "auto", "activation": "gelu", "positions": "learned", "rope_base": 10000.0,
+           "tied_embeddings": True, "bias": True, "dropout": 0.0,
+           "init": {"scheme": "gpt2", "std": 0.02, "embed_std": 0.02}}
+    return Case(merge(cfg, over), batch=2, seq=7, legacy=True)
+
+
+def variant(placement, salt=0, linear_std=0.3, **over):
+    return Case(merge({**TINY, "placement": placement}, over), salt=salt, linear_std=linear_std)
+
+
+CASES: Dict[str, Case] = {
+    "pre_layernorm_gelu_learned": legacy(placement="pre"),
+    "post_layernorm_gelu_learned": legacy(placement="post"),
+    "pre_rmsnorm_swiglu_rope": legacy(placement="pre", norm={"type": "rmsnorm"},
+                                      activation="swiglu", positions="rope"),
+    "post_rmsnorm_swiglu_rope": legacy(placement="post", norm={"type": "rmsnorm"},
+                                       activation="swiglu", positions="rope"),
+    "pre_layernorm_nobias_gelu_rope_untied": legacy(placement="pre", norm={"bias": False}, bias=False,
+                                                    positions="rope", tied_embeddings=False),
+    "post_layernorm_gelu_learned_finalnorm": legacy(placement="post", final_norm=True),
+}
+# One case per placement with that placement's defaults ...
+for _p in PLACEMENTS:
+    CASES[f"variant_{_p}"] = variant(_p)
+# ... except the Gemma-2 soft-caps, lowered so that tanh is far from linear at these sizes.
+CASES["variant_gemma2"] = variant("gemma2", options={"attn_softcap": 5.0, "final_softcap": 3.0})
+# ... and T-Fixup's norm-free stack with linear weights N(0, 0.2²): at 0.3 each sub-layer roughly
+# doubles the stream (loss ≈ 34, logits in the hundreds) and float32 cannot reproduce the gradients.
+CASES["variant_tfixup"] = variant("tfixup", linear_std=0.2)
+CASES.update({
+    "variant_normformer_fairseq": variant("normformer", options={"head_scale": "fairseq"}),
+    "variant_rezero_per_sublayer": variant("rezero", options={"rezero_per_sublayer": True}),
+    # No final norm here: the last FFN gate feeds a scale-invariant RMSNorm, so its exact gradient
+    # is ~1e-7 (ε-suppressed) and cannot be compared in float32; variant_gpas keeps the final norm.
+    "variant_gpas_per_sublayer": variant("gpas", final_norm=False, options={"gpas_per_sublayer": True}),
+    # eps 0.1 so that LN(x / c) ≠ LN(x) measurably: with ε = 1e-5 PB-relax would be invisible at 1e-5.
+    "variant_sandwich_pbrelax": variant("sandwich", norm={"eps": 0.1}, options={"pb_relax": True}),
+    "variant_pre_qk_full": variant("pre", positions="rope", options={"qk_norm": "full"}),
+    "variant_pre_qk_per_head_vnorm": variant("pre", positions="rope",
+                                             options={"qk_norm": "per_head", "v_norm": True}),
+    "variant_pre_scalenorm_norm": variant("pre", norm={"type": "scalenorm"}),
+    "variant_pre_dyt_bias": variant("pre", norm={"type": "dyt", "bias": True}),
+    "variant_dyt_nobias": variant("dyt", norm={"bias": False}),
+    "variant_pre_embed_norm_learned_scale": variant("pre", embed_norm=True, embed_scale="learned"),
+    "variant_pre_rmsnorm_gemma": variant("pre", norm={"type": "rmsnorm_gemma"}),
+    "variant_post_geglu": variant("post", activation="geglu"),
+})
+# Weight re-draws chosen with --find-salts (salt 0 left a gradient that is small by cancellation,
+# e.g. a scalar gain, with float32 relative error above FP32_SEARCH).
+for _c, _s in {"variant_scalenorm": 2, "variant_qknorm": 1, "variant_subln": 1, "variant_hybridnorm": 1,
+               "variant_gpas": 1, "variant_normformer_fairseq": 4, "variant_pre_scalenorm_norm": 1,
+               "variant_post_geglu": 2}.items():
+    CASES[_c].salt = _s
 
 
 def case_seed(name):
     return zlib.crc32(name.encode("utf-8"))
 
 
+def case_config(name):
+    case = CASES[name]
+    return copy.deepcopy(case.model) if case.legacy else resolve(case.model)
+
+
 def make_case(name):
-    cfg = full_config(**CASES[name])
+    """(written config, float32 params, tokens, targets) of a case."""
+    case = CASES[name]
+    cfg = case_config(name)
     seed = case_seed(name)
-    params32 = random_params(cfg, seed)
     g = torch.Generator().manual_seed(seed ^ 0x5EED)
-    V = cfg["vocab_size"]
-    tokens = torch.randint(0, V, (BATCH, SEQ), generator=g, dtype=torch.int64).to(torch.int32)
-    targets = torch.randint(0, V, (BATCH, SEQ), generator=g, dtype=torch.int64).to(torch.int32)
+    V = resolve(cfg)["vocab_size"]
+    tokens = torch.randint(0, V, (case.batch, case.seq), generator=g, dtype=torch.int64).to(torch.int32)
+    targets = torch.randint(0, V, (case.batch, case.seq), generator=g, dtype=torch.int64).to(torch.int32)
+    # The parameter set is whatever the forward asks for.
+    factory = seeded_factory(name, case.salt, case.linear_std)
+    params = {}
+    with torch.no_grad():
+        Model(cfg, params, factory).loss(tokens, targets)
+    if case.legacy:
+        gen = torch.Generator().manual_seed(seed)
+        params = {n: FIXTURE_INIT[factory.kinds[n][1]](factory.kinds[n][0], gen)
+                  for n in sorted(params, key=legacy_order)}
+    params32 = {n: t.to(torch.float32) for n, t in params.items()}
     return cfg, params32, tokens, targets
 
 
@@ -333,8 +847,9 @@ def reference(cfg, params32, tokens, targets):
     p64 = {n: t.to(torch.float64).clone().requires_grad_(True) for n, t in params32.items()}
     model = Model(cfg, p64)
     loss, logits = model.loss(tokens, targets)
+    assert not model.unused(), f"parameters the forward never used: {model.unused()}"
     grads = torch.autograd.grad(loss, list(p64.values()))
-    return loss.detach(), logits.detach(), dict(zip(p64.keys(), grads)), p64
+    return loss.detach(), logits.detach(), dict(zip(p64.keys(), grads)), p64, model.sg_values
 
 
 def tensor_entry(dtype, t):
@@ -343,11 +858,11 @@ def tensor_entry(dtype, t):
 
 def write_case(out_dir, name):
     cfg, params32, tokens, targets = make_case(name)
-    loss, logits, grads, _ = reference(cfg, params32, tokens, targets)
+    loss, logits, grads, _, _ = reference(cfg, params32, tokens, targets)
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.json"), "w") as f:
-        json.dump({"model": cfg, "batch_size": BATCH, "seq_len": SEQ}, f, indent=2)
+        json.dump({"model": cfg, "batch_size": tokens.shape[0], "seq_len": tokens.shape[1]}, f, indent=2)
         f.write("\n")
     tensors = {}
     for n, t in params32.items():
@@ -369,9 +884,9 @@ def write_case(out_dir, name):
             assert b[2] == vals, n
         else:
             assert all(abs(x - y) <= 1e-7 * max(1.0, abs(y)) for x, y in zip(b[2], vals)), n
-    print(f"{name}: loss={loss.item():.12f}  params={len(params32)}  "
-          f"file={os.path.getsize(path)} bytes")
-    return cfg
+    size = os.path.getsize(path) + os.path.getsize(os.path.join(d, "config.json"))
+    print(f"{name}: loss={loss.item():.12f}  params={len(params32)}  size={size} bytes")
+    return size
 
 
 # --------------------------------------------------------------------------
@@ -379,43 +894,111 @@ def write_case(out_dir, name):
 # --------------------------------------------------------------------------
 
 def check_primitives():
-    """Explicit ops vs torch's library implementations (independent code paths)."""
+    """Explicit ops vs torch library functions / equivalent forms (independent code paths)."""
+    F = torch.nn.functional
     g = torch.Generator().manual_seed(1)
     x = torch.randn(3, 5, 16, generator=g, dtype=torch.float64)
     w = 1 + 0.1 * torch.randn(16, generator=g, dtype=torch.float64)
     b = 0.1 * torch.randn(16, generator=g, dtype=torch.float64)
-    e = 0.0
-    e = max(e, (layernorm(x, w, b, 1e-5) - torch.nn.functional.layer_norm(x, (16,), w, b, 1e-5)).abs().max().item())
-    e = max(e, (gelu_exact(x) - torch.nn.functional.gelu(x)).abs().max().item())
-    e = max(e, (silu(x) - torch.nn.functional.silu(x)).abs().max().item())
+    errs = {}
+    errs["layernorm"] = (layernorm(x, w, b, 1e-5) - F.layer_norm(x, (16,), w, b, 1e-5)).abs().max()
+    errs["gelu"] = (gelu_exact(x) - F.gelu(x)).abs().max()
+    errs["silu"] = (silu(x) - F.silu(x)).abs().max()
+    errs["l2"] = (l2_normalize(x) - F.normalize(x, dim=-1)).abs().max()
+    # RMSNorm = LayerNorm of a zero-mean input; ScaleNorm = RMSNorm · g/√w when ε → 0
+    xc = x - x.mean(-1, keepdim=True)
+    errs["rmsnorm"] = (rmsnorm(xc, w, 1e-5) - F.layer_norm(xc, (16,), w, None, 1e-5)).abs().max()
+    errs["rmsnorm_gemma"] = (rmsnorm_gemma(x, w - 1, 1e-5) - rmsnorm(x, w, 1e-5)).abs().max()
+    errs["scalenorm"] = (scalenorm(x, 2.5, 1e-12) - rmsnorm(x, 2.5 / 4.0, 0.0)).abs().max()
+    # §1.3: CRMSNorm of the compressed zero-mean z equals the first w coordinates of LN(z) = RMSNorm(z)
+    errs["crmsnorm"] = (crmsnorm(xc[..., :15], 1e-5) - F.layer_norm(xc, (16,), None, None, 1e-5)[..., :15]).abs().max()
+    errs["dyt"] = (dyt(x, 0.7, w, b) - (torch.tanh(0.7 * x) * w + b)).abs().max()
     # RoPE vs. complex-number rotation of pairs (j, j+D/2)
     q = torch.randn(2, 2, 7, 8, generator=g, dtype=torch.float64)
     D = 8
     theta = 10000.0 ** (-2.0 * torch.arange(D // 2, dtype=torch.float64) / D)
     ang = torch.arange(7, dtype=torch.float64)[:, None] * theta
     z = torch.complex(q[..., :D // 2], q[..., D // 2:]) * torch.polar(torch.ones_like(ang), ang)
-    e = max(e, (rope(q, 10000.0) - torch.cat([z.real, z.imag], -1)).abs().max().item())
-    # attention vs. an explicit per-row loop
+    errs["rope"] = (rope(q, 10000.0) - torch.cat([z.real, z.imag], -1)).abs().max()
+    # attention vs. an explicit per-row loop (with scale and soft-cap)
     k = torch.randn(2, 2, 7, 8, generator=g, dtype=torch.float64)
     v = torch.randn(2, 2, 7, 8, generator=g, dtype=torch.float64)
-    o = causal_softmax_attention(q, k, v)
-    for t in range(7):
-        s = (q[..., t:t + 1, :] @ k[..., :t + 1, :].transpose(-1, -2)) / math.sqrt(8)
-        ref = torch.softmax(s, -1) @ v[..., :t + 1, :]
-        e = max(e, (o[..., t:t + 1, :] - ref).abs().max().item())
-    print(f"primitive self-check: max |explicit - library| = {e:.3e}")
-    assert e < 1e-12
+    e = 0.0
+    for scale, cap in ((None, 0.0), (2.0, 1.5)):
+        o = causal_softmax_attention(q, k, v, scale, cap)
+        sc = 1 / math.sqrt(8) if scale is None else scale
+        for t in range(7):
+            s = (q[..., t:t + 1, :] @ k[..., :t + 1, :].transpose(-1, -2)) * sc
+            if cap:
+                s = cap * torch.tanh(s / cap)
+            ref = torch.softmax(s, -1) @ v[..., :t + 1, :]
+            e = max(e, (o[..., t:t + 1, :] - ref).abs().max().item())
+    errs["attention"] = torch.tensor(e)
+    # GPAS: forward (1 − SiLU(a))·z, gradient w.r.t. z the identity (§1.6)
+    a = torch.tensor([0.7], dtype=torch.float64, requires_grad=True)
+    zz = x.clone().requires_grad_(True)
+    y = zz - silu(a) * zz.detach()
+    y.backward(w.expand_as(y))
+    errs["gpas"] = max((y - (1 - F.silu(a)) * x).abs().max(), (zz.grad - w.expand_as(y)).abs().max())
+    dsilu = torch.sigmoid(a) * (1 + a * (1 - torch.sigmoid(a)))
+    errs["gpas_da"] = (a.grad - (-dsilu * (w * x).sum())).abs().max() / (w * x).sum().abs()
+    worst = max(v.item() for v in errs.values())
+    print("primitive self-check: max |explicit - reference| = "
+          + ", ".join(f"{k} {v.item():.1e}" for k, v in errs.items()))
+    assert worst < 1e-12, errs
 
 
-def check_finite_differences(name, n_per_param=1, h=1e-6):
-    """Autograd (float64) vs central finite differences, one or more random entries per parameter."""
+def check_equivalences():
+    """Model-level identities of §1.3 / §2.15, end to end: with unit gains, Pre-LN (no β) equals
+    Pre-RMSNorm (writers re-centred on the fly), and equals Pre-CRMSNorm after the §1.3 weight
+    conversion (re-centre the writers, drop their last output coordinate, fold the dropped
+    coordinate into the consumers: W' = W[:, :d−1] − W[:, d−1]·1ᵀ)."""
+    base = {**TINY, "tied_embeddings": False, "positions": "learned"}
+    pre = resolve({**base, "placement": "pre", "norm": {"type": "layernorm", "bias": False}})
+    pre_rms = resolve({**base, "placement": "pre_rms"})
+    pre_crms = resolve({**base, "placement": "pre_crms"})
+    g = torch.Generator().manual_seed(7)
+    tokens = torch.randint(0, TINY["vocab_size"], (2, 6), generator=g)
+    p = {}
+    with torch.no_grad():
+        Model(pre, p, seeded_factory("equivalence")).loss(tokens, tokens)
+    p = {n: (torch.ones_like(t) if "norm" in n else t) for n, t in p.items()}
+    d = TINY["d_model"]
+    c = {}
+    for n, t in p.items():
+        if "norm" in n:
+            continue
+        writer = n.startswith("embed.") or ".attn.o." in n or ".ffn.fc2." in n
+        consumer = n.endswith(("attn.q.weight", "attn.k.weight", "attn.v.weight", "fc1.weight",
+                               "gate.weight")) or n == "lm_head.weight"
+        if writer and t.dim() == 2 and n.startswith("embed."):
+            t = center(t)[:, :d - 1]                       # rows are written vectors
+        elif writer and t.dim() == 2:
+            t = (t - t.mean(0, keepdim=True))[:d - 1]      # W [out=d, in]: centre over the output axis
+        elif writer:
+            t = center(t)[:d - 1]                          # bias
+        elif consumer:
+            t = t[:, :d - 1] - t[:, d - 1:]
+        c[n] = t
+    with torch.no_grad():
+        l_pre = Model(pre, dict(p)).loss(tokens, tokens)[0].item()
+        l_rms = Model(pre_rms, dict(p)).loss(tokens, tokens)[0].item()
+        l_crms = Model(pre_crms, c).loss(tokens, tokens)[0].item()
+    e = max(abs(l_rms - l_pre), abs(l_crms - l_pre))
+    print(f"equivalence self-check: Pre-LN {l_pre:.15f}, Pre-RMS {l_rms:.15f}, Pre-CRMS {l_crms:.15f}")
+    assert e < 1e-12, e
+
+
+def check_finite_differences(name, n_per_param=2, h=1e-6, verbose=False):
+    """Autograd (float64) vs central finite differences, n random entries per parameter.
+    Stop-gradient values (GPAS, PB-relax) are replayed from the base run, so FD differentiates
+    the function autograd differentiates."""
     cfg, params32, tokens, targets = make_case(name)
-    loss, _, grads, p64 = reference(cfg, params32, tokens, targets)
+    loss, _, grads, p64, sg_values = reference(cfg, params32, tokens, targets)
     base = {n: t.detach().clone() for n, t in p64.items()}
     gen = torch.Generator().manual_seed(123)
-    worst = 0.0
-    lines = []
-    for n in base:
+    worst, lines = 0.0, []
+    for n in sorted(base):
         for _ in range(n_per_param):
             idx = int(torch.randint(0, base[n].numel(), (1,), generator=gen))
             vals = []
@@ -423,7 +1006,7 @@ def check_finite_differences(name, n_per_param=1, h=1e-6):
                 p = {k: v.clone() for k, v in base.items()}
                 p[n].view(-1)[idx] += sgn * h
                 with torch.no_grad():
-                    vals.append(Model(cfg, p).loss(tokens, targets)[0].item())
+                    vals.append(Model(cfg, p, frozen=sg_values).loss(tokens, targets)[0].item())
             fd = (vals[0] - vals[1]) / (2 * h)
             ag = grads[n].view(-1)[idx].item()
             # FD rounding noise is ~eps*|loss|/h ≈ 1e-10, so judge |fd-ag| against
@@ -431,27 +1014,86 @@ def check_finite_differences(name, n_per_param=1, h=1e-6):
             err = abs(fd - ag) / (1e-8 + 1e-6 * abs(ag))
             worst = max(worst, err)
             lines.append(f"  {n:38s}[{idx:4d}] autograd={ag:+.10e} fd={fd:+.10e} |diff|={abs(fd - ag):.1e}")
-    print(f"finite-difference check ({name}, h={h}):")
-    print("\n".join(lines))
-    print(f"  {len(lines)} entries; worst |diff| / (1e-8 + 1e-6·|autograd|) = {worst:.2e} (pass < 1)")
-    assert worst < 1.0, worst
+    if verbose:
+        print("\n".join(lines))
+    print(f"finite differences {name}: {len(lines)} entries, worst |diff|/(1e-8 + 1e-6·|autograd|) "
+          f"= {worst:.2e} (pass < 1)")
+    assert worst < 1.0, (name, worst)
+
+
+FP32_SEARCH, FP32_LIMIT = 3e-6, 5e-6
+
+
+def check_float32(name, limit=FP32_LIMIT, quiet=False):
+    """Conditioning of a fixture: the same forward/backward in float32 (torch) vs the float64
+    reference, with the C++ test's metric (relative L2 error per tensor; its tolerance is 1e-5).
+    A gradient that is small only by cancellation (typically a scalar parameter) has a large
+    relative float32 error, which no float32 engine could match to 1e-5; such a fixture is
+    rejected here (limit) and its weights re-drawn with another Case.salt (--find-salts)."""
+    cfg, params32, tokens, targets = make_case(name)
+    loss, logits, grads, _, _ = reference(cfg, params32, tokens, targets)
+    p32 = {n: t.clone().requires_grad_(True) for n, t in params32.items()}
+    loss32, logits32 = Model(cfg, p32).loss(tokens, targets)
+    g32 = dict(zip(p32, torch.autograd.grad(loss32, list(p32.values()))))
+
+    def rel(a, b):
+        b = b.to(torch.float64)
+        return ((a.to(torch.float64) - b).norm() / max(b.norm().item(), 1e-30)).item()
+    errs = {"loss": rel(loss32, loss), "logits": rel(logits32, logits)}
+    errs.update({n: rel(g32[n], grads[n]) for n in grads if grads[n].norm() > 1e-12})
+    worst = max(errs, key=errs.get)
+    if not quiet:
+        print(f"float32 conditioning {name}: worst relative error {errs[worst]:.1e} ({worst})")
+    if limit is not None:
+        assert errs[worst] <= limit, (f"{name}: {worst} has float32 relative error {errs[worst]:.1e} > "
+                                      f"{limit:.0e}; choose another salt (--find-salts)")
+    return errs[worst]
+
+
+def find_salts(cases):
+    """For each case, the first salt whose weights pass check_float32 at FP32_SEARCH."""
+    for c in cases:
+        if CASES[c].legacy:
+            continue
+        old = CASES[c].salt
+        for salt in range(100):
+            CASES[c].salt = salt
+            e = check_float32(c, limit=None, quiet=True)
+            if e <= FP32_SEARCH:
+                break
+        print(f"{c}: salt {salt} (worst float32 relative error {e:.1e}; current salt {old})")
+        CASES[c].salt = old
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default="tests/fixtures", help="output directory")
     ap.add_argument("--cases", nargs="*", default=list(CASES), help="subset of cases")
-    ap.add_argument("--check-case", default="pre_layernorm_nobias_gelu_rope_untied",
-                    help="case for the finite-difference check ('all' for every case)")
+    ap.add_argument("--check-case", default="all",
+                    help="case for the finite-difference check ('all': every case written)")
+    ap.add_argument("--fd-per-param", type=int, default=2, help="FD entries per parameter")
+    ap.add_argument("--verbose", action="store_true", help="print every FD entry")
     ap.add_argument("--no-check", action="store_true")
+    ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    ap.add_argument("--find-salts", action="store_true",
+                    help="print, per case, the first weight salt passing the float32 check, and exit")
     args = ap.parse_args()
+    if args.list:
+        print("\n".join(CASES))
+        return
+    if args.find_salts:
+        torch.set_num_threads(1)
+        find_salts(args.cases)
+        return
     torch.set_num_threads(1)   # bitwise-stable reductions
     if not args.no_check:
         check_primitives()
-        for c in (list(CASES) if args.check_case == "all" else [args.check_case]):
-            check_finite_differences(c)
-    for c in args.cases:
-        write_case(args.out, c)
+        check_equivalences()
+        for c in (args.cases if args.check_case == "all" else [args.check_case]):
+            check_finite_differences(c, args.fd_per_param, verbose=args.verbose)
+            check_float32(c)
+    total = sum(write_case(args.out, c) for c in args.cases)
+    print(f"{len(args.cases)} cases, {total} bytes")
 
 
 if __name__ == "__main__":

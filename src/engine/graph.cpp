@@ -30,7 +30,7 @@ TensorId Graph::add_tensor(TensorSpec spec) {
   return id;
 }
 
-TensorId Graph::parameter(const std::string& name, Shape shape, Role role, bool weight_decay) {
+TensorId Graph::parameter(const std::string& name, Shape shape, Role role, bool weight_decay, double init_value) {
   TensorSpec s;
   s.name = name;
   s.shape = shape;
@@ -39,6 +39,7 @@ TensorId Graph::parameter(const std::string& name, Shape shape, Role role, bool 
   s.role = role;
   s.requires_grad = true;
   s.weight_decay = weight_decay;
+  s.init_value = init_value;
   TensorId id = add_tensor(std::move(s));
   parameters_.push_back(id);
   return id;

@@ -42,7 +42,7 @@ class Graph {
   DType float_type() const { return float_type_; }
 
   // --- building ---
-  TensorId parameter(const std::string& name, Shape shape, Role role, bool weight_decay);
+  TensorId parameter(const std::string& name, Shape shape, Role role, bool weight_decay, double init_value = 0);
   TensorId input(const std::string& name, Shape shape, DType dtype);
   TensorId activation(const std::string& name, Shape shape, bool requires_grad, DType dtype);
   TensorId activation(const std::string& name, Shape shape, bool requires_grad) {

@@ -54,6 +54,7 @@ struct TensorSpec {
   Role role = Role::none;
   bool requires_grad = false;
   bool weight_decay = false;     // parameters only: AdamW decays matrices, never norms, biases or scalars
+  double init_value = 0;         // parameters only: the constant that gains, biases and scalars start at
   TensorId view_of = kNoTensor;  // views share storage (and gradient storage) with their base
   size_t offset = 0;             // byte offset in its arena, planned by Graph::plan()
   size_t grad_offset = 0;

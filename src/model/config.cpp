@@ -5,9 +5,40 @@
 namespace normlab::model {
 
 bool ModelConfig::has_final_norm() const { return final_norm.value_or(find_placement(placement).final_norm); }
+int ModelConfig::stream_width() const { return find_placement(placement).compressed_stream ? d_model - 1 : d_model; }
 
-ModelConfig read_model_config(const Json& section, const std::string& where) {
+namespace {
+
+// Every switch at its default, then the given options on top, each checked by name and type.
+Json resolve_options(const Placement& p, const Json& given, const std::string& where) {
+  Json options = Json::object();
+  for (auto table : {common_switches(), p.switches})
+    for (const Switch& s : table) options[std::string(s.name)] = Json::parse(s.default_json);
+  if (!given.is_object()) fail("{}.options: expected an object {{...}}", where);
+  for (const auto& [key, value] : given.items()) {
+    auto it = options.find(key);
+    if (it == options.end()) {
+      std::string known;
+      for (const auto& [k, v] : options.items()) known += (known.empty() ? "" : ", ") + k;
+      fail("{}.options: unknown switch '{}' for placement '{}' (known: {})", where, key, p.name, known);
+    }
+    const bool same_type = (it->is_number() && value.is_number()) || (it->is_boolean() && value.is_boolean()) ||
+                           (it->is_string() && value.is_string());
+    if (!same_type) fail("{}.options.{}: expected a value like {}, got {}", where, key, it->dump(), value.dump());
+    *it = value;
+  }
+  return options;
+}
+
+}  // namespace
+
+ModelConfig read_model_config(const Json& user, const std::string& where) {
   ModelConfig c;
+  if (!user.is_object()) fail("{}: expected an object {{...}}", where);
+  if (user.contains("placement") && user["placement"].is_string()) c.placement = user["placement"].get<std::string>();
+  const Placement& placement = find_placement(c.placement);
+  Json section = Json::parse(placement.defaults);
+  section.merge_patch(user);
   ConfigReader r(section, where);
   r.read("vocab_size", c.vocab_size, 0, 1 << 24);
   r.read("d_model", c.d_model, 1, 1 << 16);
@@ -16,13 +47,15 @@ ModelConfig read_model_config(const Json& section, const std::string& where) {
   r.read("d_ff", c.d_ff, 1, 1 << 18);
   r.read("max_seq_len", c.max_seq_len, 1, 1 << 16);
   r.section("norm", [&](ConfigReader& n) {
-    n.read("type", c.norm.type, {"layernorm", "rmsnorm"});
+    n.read("type", c.norm.type, {"layernorm", "rmsnorm", "rmsnorm_gemma", "scalenorm", "dyt", "crmsnorm", "none"});
     n.read("eps", c.norm.eps, 0.0, 1.0);
     n.read("bias", c.norm.bias);
   });
   r.read("placement", c.placement, placement_names());
   r.read("final_norm", c.final_norm);
-  r.read("activation", c.activation, {"gelu", "swiglu"});
+  r.read("embed_norm", c.embed_norm);
+  r.read("embed_scale", c.embed_scale, {"none", "sqrt_d", "learned"});
+  r.read("activation", c.activation, {"gelu", "swiglu", "geglu"});
   r.read("positions", c.positions, {"learned", "rope"});
   r.read("rope_base", c.rope_base, 1.0, 1e12);
   r.read("tied_embeddings", c.tied_embeddings);
@@ -33,7 +66,9 @@ ModelConfig read_model_config(const Json& section, const std::string& where) {
     i.read("std", c.init.std, 0.0, 10.0);
     i.read("embed_std", c.init.embed_std, 0.0, 10.0);
   });
-  r.read("options", c.options);
+  Json given = Json::object();
+  r.read("options", given);
+  c.options = resolve_options(placement, given, where);
   r.finish();
   validate(c, where);
   return c;
@@ -45,6 +80,11 @@ void validate(const ModelConfig& c, const std::string& where) {
          c.n_heads, c.d_model);
   if (c.positions == "rope" && c.head_dim() % 2 != 0)
     fail("{}: rope needs an even head size, but d_model / n_heads = {}", where, c.head_dim());
+  const Placement& p = find_placement(c.placement);
+  if ((c.norm.type == "crmsnorm") != p.compressed_stream)
+    fail("{}: norm.type 'crmsnorm' and placement 'pre_crms' go together (the compressed stream needs CRMSNorm)", where);
+  if (p.compressed_stream && c.tied_embeddings)
+    fail("{}: placement 'pre_crms' needs tied_embeddings = false (the compressed head differs from the embedding)", where);
 }
 
 Json to_json(const ModelConfig& c) {
@@ -57,6 +97,8 @@ Json to_json(const ModelConfig& c) {
               {"norm", {{"type", c.norm.type}, {"eps", c.norm.eps}, {"bias", c.norm.bias}}},
               {"placement", c.placement},
               {"final_norm", c.has_final_norm()},
+              {"embed_norm", c.embed_norm},
+              {"embed_scale", c.embed_scale},
               {"activation", c.activation},
               {"positions", c.positions},
               {"rope_base", c.rope_base},

@@ -9,7 +9,7 @@
 namespace normlab::model {
 
 struct NormConfig {
-  std::string type = "layernorm";  // layernorm | rmsnorm
+  std::string type = "layernorm";  // layernorm | rmsnorm | rmsnorm_gemma | scalenorm | dyt | crmsnorm | none
   double eps = 1e-5;
   bool bias = true;                // LayerNorm β
 };
@@ -30,20 +30,24 @@ struct ModelConfig {
   NormConfig norm;
   std::string placement = "pre";
   std::optional<bool> final_norm;  // unset = the placement's default
-  std::string activation = "gelu";  // gelu | swiglu
+  bool embed_norm = false;          // a norm on the embedding output
+  std::string embed_scale = "none";  // none | sqrt_d | learned
+  std::string activation = "gelu";  // gelu | swiglu | geglu
   std::string positions = "learned";  // learned | rope
   double rope_base = 10000;
   bool tied_embeddings = true;
   bool bias = true;
   double dropout = 0;
   InitConfig init;
-  Json options = Json::object();  // the placement's own switches (see `normlab variants`)
+  Json options = Json::object();  // switches, every one present (defaults filled in; `normlab variants`)
 
   int head_dim() const { return d_model / n_heads; }
+  int stream_width() const;     // d_model, or d_model − 1 on Pre-CRMSNorm's compressed stream
   bool has_final_norm() const;  // resolves "auto" through the placement registry
 };
 
 // Reads and validates (unknown keys, types, ranges, and cross-field rules such as n_heads | d_model).
+// The placement's defaults sit between the built-in defaults and the user's section.
 ModelConfig read_model_config(const Json& section, const std::string& where);
 void validate(const ModelConfig& config, const std::string& where);
 Json to_json(const ModelConfig& config);

@@ -3,6 +3,9 @@
 #include <cmath>
 #include <numbers>
 
+
+#include "model/placement.h"
+
 namespace normlab::model {
 
 namespace eng = normlab::engine;
@@ -37,25 +40,20 @@ struct Draw {
   double value;  // the constant, the std, or the uniform bound
 };
 
-bool is_matrix_role(Role r) {
+bool is_matrix(Role r) {
   return r == Role::q || r == Role::k || r == Role::v || r == Role::o || r == Role::fc1 || r == Role::gate ||
          r == Role::fc2 || r == Role::head;
 }
 
-Draw draw_for(const Model& m, const eng::TensorSpec& p) {
+double xavier_bound(const eng::TensorSpec& p) {  // uniform bound √(6/(fan_in + fan_out)), gain 1
+  return std::sqrt(6.0 / static_cast<double>(p.shape[0] + p.shape[1]));
+}
+
+Draw base_draw(const Model& m, const eng::TensorSpec& p) {
   const InitConfig& init = m.config.init;
-  switch (p.role) {
-    case Role::norm_gain: return {Draw::constant, 1.0};
-    case Role::norm_bias:
-    case Role::bias: return {Draw::constant, 0.0};
-    case Role::embedding: return {Draw::normal, init.embed_std};
-    default: break;
-  }
-  if (!is_matrix_role(p.role)) return {Draw::constant, 0.0};
-  if (init.scheme == "xavier") {
-    const double fan_out = static_cast<double>(p.shape[0]), fan_in = static_cast<double>(p.shape[1]);
-    return {Draw::uniform, std::sqrt(6.0 / (fan_in + fan_out))};
-  }
+  if (p.role == Role::embedding) return {Draw::normal, init.embed_std};
+  if (!is_matrix(p.role)) return {Draw::constant, p.init_value};  // gains, biases, scalars
+  if (init.scheme == "xavier") return {Draw::uniform, xavier_bound(p)};
   const bool residual_output = p.role == Role::o || p.role == Role::fc2;
   if (init.scheme == "scaled" && residual_output)  // GPT-2's 1/√(2L) on the projections into the stream
     return {Draw::normal, init.std / std::sqrt(2.0 * m.config.n_layers)};
@@ -72,15 +70,69 @@ void fill(T* data, int64_t n, Draw draw, Rng& rng) {
   }
 }
 
+void draw_into(Model& m, eng::TensorId id, Draw draw, uint64_t seed) {
+  const eng::TensorSpec& p = m.graph.spec(id);
+  Rng rng(hash_string(p.name, seed));
+  eng::dispatch_float(m.graph.float_type(), [&]<typename T>() { fill(m.graph.data<T>(id), p.shape.numel(), draw, rng); });
+}
+
+template <typename Fn>
+void for_roles(Model& m, RoleSet roles, Fn fn) {
+  for (eng::TensorId id : m.graph.parameters())
+    for (Role r : roles)
+      if (m.graph.spec(id).role == r) fn(id);
+}
+
 }  // namespace
 
-void initialize(Model& m, uint64_t seed) {
-  for (eng::TensorId id : m.graph.parameters()) {
-    const eng::TensorSpec& p = m.graph.spec(id);
-    Rng rng(hash_string(p.name, seed));
-    Draw draw = draw_for(m, p);
-    eng::dispatch_float(m.graph.float_type(), [&]<typename T>() { fill(m.graph.data<T>(id), p.shape.numel(), draw, rng); });
+void initialize(Model& m, uint64_t seed, const int32_t* tokens, const int32_t* targets) {
+  for (eng::TensorId id : m.graph.parameters()) draw_into(m, id, base_draw(m, m.graph.spec(id)), seed);
+  const Placement& placement = find_placement(m.config.placement);
+  if (!placement.init) return;
+  std::vector<int32_t> random_tokens;
+  if (!tokens) {  // rules that profile a forward pass get a random batch when no real one is given
+    Rng rng(seed ^ 0x70c3e5);
+    random_tokens.resize(static_cast<size_t>(m.batch * m.seq));
+    for (auto& t : random_tokens) t = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(m.config.vocab_size));
+    tokens = targets = random_tokens.data();
   }
+  InitContext ctx{m, seed, tokens, targets};
+  placement.init(ctx);
+}
+
+void scale_roles(Model& m, RoleSet roles, double factor, bool with_biases) {
+  auto scale = [&](eng::TensorId id) {
+    eng::dispatch_float(m.graph.float_type(), [&]<typename T>() {
+      T* d = m.graph.data<T>(id);
+      for (int64_t i = 0; i < m.graph.shape(id).numel(); ++i) d[i] = static_cast<T>(d[i] * factor);
+    });
+  };
+  for_roles(m, roles, [&](eng::TensorId id) {
+    scale(id);
+    const std::string& name = m.graph.spec(id).name;
+    if (!with_biases || !name.ends_with(".weight")) return;
+    eng::TensorId bias = m.graph.find(name.substr(0, name.size() - 7) + ".bias");
+    if (bias != eng::kNoTensor) scale(bias);
+  });
+}
+
+void redraw_normal(Model& m, RoleSet roles, double std, uint64_t seed) {
+  for_roles(m, roles, [&](eng::TensorId id) { draw_into(m, id, {Draw::normal, std}, seed); });
+}
+
+void redraw_uniform(Model& m, RoleSet roles, double bound, uint64_t seed) {
+  for_roles(m, roles, [&](eng::TensorId id) { draw_into(m, id, {Draw::uniform, bound}, seed); });
+}
+
+void redraw_xavier(Model& m, RoleSet roles, double gain, bool normal, uint64_t seed) {
+  for_roles(m, roles, [&](eng::TensorId id) {
+    const double bound = gain * xavier_bound(m.graph.spec(id));  // normal: std = bound/√3
+    draw_into(m, id, normal ? Draw{Draw::normal, bound / std::sqrt(3.0)} : Draw{Draw::uniform, bound}, seed);
+  });
+}
+
+void fill_constant(Model& m, const std::string& name, double value) {
+  draw_into(m, m.graph.at(name), {Draw::constant, value}, 0);
 }
 
 std::vector<ParamStats> parameter_stats(const Model& m) {

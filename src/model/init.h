@@ -11,8 +11,30 @@
 
 namespace normlab::model {
 
-// Fills every parameter of m by m.config.init.
-void initialize(Model& m, uint64_t seed);
+// What an init rule sees: the model after its base init, the seed, and a batch of real tokens for
+// rules that profile a forward pass (Admin); tokens may be null, then a random batch is used.
+struct InitContext {
+  Model& model;
+  uint64_t seed;
+  const int32_t* tokens = nullptr;
+  const int32_t* targets = nullptr;
+};
+
+// Fills every parameter of m by m.config.init, then applies the placement's init rule.
+void initialize(Model& m, uint64_t seed, const int32_t* tokens = nullptr, const int32_t* targets = nullptr);
+
+// Helpers for init rules. Roles select parameters; a rule names the roles its paper names.
+using RoleSet = std::initializer_list<engine::Role>;
+// Multiplies every parameter with one of `roles` (matrices) by factor; with_biases also scales the
+// `.bias` beside each such matrix (torchscale's DeepNorm and Sub-LN do).
+void scale_roles(Model& m, RoleSet roles, double factor, bool with_biases = false);
+// Redraw every parameter with one of `roles` from N(0, std), U(−bound, bound), or Xavier (normal or
+// uniform, with a gain, from each matrix's own fan-in and fan-out).
+void redraw_normal(Model& m, RoleSet roles, double std, uint64_t seed);
+void redraw_uniform(Model& m, RoleSet roles, double bound, uint64_t seed);
+void redraw_xavier(Model& m, RoleSet roles, double gain, bool normal, uint64_t seed);
+// Sets parameter `name` (all entries) to value.
+void fill_constant(Model& m, const std::string& name, double value);
 
 // The realized statistics of one parameter after initialization (for `normlab init-report`).
 struct ParamStats {

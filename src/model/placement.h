@@ -1,14 +1,17 @@
 #pragma once
-// A placement says where the norms go in a block. Each variant is one file in placements/ whose
-// sublayer() reads like the variant's equation, written with the verbs of SubLayer below, plus
-// one line in placements/registry.cpp. The two sub-layers of block ℓ (attention, then FFN) each
-// call sublayer(s, h) to turn the residual stream h into the next h.
+// A placement says where the norms go. Each variant is one file in placements/ holding its paper,
+// its equations, its defaults and switches, and a sublayer() that reads like the equation, written
+// with the verbs of SubLayer below; registry.cpp lists the variants, one line each. The two
+// sub-layers of block ℓ (attention, then FFN) each call sublayer(s, h) to turn the residual stream h
+// into the next h. Variants that carry more than one stream (ResiDual, DLCL) replace the whole layer
+// loop with stack(). Initialization rules run after the base init (see init.h).
 #include <span>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/graph.h"
+#include "engine/ops.h"
 #include "model/config.h"
 
 namespace normlab::model {
@@ -16,46 +19,117 @@ namespace normlab::model {
 using engine::Graph;
 using engine::TensorId;
 
-enum class Branch { attn, ffn };
+struct Model;
+struct InitContext;
 
-// The verbs a placement may use inside one sub-layer. Names of created tensors follow
-// docs/model.md: parameters `layers.{i}.{attn|ffn}.{slot}.weight`, activations `...{slot}.out`.
+enum class Branch { attn, ffn };
+enum class HeadScale { none, paper, fairseq };
+
+// What the sub-layer function F contains besides its linear maps (Sub-LN, NormFormer).
+struct BranchStyle {
+  bool inner_norm = false;  // Sub-LN: a norm over d on the concatenated heads, before W_O
+  bool mid_norm = false;    // Sub-LN / NormFormer: a norm over d_ff before fc2
+  HeadScale head_scale = HeadScale::none;  // NormFormer: γ_h per head (before W_O, or on W_O's output)
+};
+
+// Overrides of the configured norm for one slot.
+struct NormSpec {
+  std::string type;           // empty = model.norm.type
+  double eps = -1;            // < 0 = model.norm.eps
+  double gain_init = -1;      // < 0 = the type's default (1, or 0 for rmsnorm_gemma)
+  double dyt_alpha = -1;      // < 0 = options.dyt_alpha
+};
+
+// The configured norm of `name` (`name.weight`, `name.bias`, `name.alpha`) over the last axis of x.
+TensorId make_norm(Graph& g, const ModelConfig& c, const std::string& name, TensorId x, NormSpec spec = {});
+
+// Model-level verbs shared by the default layer loop and stack-level variants.
+class Stack {
+ public:
+  Stack(Graph& g, const ModelConfig& config) : g_(g), config_(config) {}
+  Graph& graph() const { return g_; }
+  const ModelConfig& config() const { return config_; }
+  int layers() const { return config_.n_layers; }
+  class SubLayer sublayer(int layer, Branch branch) const;
+  TensorId norm(const std::string& name, TensorId x, NormSpec spec = {}) const { return make_norm(g_, config_, name, x, spec); }
+  TensorId add(const std::string& name, TensorId a, TensorId b, double alpha = 1, double beta = 1) const {
+    return engine::add(g_, name, a, b, alpha, beta);
+  }
+
+ private:
+  Graph& g_;
+  const ModelConfig& config_;
+};
+
+// The verbs a placement uses inside one sub-layer. Names follow docs/variants.md: parameters
+// `layers.{i}.{attn|ffn}.{slot}.*`, activations `layers.{i}.{attn|ffn}.{name}`.
 class SubLayer {
  public:
   SubLayer(Graph& g, const ModelConfig& config, int layer, Branch branch);
 
   int layer() const { return layer_ + 1; }         // ℓ, counted from 1 as in the papers
+  int index() const { return layer_; }             // i, counted from 0 as in names
   int layers() const { return config_.n_layers; }  // L
-  Branch branch_kind() const { return branch_; }
+  Branch kind() const { return branch_; }
   const ModelConfig& config() const { return config_; }
   Graph& graph() const { return g_; }
   std::string prefix() const;  // "layers.{i}.attn" or "layers.{i}.ffn"
 
-  // The configured norm (model.norm), with its own parameters under `prefix.slot`.
-  TensorId norm(const std::string& slot, TensorId x) const;
+  TensorId norm(const std::string& slot, TensorId x, NormSpec spec = {}) const;
   // The sub-layer's function F: attention or feed-forward, with dropout on its output.
-  TensorId branch(TensorId x) const;
-  // α·a + β·b (the residual add and its scaled forms).
-  TensorId add(TensorId a, TensorId b, double alpha = 1.0, double beta = 1.0, const std::string& name = "residual") const;
+  TensorId branch(TensorId x, BranchStyle style = {}) const;
+  // α·a + β·b: the residual add and its constant-scaled forms.
+  TensorId add(TensorId a, TensorId b, double alpha = 1, double beta = 1, const std::string& name = "residual") const;
   TensorId scale(TensorId x, double c, const std::string& name) const;
+  TensorId center(TensorId x, const std::string& name) const;
+  // a + p ⊙ b with p a learnable [1] scalar or [w] vector (a may be kNoTensor).
+  TensorId scale_add(TensorId a, TensorId b, TensorId p, const std::string& name) const;
+  TensorId gpas(TensorId x, TensorId gate, const std::string& name) const;
+  // A learnable parameter `prefix.name` (per_layer: `layers.{i}.name`, shared by both sub-layers).
+  TensorId scalar(const std::string& name, double init, bool per_layer = false) const;
+  TensorId vector(const std::string& name, int64_t width, double init) const;
+
+  double number(const std::string& option) const;
+  bool flag(const std::string& option) const;
+  std::string text(const std::string& option) const;
 
  private:
+  TensorId learnable(const std::string& name, engine::Shape shape, double init) const;
   Graph& g_;
   const ModelConfig& config_;
   int layer_;
   Branch branch_;
 };
 
+// One switch of `model.options`: its default (a JSON literal, which also fixes its type) and meaning.
+struct Switch {
+  std::string_view name;
+  std::string_view default_json;
+  std::string_view help;
+};
+
 struct Placement {
   std::string_view name;
   std::string_view paper;      // citation
-  std::string_view equations;  // one line per sub-layer, as in the spec
-  bool final_norm;             // default for model.final_norm = "auto"
-  TensorId (*sublayer)(const SubLayer& s, TensorId h);
+  std::string_view equations;  // the sub-layer equations, one line
+  bool final_norm = true;      // default for model.final_norm = "auto"
+  std::string_view defaults = "{}";  // JSON merged under the user's model config
+  std::span<const Switch> switches = {};
+  TensorId (*sublayer)(const SubLayer& s, TensorId h) = nullptr;
+  TensorId (*stack)(const Stack& st, TensorId embedded) = nullptr;  // replaces the layer loop
+  void (*init)(InitContext& ctx) = nullptr;                         // after the base init
+  std::string_view init_rule = "";  // one line, for `normlab variants`
+  std::string_view notes = "";      // paper-vs-code choices, for `normlab variants`
+  bool zero_mean_branch = false;    // Pre-RMSNorm: branch outputs and embeddings are re-centered
+  bool compressed_stream = false;   // Pre-CRMSNorm: the stream has width d − 1
 };
 
 const Placement& find_placement(std::string_view name);  // throws normlab::Error listing the known names
-std::span<const Placement> all_placements();
+std::span<const Placement* const> all_placements();
 std::vector<std::string> placement_names();
+// Switches every placement accepts (QK-norm, soft-caps, DyT α ...).
+std::span<const Switch> common_switches();
+// The value of switch `name` in a resolved config (every switch is present after read_model_config).
+const Json& option(const ModelConfig& c, const std::string& name);
 
 }  // namespace normlab::model

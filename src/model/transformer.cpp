@@ -12,37 +12,9 @@ namespace eng = normlab::engine;
 using eng::Role;
 using eng::Shape;
 
-SubLayer::SubLayer(Graph& g, const ModelConfig& config, int layer, Branch branch)
-    : g_(g), config_(config), layer_(layer), branch_(branch) {}
-
-std::string SubLayer::prefix() const {
-  return fmt::format("layers.{}.{}", layer_, branch_ == Branch::attn ? "attn" : "ffn");
-}
-
-// The configured norm over the last axis of x, parameters named `prefix.slot.{weight,bias}`.
-TensorId make_norm(Graph& g, const NormConfig& norm, const std::string& name, TensorId x) {
-  const int64_t width = g.shape(x).last();
-  TensorId gain = g.parameter(name + ".weight", Shape{width}, Role::norm_gain, false);
-  if (norm.type == "rmsnorm") return eng::rms_norm(g, name + ".out", x, gain, norm.eps);
-  TensorId bias = norm.bias ? g.parameter(name + ".bias", Shape{width}, Role::norm_bias, false) : eng::kNoTensor;
-  return eng::layer_norm(g, name + ".out", x, gain, bias, norm.eps);
-}
-
-TensorId SubLayer::norm(const std::string& slot, TensorId x) const {
-  return make_norm(g_, config_.norm, prefix() + "." + slot, x);
-}
-
-TensorId SubLayer::add(TensorId a, TensorId b, double alpha, double beta, const std::string& name) const {
-  return eng::add(g_, prefix() + "." + name, a, b, alpha, beta);
-}
-
-TensorId SubLayer::scale(TensorId x, double c, const std::string& name) const {
-  return eng::scale(g_, prefix() + "." + name, x, c);
-}
-
 namespace {
 
-// A linear layer `prefix.name` [in → out] with the given role; bias per model.bias.
+// A linear layer `name` [in → out] with the given role; bias per model.bias.
 TensorId dense(Graph& g, const ModelConfig& c, const std::string& name, TensorId x, int64_t out, Role role) {
   const int64_t in = g.shape(x).last();
   TensorId w = g.parameter(name + ".weight", Shape{out, in}, role, true);
@@ -50,38 +22,113 @@ TensorId dense(Graph& g, const ModelConfig& c, const std::string& name, TensorId
   return eng::linear(g, name + ".out", x, w, b);
 }
 
-TensorId attention_branch(Graph& g, const ModelConfig& c, const std::string& p, TensorId x) {
+// Norm applied per head: x [B,T,H·D] viewed as [B,T,H,D].
+TensorId per_head_norm(const SubLayer& s, const std::string& slot, TensorId x) {
+  Graph& g = s.graph();
+  const Shape& shape = g.shape(x);
+  const ModelConfig& c = s.config();
+  TensorId heads = g.view(x, s.prefix() + "." + slot + ".in_heads", Shape{shape[0], shape[1], c.n_heads, c.head_dim()});
+  return g.view(s.norm(slot, heads), s.prefix() + "." + slot + ".out_flat", shape);
+}
+
+// q/‖q‖ per head (QKNorm); the learnable logit scale is applied to q afterwards.
+TensorId per_head_l2(const SubLayer& s, const std::string& name, TensorId x) {
+  Graph& g = s.graph();
+  const Shape& shape = g.shape(x);
+  const ModelConfig& c = s.config();
+  TensorId heads = g.view(x, s.prefix() + "." + name + ".in_heads", Shape{shape[0], shape[1], c.n_heads, c.head_dim()});
+  TensorId unit = eng::scale_norm(g, s.prefix() + "." + name + ".l2", heads, eng::kNoTensor, 1e-12);
+  return g.view(unit, s.prefix() + "." + name + ".l2_flat", shape);
+}
+
+TensorId attention_branch(const SubLayer& s, TensorId x, const BranchStyle& style) {
+  Graph& g = s.graph();
+  const ModelConfig& c = s.config();
+  const std::string p = s.prefix();
   const int64_t d = c.d_model;
   TensorId q = dense(g, c, p + ".q", x, d, Role::q);
   TensorId k = dense(g, c, p + ".k", x, d, Role::k);
   TensorId v = dense(g, c, p + ".v", x, d, Role::v);
+  const std::string qk = s.text("qk_norm");
+  double logit_scale = 0;
+  if (qk == "full") {
+    q = s.norm("q_norm", q);
+    k = s.norm("k_norm", k);
+  } else if (qk == "per_head") {
+    q = per_head_norm(s, "q_norm", q);
+    k = per_head_norm(s, "k_norm", k);
+  } else if (qk == "l2") {
+    const double t = c.max_seq_len;
+    const double init = s.number("qk_scale_init") > 0 ? s.number("qk_scale_init") : std::log2(std::max(t * t - t, 2.0));
+    q = eng::scale_add(g, p + ".q_scaled", eng::kNoTensor, per_head_l2(s, "q", q), s.scalar("qk_scale", init),
+                       eng::ScaleMode::scalar);
+    k = per_head_l2(s, "k", k);
+    logit_scale = 1.0;  // g replaces 1/√D
+  }
+  if (s.flag("v_norm")) v = per_head_norm(s, "v_norm", v);
   if (c.positions == "rope") {
     q = eng::rope(g, p + ".q.rope", q, c.n_heads, c.rope_base);
     k = eng::rope(g, p + ".k.rope", k, c.n_heads, c.rope_base);
   }
-  TensorId heads = eng::attention(g, p + ".heads", q, k, v, c.n_heads);
-  return dense(g, c, p + ".o", heads, d, Role::o);
+  TensorId heads = eng::attention(g, p + ".heads", q, k, v, c.n_heads, logit_scale, s.number("attn_softcap"));
+  auto head_scale = [&](TensorId t) {
+    return eng::scale_add(g, p + ".head_scaled", eng::kNoTensor, t, s.vector("head_scale", c.n_heads, 1.0),
+                          eng::ScaleMode::heads);
+  };
+  if (style.head_scale == HeadScale::paper) heads = head_scale(heads);
+  if (style.inner_norm) heads = s.norm("inner_norm", heads);
+  TensorId out = dense(g, c, p + ".o", heads, c.stream_width(), Role::o);
+  if (style.head_scale == HeadScale::fairseq) out = head_scale(out);
+  return out;
 }
 
-TensorId ffn_branch(Graph& g, const ModelConfig& c, const std::string& p, TensorId x) {
+TensorId ffn_branch(const SubLayer& s, TensorId x, const BranchStyle& style) {
+  Graph& g = s.graph();
+  const ModelConfig& c = s.config();
+  const std::string p = s.prefix();
   TensorId hidden;
-  if (c.activation == "swiglu") {
+  if (c.activation == "gelu") {
+    hidden = eng::gelu(g, p + ".act", dense(g, c, p + ".fc1", x, c.d_ff, Role::fc1));
+  } else {
     TensorId gate = dense(g, c, p + ".gate", x, c.d_ff, Role::gate);
     TensorId up = dense(g, c, p + ".fc1", x, c.d_ff, Role::fc1);
-    hidden = eng::swiglu(g, p + ".act", gate, up);
-  } else {
-    hidden = eng::gelu(g, p + ".act", dense(g, c, p + ".fc1", x, c.d_ff, Role::fc1));
+    hidden = c.activation == "swiglu" ? eng::swiglu(g, p + ".act", gate, up) : eng::geglu(g, p + ".act", gate, up);
   }
-  return dense(g, c, p + ".fc2", hidden, c.d_model, Role::fc2);
+  if (style.mid_norm) hidden = s.norm("mid_norm", hidden);
+  return dense(g, c, p + ".fc2", hidden, c.stream_width(), Role::fc2);
 }
 
 }  // namespace
 
-TensorId SubLayer::branch(TensorId x) const {
-  TensorId y = branch_ == Branch::attn ? attention_branch(g_, config_, prefix(), x) : ffn_branch(g_, config_, prefix(), x);
+TensorId SubLayer::branch(TensorId x, BranchStyle style) const {
+  TensorId y = branch_ == Branch::attn ? attention_branch(*this, x, style) : ffn_branch(*this, x, style);
   if (config_.dropout > 0) y = eng::dropout(g_, prefix() + ".dropout", y, config_.dropout);
+  if (find_placement(config_.placement).zero_mean_branch) y = center(y, "centered");
   return y;
 }
+
+namespace {
+
+// tokens → embedding (× scale) (+ positions) (centered) (normed) (dropout)
+TensorId embed(Graph& g, const ModelConfig& c, const Placement& placement, TensorId tokens, TensorId table) {
+  TensorId h = eng::embedding(g, "embed.tokens.out", tokens, table);
+  const double sqrt_d = std::sqrt(static_cast<double>(c.d_model));
+  if (c.embed_scale == "sqrt_d") h = eng::scale(g, "embed.scaled", h, sqrt_d);
+  if (c.embed_scale == "learned") {
+    TensorId s = g.parameter("embed.scale", Shape{1}, Role::scalar, false, sqrt_d);
+    h = eng::scale_add(g, "embed.scaled", eng::kNoTensor, h, s, eng::ScaleMode::scalar);
+  }
+  if (c.positions == "learned") {
+    TensorId pos = g.parameter("embed.positions.weight", Shape{c.max_seq_len, c.stream_width()}, Role::embedding, true);
+    h = eng::position_add(g, "embed.out", h, pos);
+  }
+  if (placement.zero_mean_branch) h = eng::center(g, "embed.centered", h);
+  if (c.embed_norm) h = make_norm(g, c, "embed_norm", h);
+  if (c.dropout > 0) h = eng::dropout(g, "embed.dropout", h, c.dropout);
+  return h;
+}
+
+}  // namespace
 
 std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng::DType dtype) {
   validate(c, "model");
@@ -93,21 +140,27 @@ std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng
   m->tokens = g.input("tokens", Shape{batch, seq}, eng::DType::i32);
   m->targets = g.input("targets", Shape{batch, seq}, eng::DType::i32);
 
-  TensorId table = g.parameter("embed.tokens.weight", Shape{c.vocab_size, c.d_model}, Role::embedding, true);
-  TensorId h = eng::embedding(g, "embed.tokens.out", m->tokens, table);
-  if (c.positions == "learned") {
-    TensorId pos = g.parameter("embed.positions.weight", Shape{c.max_seq_len, c.d_model}, Role::embedding, true);
-    h = eng::position_add(g, "embed.out", h, pos);
+  TensorId table = g.parameter("embed.tokens.weight", Shape{c.vocab_size, c.stream_width()}, Role::embedding, true);
+  TensorId h = embed(g, c, placement, m->tokens, table);
+
+  Stack stack(g, c);
+  if (placement.stack) {
+    h = placement.stack(stack, h);
+  } else {
+    for (int layer = 0; layer < c.n_layers; ++layer)
+      for (Branch b : {Branch::attn, Branch::ffn}) h = placement.sublayer(stack.sublayer(layer, b), h);
   }
-  if (c.dropout > 0) h = eng::dropout(g, "embed.dropout", h, c.dropout);
 
-  for (int layer = 0; layer < c.n_layers; ++layer)
-    for (Branch b : {Branch::attn, Branch::ffn}) h = placement.sublayer(SubLayer(g, c, layer, b), h);
-
-  if (c.has_final_norm()) h = make_norm(g, c.norm, "final_norm", h);
-  TensorId head = c.tied_embeddings ? table : g.parameter("lm_head.weight", Shape{c.vocab_size, c.d_model}, Role::head, true);
+  if (c.has_final_norm()) {
+    const double alpha = option(c, "dyt_alpha_final").get<double>();
+    h = make_norm(g, c, "final_norm", h, NormSpec{.dyt_alpha = alpha > 0 ? alpha : -1});
+  }
+  TensorId head = c.tied_embeddings ? table : g.parameter("lm_head.weight", Shape{c.vocab_size, c.stream_width()}, Role::head, true);
   m->logits = eng::linear(g, "logits", h, head, eng::kNoTensor);
-  m->loss = eng::cross_entropy(g, "loss", m->logits, m->targets);
+  const double cap = option(c, "final_softcap").get<double>();
+  TensorId scored = cap > 0 ? eng::softcap(g, "logits.capped", m->logits, cap) : m->logits;
+  m->loss = eng::cross_entropy(g, "loss", scored, m->targets);
+  if (cap > 0) m->logits = scored;
   g.plan();
   return m;
 }

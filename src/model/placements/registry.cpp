@@ -7,27 +7,27 @@
 namespace normlab::model {
 
 namespace {
-constexpr std::array kPlacements = {
-    Placement{"post", "Vaswani et al. 2017, Attention Is All You Need (arXiv 1706.03762)",
-              "h = Norm(x + Attn(x));  x' = Norm(h + FFN(h))", false, post_ln},
-    Placement{"pre", "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745)",
-              "h = x + Attn(Norm(x));  x' = h + FFN(Norm(h))", true, pre_ln},
+const std::array kPlacements = {
+    &kPostLn,   &kPreLn,      &kDlclPre,   &kDlclPost, &kReZero,  &kTFixup,    &kLipschitz,        &kAdmin,
+    &kScaleNormPre, &kQkNorm, &kSandwich,  &kNormFormer, &kDeepNorm, &kSubLn,  &kResiDual,         &kPreRms,
+    &kPreCrms,  &kGemma2,     &kOlmo2,     &kPeriLn,   &kMixLn,   &kHybridNorm, &kHybridNormStar,  &kLayerNormScaling,
+    &kDyT,      &kGpas,
 };
 }  // namespace
 
-std::span<const Placement> all_placements() { return kPlacements; }
+std::span<const Placement* const> all_placements() { return kPlacements; }
 
 std::vector<std::string> placement_names() {
   std::vector<std::string> names;
-  for (const Placement& p : kPlacements) names.emplace_back(p.name);
+  for (const Placement* p : kPlacements) names.emplace_back(p->name);
   return names;
 }
 
 const Placement& find_placement(std::string_view name) {
-  for (const Placement& p : kPlacements)
-    if (p.name == name) return p;
+  for (const Placement* p : kPlacements)
+    if (p->name == name) return *p;
   std::string list;
-  for (const Placement& p : kPlacements) list += (list.empty() ? "" : ", ") + std::string(p.name);
+  for (const Placement* p : kPlacements) list += (list.empty() ? "" : ", ") + std::string(p->name);
   fail("unknown placement '{}' (known: {}; `normlab variants` describes each)", name, list);
 }
 

@@ -1,0 +1,121 @@
+#include "model/placement.h"
+
+#include <cmath>
+
+#include "common/error.h"
+
+namespace normlab::model {
+
+namespace eng = normlab::engine;
+using eng::Role;
+using eng::Shape;
+
+namespace {
+constexpr Switch kCommonSwitches[] = {
+    {"qk_norm", "\"none\"",
+     "none | full (Norm over the whole q and k before the head split, OLMo-2) | per_head (Norm per head, "
+     "HybridNorm/Gemma) | l2 (q/|q|, k/|k| per head and a learnable logit scale, Henry et al. 2020)"},
+    {"v_norm", "false", "also a per-head Norm on v (HybridNorm)"},
+    {"qk_scale_init", "0", "initial logit scale g for qk_norm = l2; 0 = log2(T² − T) with T = max_seq_len"},
+    {"attn_softcap", "0", "c·tanh(s/c) on attention logits; 0 = off (Gemma 2 uses 50)"},
+    {"final_softcap", "0", "c·tanh(z/c) on the output logits; 0 = off (Gemma 2 uses 30)"},
+    {"pb_relax", "false", "divide every norm's input by max|x|/8 over the whole tensor (CogView PB-relax, code form)"},
+    {"dyt_alpha", "0.5", "initial α of every DyT norm (Zhu et al. 2025; x-transformers uses 1.0)"},
+    {"dyt_alpha_attn", "0", "initial α of attention-input DyT norms; 0 = dyt_alpha (DyT-LLaMA 7B: 0.8)"},
+    {"dyt_alpha_ffn", "0", "initial α of FFN-input DyT norms; 0 = dyt_alpha (DyT-LLaMA 7B: 0.2)"},
+    {"dyt_alpha_final", "0", "initial α of the final DyT; 0 = dyt_alpha (DyT-LLaMA 7B: 0.2)"},
+};
+}  // namespace
+
+std::span<const Switch> common_switches() { return kCommonSwitches; }
+
+const Json& option(const ModelConfig& c, const std::string& name) {
+  auto it = c.options.find(name);
+  if (it == c.options.end()) fail("internal: option '{}' has no default; declare it in the placement's switches", name);
+  return *it;
+}
+
+TensorId make_norm(Graph& g, const ModelConfig& c, const std::string& name, TensorId x, NormSpec spec) {
+  const std::string type = spec.type.empty() ? c.norm.type : spec.type;
+  const double eps = spec.eps >= 0 ? spec.eps : c.norm.eps;
+  const int64_t width = g.shape(x).last();
+  if (type == "none") return x;
+  if (option(c, "pb_relax").get<bool>()) x = eng::pb_relax(g, name + ".pb_relax", x);
+  auto gain = [&](double fallback) {
+    return g.parameter(name + ".weight", Shape{width}, Role::norm_gain, false, spec.gain_init >= 0 ? spec.gain_init : fallback);
+  };
+  auto bias = [&] { return c.norm.bias ? g.parameter(name + ".bias", Shape{width}, Role::norm_bias, false) : eng::kNoTensor; };
+  if (type == "layernorm") {
+    TensorId gamma = gain(1.0);
+    return eng::layer_norm(g, name + ".out", x, gamma, bias(), eps);
+  }
+  if (type == "rmsnorm") return eng::rms_norm(g, name + ".out", x, gain(1.0), eps);
+  if (type == "rmsnorm_gemma") return eng::rms_norm(g, name + ".out", x, gain(0.0), eps, 1.0);
+  if (type == "scalenorm") {
+    TensorId gs = g.parameter(name + ".weight", Shape{1}, Role::scalar, false, std::sqrt(static_cast<double>(width)));
+    return eng::scale_norm(g, name + ".out", x, gs, eps);
+  }
+  if (type == "dyt") {
+    const double a0 = spec.dyt_alpha > 0 ? spec.dyt_alpha : option(c, "dyt_alpha").get<double>();
+    TensorId alpha = g.parameter(name + ".alpha", Shape{1}, Role::scalar, false, a0);
+    TensorId gamma = gain(1.0);
+    return eng::dyt(g, name + ".out", x, alpha, gamma, bias());
+  }
+  if (type == "crmsnorm") return eng::crms_norm(g, name + ".out", x, eps);
+  fail("internal: norm type '{}' has no builder", type);
+}
+
+SubLayer Stack::sublayer(int layer, Branch branch) const { return SubLayer(g_, config_, layer, branch); }
+
+SubLayer::SubLayer(Graph& g, const ModelConfig& config, int layer, Branch branch)
+    : g_(g), config_(config), layer_(layer), branch_(branch) {}
+
+std::string SubLayer::prefix() const {
+  return fmt::format("layers.{}.{}", layer_, branch_ == Branch::attn ? "attn" : "ffn");
+}
+
+TensorId SubLayer::norm(const std::string& slot, TensorId x, NormSpec spec) const {
+  if (spec.dyt_alpha < 0) {
+    const double per_slot = number(branch_ == Branch::attn ? "dyt_alpha_attn" : "dyt_alpha_ffn");
+    if (per_slot > 0) spec.dyt_alpha = per_slot;
+  }
+  return make_norm(g_, config_, prefix() + "." + slot, x, spec);
+}
+
+TensorId SubLayer::add(TensorId a, TensorId b, double alpha, double beta, const std::string& name) const {
+  return eng::add(g_, prefix() + "." + name, a, b, alpha, beta);
+}
+
+TensorId SubLayer::scale(TensorId x, double c, const std::string& name) const {
+  return eng::scale(g_, prefix() + "." + name, x, c);
+}
+
+TensorId SubLayer::center(TensorId x, const std::string& name) const { return eng::center(g_, prefix() + "." + name, x); }
+
+TensorId SubLayer::scale_add(TensorId a, TensorId b, TensorId p, const std::string& name) const {
+  const auto mode = g_.shape(p).numel() == 1 ? eng::ScaleMode::scalar : eng::ScaleMode::vector;
+  return eng::scale_add(g_, prefix() + "." + name, a, b, p, mode);
+}
+
+TensorId SubLayer::gpas(TensorId x, TensorId gate, const std::string& name) const {
+  return eng::gpas(g_, prefix() + "." + name, x, gate);
+}
+
+TensorId SubLayer::learnable(const std::string& name, Shape shape, double init) const {
+  TensorId existing = g_.find(name);
+  return existing != eng::kNoTensor ? existing : g_.parameter(name, shape, Role::scalar, false, init);
+}
+
+TensorId SubLayer::scalar(const std::string& name, double init, bool per_layer) const {
+  return learnable(per_layer ? fmt::format("layers.{}.{}", layer_, name) : prefix() + "." + name, Shape{1}, init);
+}
+
+TensorId SubLayer::vector(const std::string& name, int64_t width, double init) const {
+  return learnable(prefix() + "." + name, Shape{width}, init);
+}
+
+double SubLayer::number(const std::string& name) const { return option(config_, name).get<double>(); }
+bool SubLayer::flag(const std::string& name) const { return option(config_, name).get<bool>(); }
+std::string SubLayer::text(const std::string& name) const { return option(config_, name).get<std::string>(); }
+
+}  // namespace normlab::model

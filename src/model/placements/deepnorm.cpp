@@ -1,0 +1,61 @@
+// DeepNorm: Wang et al., "DeepNet: Scaling Transformers to 1,000 Layers" (arXiv 2203.00555). §2.12
+//
+//   h ← LN(α·h + F(h)),   α = (2L)^(1/4);  v, o, fc1, fc2 initialized with gain β = (8L)^(−1/4)
+//
+// Post-LN whose shortcut outweighs the branch by α while β keeps the branch's update small, so the
+// model update stays bounded. The constants for other architectures are kept for later (deepnorm.h).
+#include "model/placements/deepnorm.h"
+
+#include <cmath>
+
+#include "model/init.h"
+#include "model/placements/variants.h"
+
+namespace normlab::model {
+
+DeepNormConstants deepnorm_constants(DeepNormArch arch, int n, int m, bool torchscale_beta) {
+  const double N = n, M = m;
+  switch (arch) {
+    case DeepNormArch::encoder_only: return {std::pow(2 * N, 0.25), std::pow(8 * N, -0.25)};
+    case DeepNormArch::decoder_only: return {std::pow(2 * M, 0.25), std::pow(8 * M, -0.25)};
+    case DeepNormArch::encoder_of_encoder_decoder:
+      return {0.81 * std::pow(N * N * N * N * M, 1.0 / 16), (torchscale_beta ? 1.15 : 0.87) * std::pow(N * N * N * N * M, -1.0 / 16)};
+    case DeepNormArch::decoder_of_encoder_decoder: return {std::pow(3 * M, 0.25), std::pow(12 * M, -0.25)};
+  }
+  return {1, 1};
+}
+
+namespace {
+using engine::Role;
+constexpr Switch kSwitches[] = {{"deepnorm_init", "\"paper\"",
+                                 "paper: Xavier-normal gain β on v, o, fc1, gate, fc2 (gain 1 on q, k), zero biases | "
+                                 "torchscale: the base init × β, biases too (torchscale issue #16)"}};
+
+TensorId deepnorm(const SubLayer& s, TensorId h) {
+  const double alpha = deepnorm_constants(DeepNormArch::decoder_only, 0, s.layers()).alpha;
+  return s.norm("post_norm", s.add(h, s.branch(h), alpha, 1.0));
+}
+
+void deepnorm_init(InitContext& ctx) {
+  Model& m = ctx.model;
+  const double beta = deepnorm_constants(DeepNormArch::decoder_only, 0, m.config.n_layers).beta;
+  if (option(m.config, "deepnorm_init").get<std::string>() == "torchscale")
+    return scale_roles(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, beta, true);
+  redraw_xavier(m, {Role::q, Role::k}, 1.0, true, ctx.seed);
+  redraw_xavier(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, beta, true, ctx.seed);
+}
+}  // namespace
+
+extern const Placement kDeepNorm{
+    .name = "deepnorm",
+    .paper = "Wang et al. 2022, DeepNet: Scaling Transformers to 1,000 Layers (arXiv 2203.00555)",
+    .equations = "h = LN(α·x + Attn(x));  x' = LN(α·h + FFN(h));  α = (2L)^(1/4)",
+    .final_norm = false,
+    .switches = kSwitches,
+    .sublayer = deepnorm,
+    .init = deepnorm_init,
+    .init_rule = "Xavier-normal gain β = (8L)^(-1/4) on v, o, fc1, gate, fc2; gain 1 on q, k",
+    .notes = "paper init by default (torchscale scales the existing init and biases: deepnorm_init = torchscale)",
+};
+
+}  // namespace normlab::model

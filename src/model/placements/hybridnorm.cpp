@@ -1,0 +1,62 @@
+// HybridNorm: Zhuo et al., "HybridNorm: Towards Stable and Efficient Transformer Training via Hybrid
+// Normalization" (arXiv 2503.04598). §2.20
+//
+//   attn:  h ← h + W_O · Attn(RMS_q q, RMS_k k, RMS_v v)     (per head; no input norm)
+//   ffn:   u = RMS(h);  h ← u + F(u)                         (Post-Norm at the FFN input)
+//
+// HybridNorm*: block 0 is Pre-Norm for both sub-layers (QKV norms kept).
+#include <cmath>
+
+#include "model/init.h"
+#include "model/placements/variants.h"
+
+namespace normlab::model {
+
+namespace {
+using engine::Role;
+constexpr Switch kSwitches[] = {{"star", "false", "HybridNorm*: block 0 uses Pre-Norm for both sub-layers"}};
+
+TensorId hybridnorm(const SubLayer& s, TensorId h) {
+  if (s.flag("star") && s.index() == 0) return pre_ln(s, h);
+  if (s.kind() == Branch::attn) return s.add(h, s.branch(h));
+  TensorId u = s.norm("in_norm", h);
+  return s.add(u, s.branch(u));
+}
+
+void megatron_small_init(InitContext& ctx) {
+  Model& m = ctx.model;
+  const double sigma = std::sqrt(2.0 / (5.0 * m.config.d_model));
+  redraw_normal(m, {Role::q, Role::k, Role::v, Role::fc1, Role::gate, Role::embedding}, sigma, ctx.seed);
+  redraw_normal(m, {Role::o, Role::fc2}, sigma / std::sqrt(2.0 * m.config.n_layers), ctx.seed);
+  redraw_normal(m, {Role::head}, 1.0 / std::sqrt(m.config.d_model), ctx.seed);
+}
+
+constexpr std::string_view kDefaults = R"({"norm": {"type": "rmsnorm", "eps": 1e-5},
+                                           "options": {"qk_norm": "per_head", "v_norm": true}})";
+constexpr std::string_view kStarDefaults = R"({"norm": {"type": "rmsnorm", "eps": 1e-5},
+                                               "options": {"qk_norm": "per_head", "v_norm": true, "star": true}})";
+}  // namespace
+
+extern const Placement kHybridNorm{
+    .name = "hybridnorm",
+    .paper = "Zhuo et al. 2025, HybridNorm (arXiv 2503.04598)",
+    .equations = "h = x + Attn(QKV-norm per head);  u = RMS(h); x' = u + FFN(u)",
+    .defaults = kDefaults,
+    .switches = kSwitches,
+    .sublayer = hybridnorm,
+    .init = megatron_small_init,
+    .init_rule = "N(0, √(2/(5d))); o, fc2 ÷ √(2L); untied head 1/√d (the code truncates at ±3σ; not done here)",
+};
+
+extern const Placement kHybridNormStar{
+    .name = "hybridnorm_star",
+    .paper = "Zhuo et al. 2025, HybridNorm* (arXiv 2503.04598)",
+    .equations = "HybridNorm, with block 0 Pre-Norm for both sub-layers (QKV norms kept)",
+    .defaults = kStarDefaults,
+    .switches = kSwitches,
+    .sublayer = hybridnorm,
+    .init = megatron_small_init,
+    .init_rule = "as hybridnorm",
+};
+
+}  // namespace normlab::model

@@ -1,0 +1,37 @@
+// Sub-LN (Magneto): Wang et al., "Foundation Transformers" (arXiv 2210.06423). §2.13
+//
+//   attn:  h ← h + W_O · LN_inner(MHA(LN_in(h)))
+//   ffn:   h ← h + fc2(LN_mid(φ(fc1 LN_in(h))))
+//
+// Pre-LN plus a norm inside each sub-layer, right before its output projection, and an init that
+// scales v, o and the FFN (weights and biases) up by γ = √(ln 2L).
+#include <cmath>
+
+#include "model/init.h"
+#include "model/placements/variants.h"
+
+namespace normlab::model {
+
+namespace {
+using engine::Role;
+
+TensorId subln(const SubLayer& s, TensorId h) {
+  return s.add(h, s.branch(s.norm("in_norm", h), {.inner_norm = s.kind() == Branch::attn, .mid_norm = s.kind() == Branch::ffn}));
+}
+
+void subln_init(InitContext& ctx) {
+  Model& m = ctx.model;
+  scale_roles(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, std::sqrt(std::log(2.0 * m.config.n_layers)), true);
+}
+}  // namespace
+
+extern const Placement kSubLn{
+    .name = "subln",
+    .paper = "Wang et al. 2022, Foundation Transformers / Magneto (arXiv 2210.06423)",
+    .equations = "h = x + W_O·LN(MHA(LN(x)));  x' = h + W2·LN(φ(W1·LN(h)))",
+    .sublayer = subln,
+    .init = subln_init,
+    .init_rule = "v, o, fc1, gate, fc2 (weights and biases) × γ = √(ln 2L)",
+};
+
+}  // namespace normlab::model
