@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# normlab setup: installs every dependency from Debian packages, configures and builds.
+# normlab setup: installs every dependency from Debian packages, builds, and prepares the default
+# corpus (the King James Bible from Debian's bible-kjv, tokenized into data/kjv).
 # Usage: scripts/setup.sh [--with-torch]   (--with-torch adds python3-torch for fixtures and benchmarks)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,3 +28,8 @@ fi
 
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
 cmake --build build
+
+scripts/get-kjv.sh
+if [ ! -s data/kjv/meta.json ]; then
+  build/normlab prepare --input data/kjv.txt --out data/kjv --vocab-size 4096
+fi

@@ -12,6 +12,8 @@ int main(int argc, char** argv) {
   normlab::cli::add_train(app);
   normlab::cli::add_eval(app);
   normlab::cli::add_generate(app);
+  normlab::cli::add_variants(app);
+  normlab::cli::add_init_report(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

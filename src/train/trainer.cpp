@@ -101,7 +101,9 @@ TrainSummary Trainer::run() {
     truncate_metrics(metrics_file, start);
     if (options_.progress) *options_.progress << fmt::format("resumed {} at step {}\n", run_dir_.string(), start);
   } else {
-    model::initialize(m, t.seed);
+    Batch first;  // rules that profile a forward pass (Admin) see real text
+    loader_->train_batch(1, 0, first);
+    model::initialize(m, t.seed, first.tokens.data(), first.targets.data());
     std::error_code ignored;
     fs::remove(metrics_file, ignored);
   }

@@ -1,0 +1,84 @@
+// normlab variants / normlab init-report: what each placement computes, and what its init realizes.
+#include <fmt/core.h>
+
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/run_config.h"
+#include "model/init.h"
+#include "model/placement.h"
+
+namespace normlab::cli {
+
+namespace {
+
+void print_switches(std::span<const model::Switch> switches) {
+  for (const model::Switch& s : switches) std::cout << fmt::format("      {} = {}: {}\n", s.name, s.default_json, s.help);
+}
+
+void print_variant(const model::Placement& p) {
+  std::cout << fmt::format("{}\n    paper:      {}\n    equations:  {}\n    final norm: {}\n", p.name, p.paper, p.equations,
+                           p.final_norm ? "yes" : "no");
+  if (p.defaults != "{}") std::cout << fmt::format("    defaults:   {}\n", Json::parse(p.defaults).dump());
+  if (!p.init_rule.empty()) std::cout << fmt::format("    init:       {}\n", p.init_rule);
+  if (!p.notes.empty()) std::cout << fmt::format("    notes:      {}\n", p.notes);
+  if (!p.switches.empty()) {
+    std::cout << "    switches (model.options):\n";
+    print_switches(p.switches);
+  }
+}
+
+}  // namespace
+
+void add_variants(CLI::App& app) {
+  auto name = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand("variants", "list every normalization placement: paper, equations, defaults, "
+                                                 "init rule and switches");
+  cmd->add_option("name", *name, "show one placement only");
+  cmd->callback([name] {
+    if (!name->empty()) return print_variant(model::find_placement(*name));
+    for (const model::Placement* p : model::all_placements()) {
+      print_variant(*p);
+      std::cout << "\n";
+    }
+    std::cout << "switches every placement accepts (model.options):\n";
+    print_switches(model::common_switches());
+    std::cout << "\nnorm types (model.norm.type): layernorm, rmsnorm, rmsnorm_gemma, scalenorm, dyt, crmsnorm, none\n"
+                 "set one with e.g. --set model.placement=deepnorm --set model.options.deepnorm_init=torchscale\n";
+  });
+}
+
+void add_init_report(CLI::App& app) {
+  struct Args {
+    ConfigSources sources;
+    uint64_t seed = 1;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("init-report", "initialize a model from a config and print the realized std of "
+                                                    "every parameter, to check against the paper's init rule");
+  add_config_options(cmd, args->sources);
+  cmd->add_option("--seed", args->seed, "initialization seed")->capture_default_str();
+  cmd->add_flag("--json", args->json, "print JSON lines instead of a table");
+  cmd->callback([args] {
+    train::RunConfig config = load_run_config(args->sources);
+    if (config.model.vocab_size == 0) config.model.vocab_size = 4096;  // the size does not change any other std
+    auto m = model::build_model(config.model, 1, 2);
+    model::initialize(*m, args->seed);
+    const model::Placement& p = model::find_placement(config.model.placement);
+    if (!args->json)
+      std::cout << fmt::format("placement {} (L = {}, d = {}, init.scheme = {}); rule: {}\n", p.name,
+                               config.model.n_layers, config.model.d_model, config.model.init.scheme,
+                               p.init_rule.empty() ? "base init only" : p.init_rule)
+                << fmt::format("{:<36} {:<10} {:<12} {:>10} {:>10} {:>10}\n", "parameter", "role", "shape", "mean", "std", "rms");
+    for (const model::ParamStats& s : model::parameter_stats(*m)) {
+      if (args->json)
+        std::cout << Json{{"name", s.name}, {"role", s.role}, {"shape", s.shape}, {"mean", s.mean}, {"std", s.std}, {"rms", s.rms}}.dump()
+                  << "\n";
+      else
+        std::cout << fmt::format("{:<36} {:<10} {:<12} {:>10.5f} {:>10.5f} {:>10.5f}\n", s.name, s.role, s.shape, s.mean, s.std, s.rms);
+    }
+  });
+}
+
+}  // namespace normlab::cli
