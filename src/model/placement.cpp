@@ -29,10 +29,13 @@ constexpr Switch kCommonSwitches[] = {
 
 std::span<const Switch> common_switches() { return kCommonSwitches; }
 
-const Json& option(const ModelConfig& c, const std::string& name) {
-  auto it = c.options.find(name);
-  if (it == c.options.end()) fail("internal: option '{}' has no default; declare it in the placement's switches", name);
-  return *it;
+Json option(const ModelConfig& c, const std::string& name) {
+  if (auto it = c.options.find(name); it != c.options.end()) return *it;
+  // A config built in code rather than read from JSON may leave switches out: use their defaults.
+  for (auto table : {common_switches(), find_placement(c.placement).switches})
+    for (const Switch& s : table)
+      if (s.name == name) return Json::parse(s.default_json);
+  fail("internal: option '{}' has no default; declare it in the placement's switches", name);
 }
 
 TensorId make_norm(Graph& g, const ModelConfig& c, const std::string& name, TensorId x, NormSpec spec) {
@@ -65,10 +68,15 @@ TensorId make_norm(Graph& g, const ModelConfig& c, const std::string& name, Tens
   fail("internal: norm type '{}' has no builder", type);
 }
 
-SubLayer Stack::sublayer(int layer, Branch branch) const { return SubLayer(g_, config_, layer, branch); }
+SubLayer Stack::sublayer(int layer, Branch branch) const { return SubLayer(g_, config_, layer, branch, &landmarks_); }
 
-SubLayer::SubLayer(Graph& g, const ModelConfig& config, int layer, Branch branch)
-    : g_(g), config_(config), layer_(layer), branch_(branch) {}
+void Stack::mark_stream(int layer, TensorId x) const {
+  landmarks_.layer_inputs.resize(static_cast<size_t>(config_.n_layers + 1), eng::kNoTensor);
+  landmarks_.layer_inputs[static_cast<size_t>(layer)] = x;
+}
+
+SubLayer::SubLayer(Graph& g, const ModelConfig& config, int layer, Branch branch, Landmarks* landmarks)
+    : g_(g), config_(config), layer_(layer), branch_(branch), landmarks_(landmarks) {}
 
 std::string SubLayer::prefix() const {
   return fmt::format("layers.{}.{}", layer_, branch_ == Branch::attn ? "attn" : "ffn");

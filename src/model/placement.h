@@ -13,6 +13,7 @@
 #include "engine/graph.h"
 #include "engine/ops.h"
 #include "model/config.h"
+#include "model/transformer.h"
 
 namespace normlab::model {
 
@@ -46,7 +47,7 @@ TensorId make_norm(Graph& g, const ModelConfig& c, const std::string& name, Tens
 // Model-level verbs shared by the default layer loop and stack-level variants.
 class Stack {
  public:
-  Stack(Graph& g, const ModelConfig& config) : g_(g), config_(config) {}
+  Stack(Graph& g, const ModelConfig& config, Landmarks& landmarks) : g_(g), config_(config), landmarks_(landmarks) {}
   Graph& graph() const { return g_; }
   const ModelConfig& config() const { return config_; }
   int layers() const { return config_.n_layers; }
@@ -55,17 +56,20 @@ class Stack {
   TensorId add(const std::string& name, TensorId a, TensorId b, double alpha = 1, double beta = 1) const {
     return engine::add(g_, name, a, b, alpha, beta);
   }
+  // Records x as the residual stream entering `layer` (layer = L: the stack's output), for probes.
+  void mark_stream(int layer, TensorId x) const;
 
  private:
   Graph& g_;
   const ModelConfig& config_;
+  Landmarks& landmarks_;
 };
 
 // The verbs a placement uses inside one sub-layer. Names follow docs/variants.md: parameters
 // `layers.{i}.{attn|ffn}.{slot}.*`, activations `layers.{i}.{attn|ffn}.{name}`.
 class SubLayer {
  public:
-  SubLayer(Graph& g, const ModelConfig& config, int layer, Branch branch);
+  SubLayer(Graph& g, const ModelConfig& config, int layer, Branch branch, Landmarks* landmarks = nullptr);
 
   int layer() const { return layer_ + 1; }         // ℓ, counted from 1 as in the papers
   int index() const { return layer_; }             // i, counted from 0 as in names
@@ -99,6 +103,7 @@ class SubLayer {
   const ModelConfig& config_;
   int layer_;
   Branch branch_;
+  Landmarks* landmarks_;
 };
 
 // One switch of `model.options`: its default (a JSON literal, which also fixes its type) and meaning.
@@ -129,7 +134,7 @@ std::span<const Placement* const> all_placements();
 std::vector<std::string> placement_names();
 // Switches every placement accepts (QK-norm, soft-caps, DyT α ...).
 std::span<const Switch> common_switches();
-// The value of switch `name` in a resolved config (every switch is present after read_model_config).
-const Json& option(const ModelConfig& c, const std::string& name);
+// The value of switch `name`: the config's, or the switch's default.
+Json option(const ModelConfig& c, const std::string& name);
 
 }  // namespace normlab::model

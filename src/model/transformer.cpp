@@ -104,6 +104,10 @@ TensorId SubLayer::branch(TensorId x, BranchStyle style) const {
   TensorId y = branch_ == Branch::attn ? attention_branch(*this, x, style) : ffn_branch(*this, x, style);
   if (config_.dropout > 0) y = eng::dropout(g_, prefix() + ".dropout", y, config_.dropout);
   if (find_placement(config_.placement).zero_mean_branch) y = center(y, "centered");
+  if (landmarks_) {
+    landmarks_->branch_outputs.resize(static_cast<size_t>(config_.n_layers), {eng::kNoTensor, eng::kNoTensor});
+    landmarks_->branch_outputs[static_cast<size_t>(layer_)][branch_ == Branch::attn ? 0 : 1] = y;
+  }
   return y;
 }
 
@@ -143,13 +147,16 @@ std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng
   TensorId table = g.parameter("embed.tokens.weight", Shape{c.vocab_size, c.stream_width()}, Role::embedding, true);
   TensorId h = embed(g, c, placement, m->tokens, table);
 
-  Stack stack(g, c);
+  Stack stack(g, c, m->landmarks);
   if (placement.stack) {
     h = placement.stack(stack, h);
   } else {
-    for (int layer = 0; layer < c.n_layers; ++layer)
+    for (int layer = 0; layer < c.n_layers; ++layer) {
+      stack.mark_stream(layer, h);
       for (Branch b : {Branch::attn, Branch::ffn}) h = placement.sublayer(stack.sublayer(layer, b), h);
+    }
   }
+  stack.mark_stream(c.n_layers, h);
 
   if (c.has_final_norm()) {
     const double alpha = option(c, "dyt_alpha_final").get<double>();

@@ -2,15 +2,25 @@
 // The decoder-only Transformer of docs/model.md, assembled as one graph for a fixed [batch, seq]
 // shape: embeddings, L blocks whose sub-layers follow the configured placement, final norm, head
 // and loss. Parameter tensors carry the documented names and their roles for initialization.
+#include <array>
 #include <memory>
+#include <vector>
 
 #include "engine/graph.h"
 #include "model/config.h"
 
 namespace normlab::model {
 
+// Where the probes look: the residual stream entering each layer (and leaving the last), and each
+// sub-layer's branch output, whatever the placement. Recorded while the graph is built.
+struct Landmarks {
+  std::vector<engine::TensorId> layer_inputs;  // L + 1 entries: entering layer i, then the stack's output
+  std::vector<std::array<engine::TensorId, 2>> branch_outputs;  // per layer: {attention, FFN}
+};
+
 struct Model {
   ModelConfig config;
+  Landmarks landmarks;
   int batch = 0, seq = 0;
   engine::Graph graph;
   engine::TensorId tokens = engine::kNoTensor, targets = engine::kNoTensor;

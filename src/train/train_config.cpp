@@ -5,7 +5,8 @@ namespace normlab::train {
 RunConfig read_run_config(const Json& doc, const std::string& where) {
   RunConfig c;
   ConfigReader r(doc, where);
-  if (const Json* m = r.raw("model")) c.model = model::read_model_config(*m, where + ": model");
+  const Json* m = r.raw("model");
+  c.model = model::read_model_config(m ? *m : Json::object(), where + ": model");  // resolves defaults and switches
   r.section("data", [&](ConfigReader& d) { d.read("dir", c.data_dir, {}); });
   r.section("train", [&](ConfigReader& t) {
     TrainConfig& x = c.train;
@@ -28,6 +29,9 @@ RunConfig read_run_config(const Json& doc, const std::string& where) {
     t.read("log_every", x.log_every, 1, 1 << 30);
     t.read("seed", x.seed);
     t.read("threads", x.threads, 0, 1024);
+    t.read("probe_every", x.probe_every, 0, 1 << 30);
+    t.read("spike_z", x.spike_z, 0.0, 1e9);
+    t.read("spike_skip", x.spike_skip);
   });
   r.finish();
   if (c.train.seq_len > c.model.max_seq_len)
@@ -46,7 +50,8 @@ Json to_json(const RunConfig& c) {
                 {"beta1", t.beta1}, {"beta2", t.beta2}, {"adam_eps", t.adam_eps}, {"weight_decay", t.weight_decay},
                 {"clip", t.clip}, {"eval_every", t.eval_every}, {"eval_batches", t.eval_batches},
                 {"checkpoint_every", t.checkpoint_every}, {"log_every", t.log_every}, {"seed", t.seed},
-                {"threads", t.threads}}}};
+                {"threads", t.threads}, {"probe_every", t.probe_every}, {"spike_z", t.spike_z},
+                {"spike_skip", t.spike_skip}}}};
 }
 
 }  // namespace normlab::train

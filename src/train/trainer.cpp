@@ -11,6 +11,8 @@
 #include "common/error.h"
 #include "io/atomic_file.h"
 #include "model/init.h"
+#include "probe/guards.h"
+#include "probe/training_probe.h"
 #include "train/checkpoint.h"
 #include "train/schedule.h"
 
@@ -91,6 +93,20 @@ void Trainer::progress_line(int step, double loss, double lr, double tokens_per_
                      << std::flush;
 }
 
+void Trainer::stop_non_finite(int step, double loss, double grad_norm) {
+  const std::string where = probe::first_nonfinite(model_->graph);
+  std::string layer = "before the first layer";
+  if (auto at = where.find("layers."); at != std::string::npos) layer = "in layer " + where.substr(at + 7, where.find('.', at + 7) - at - 7);
+  std::string saved = fmt::format("the checkpoint in {} is intact", run_dir_.string());
+  if (step > 1 && probe::parameters_finite(model_->graph)) {  // the state after step − 1, the last good one
+    save_checkpoint(run_dir_, *model_, *optimizer_, config_, step - 1);
+    saved = fmt::format("the last good state (step {}) is saved in {}", step - 1, (run_dir_ / kCheckpointFile).string());
+  }
+  log_metrics({{"type", "non_finite"}, {"step", step}, {"loss", loss}, {"grad_norm", grad_norm}, {"first", where}});
+  fail("non-finite values at step {} (loss {}, grad norm {}): first {} {}; {}. Lower train.lr, add warm-up, or turn on "
+       "train.clip", step, loss, grad_norm, layer, where.empty() ? "(not found)" : where, saved);
+}
+
 TrainSummary Trainer::run() {
   const TrainConfig& t = config_.train;
   model::Model& m = *model_;
@@ -99,6 +115,7 @@ TrainSummary Trainer::run() {
   if (options_.resume) {
     start = load_checkpoint(run_dir_ / kCheckpointFile, m, optimizer_.get());
     truncate_metrics(metrics_file, start);
+    probe::TrainingProbe::truncate(run_dir_, start);
     if (options_.progress) *options_.progress << fmt::format("resumed {} at step {}\n", run_dir_.string(), start);
   } else {
     Batch first;  // rules that profile a forward pass (Admin) see real text
@@ -109,6 +126,15 @@ TrainSummary Trainer::run() {
   }
   metrics_ = std::fopen(metrics_file.c_str(), "a");
   if (!metrics_) fail("cannot write {}: check the directory's permissions", metrics_file.string());
+
+  std::unique_ptr<probe::TrainingProbe> probes;
+  if (t.probe_every > 0) {
+    probes = std::make_unique<probe::TrainingProbe>(m, run_dir_, options_.resume);
+    Batch reference;
+    loader_->eval_batch(0, 1, reference);
+    probes->set_reference(reference.tokens.data(), reference.targets.data());
+  }
+  probe::SpikeDetector loss_spikes(128, 20, t.spike_z), grad_spikes(128, 20, t.spike_z);
 
   const int last = options_.stop_after >= 0 ? std::min(options_.stop_after, t.steps) : t.steps;
   const double tokens_per_step = double(t.batch_size) * t.seq_len * t.grad_accum;
@@ -129,13 +155,26 @@ TrainSummary Trainer::run() {
       loss += m.forward(true) / t.grad_accum;
       m.graph.backward(m.loss, 1.0 / t.grad_accum);
     }
-    if (!std::isfinite(loss))
-      fail("the training loss became {} at step {}: lower train.lr, add warm-up, or turn on train.clip; the last "
-           "checkpoint in {} is intact", loss, step, run_dir_.string());
     const double grad_norm = global_grad_norm(m.graph);
-    const double clip_scale = t.clip > 0 && grad_norm > t.clip ? t.clip / grad_norm : 1.0;
+    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) stop_non_finite(step, loss, grad_norm);
     const double lr = learning_rate(t, step);
-    optimizer_->step({lr, t.beta1, t.beta2, t.adam_eps, t.weight_decay}, clip_scale, step);
+    const double loss_z = loss_spikes.observe(loss), grad_z = grad_spikes.observe(grad_norm);
+    const bool spike = loss_spikes.is_spike(loss_z) || grad_spikes.is_spike(grad_z);
+    if (spike) {
+      const bool skipped = t.spike_skip;
+      log_metrics({{"type", "spike"}, {"step", step}, {"loss", loss}, {"loss_z", loss_z}, {"grad_norm", grad_norm},
+                   {"grad_norm_z", grad_z}, {"update_skipped", skipped}});
+      if (options_.progress)
+        *options_.progress << fmt::format("step {:>6} | spike: loss z {:.1f}, grad-norm z {:.1f}{}\n", step, loss_z, grad_z,
+                                          skipped ? " (update skipped)" : "");
+    }
+    const bool probing = probes && step % t.probe_every == 0;
+    if (probing) probes->after_backward(step, loss, grad_norm);
+    if (!(spike && t.spike_skip)) {
+      const double clip_scale = t.clip > 0 && grad_norm > t.clip ? t.clip / grad_norm : 1.0;
+      optimizer_->step({lr, t.beta1, t.beta2, t.adam_eps, t.weight_decay}, clip_scale, step);
+    }
+    if (probing) probes->after_update(step);
     ++window_steps;
 
     if (step % t.log_every == 0 || step == last) {

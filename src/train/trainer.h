@@ -38,6 +38,7 @@ class Trainer {
  private:
   void log_metrics(const Json& record);
   void progress_line(int step, double loss, double lr, double tokens_per_s, double eta_s);
+  [[noreturn]] void stop_non_finite(int step, double loss, double grad_norm);
 
   RunConfig config_;
   std::filesystem::path run_dir_;

@@ -40,7 +40,9 @@ TensorId dlcl_pre_stack(const Stack& st, TensorId y0) {
   TensorId weights = weights_of(st);
   std::vector<TensorId> normed{y0};
   for (int l = 0; l < st.layers(); ++l) {
-    TensorId y = block(st, l, combine(st, weights, normed, l), pre_ln);
+    TensorId x = combine(st, weights, normed, l);
+    st.mark_stream(l, x);
+    TensorId y = block(st, l, x, pre_ln);
     normed.push_back(st.norm(fmt::format("dlcl.norms.{}", l), y));
   }
   return combine(st, weights, normed, st.layers());
@@ -53,7 +55,11 @@ TensorId dlcl_post_stack(const Stack& st, TensorId y0) {
     TensorId sum = combine(st, weights, outputs, row);
     return row == 0 ? sum : st.norm(fmt::format("dlcl.norms.{}", row - 1), sum);
   };
-  for (int l = 0; l < st.layers(); ++l) outputs.push_back(block(st, l, input(l), post_ln));
+  for (int l = 0; l < st.layers(); ++l) {
+    TensorId x = input(l);
+    st.mark_stream(l, x);
+    outputs.push_back(block(st, l, x, post_ln));
+  }
   return input(st.layers());
 }
 

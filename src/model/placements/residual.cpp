@@ -14,13 +14,15 @@ constexpr Switch kSwitches[] = {{"residual_alpha", "1.0", "α on the Post-LN str
 
 TensorId residual_stack(const Stack& st, TensorId x) {
   TensorId dual = x;
-  for (int layer = 0; layer < st.layers(); ++layer)
+  for (int layer = 0; layer < st.layers(); ++layer) {
+    st.mark_stream(layer, x);  // the Post-LN stream; the dual stream is `layers.{i}.{s}.dual`
     for (Branch b : {Branch::attn, Branch::ffn}) {
       SubLayer s = st.sublayer(layer, b);
       TensorId f = s.branch(x);
       dual = s.add(dual, f, 1, 1, "dual");
       x = s.norm("post_norm", s.add(x, f));
     }
+  }
   const double alpha = option(st.config(), "residual_alpha").get<double>();
   return st.add("residual.out", x, st.norm("dual_norm", dual, {.eps = 1e-7}), alpha, 1.0);
 }

@@ -1,0 +1,30 @@
+#pragma once
+// Training guards: where a non-finite value first appeared, and loss / grad-norm spikes by running
+// z-score over a window (as llm.c's outlier detector and OLMo-core's spike score do).
+#include <deque>
+#include <string>
+
+#include "engine/graph.h"
+
+namespace normlab::probe {
+
+// The first non-finite tensor in the order the step computed them: activations along the tape, then
+// gradients back along it, then parameter gradients. Empty if everything is finite.
+std::string first_nonfinite(const engine::Graph& g);
+bool parameters_finite(const engine::Graph& g);
+
+class SpikeDetector {
+ public:
+  SpikeDetector(int window, int warmup, double threshold) : window_(window), warmup_(warmup), threshold_(threshold) {}
+  // The z-score of x against the window so far (0 until `warmup` values are in); x joins the window
+  // unless it is a spike, so one spike does not hide the next.
+  double observe(double x);
+  bool is_spike(double z) const { return threshold_ > 0 && z > threshold_; }
+
+ private:
+  int window_, warmup_;
+  double threshold_;
+  std::deque<double> values_;
+};
+
+}  // namespace normlab::probe

@@ -1,0 +1,189 @@
+#include "probe/training_probe.h"
+
+#include <cmath>
+#include <fstream>
+
+#include "common/error.h"
+#include "engine/ops.h"
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "probe/norm_sites.h"
+#include "probe/stats.h"
+
+namespace normlab::probe {
+
+namespace fs = std::filesystem;
+namespace eng = normlab::engine;
+
+namespace {
+constexpr const char* kReference = "probe_reference.safetensors";
+
+std::FILE* open_append(const fs::path& file, bool keep) {
+  std::FILE* f = std::fopen(file.c_str(), keep ? "a" : "w");
+  if (!f) fail("cannot write {}: check the run directory's permissions", file.string());
+  return f;
+}
+
+void keep_lines_up_to(const fs::path& file, int step, bool csv) {
+  if (!fs::exists(file)) return;
+  std::ifstream in(file);
+  std::string line, kept;
+  bool header = csv;
+  while (std::getline(in, line)) {
+    if (header) {
+      kept += line + "\n";
+      header = false;
+      continue;
+    }
+    int s = -1;
+    if (csv) s = std::atoi(line.c_str());
+    else if (Json j = Json::parse(line, nullptr, false); !j.is_discarded() && j.contains("step")) s = j["step"].get<int>();
+    if (s >= 0 && s <= step) kept += line + "\n";
+  }
+  io::write_file_atomic(file, kept);
+}
+}  // namespace
+
+TrainingProbe::TrainingProbe(model::Model& m, const fs::path& run_dir, bool resume) : m_(m), dir_(run_dir) {
+  const bool csv_exists = resume && fs::exists(dir_ / "probes.csv");
+  jsonl_ = open_append(dir_ / "probes.jsonl", resume);
+  csv_ = open_append(dir_ / "probes.csv", resume);
+  if (!csv_exists) std::fputs("step,family,name,layer,sublayer,quantity,value\n", csv_);
+  for (eng::TensorId id : m.graph.parameters()) before_update_.emplace_back(static_cast<size_t>(m.graph.shape(id).numel()));
+}
+
+TrainingProbe::~TrainingProbe() {
+  if (jsonl_) std::fclose(jsonl_);
+  if (csv_) std::fclose(csv_);
+}
+
+void TrainingProbe::truncate(const fs::path& run_dir, int step) {
+  keep_lines_up_to(run_dir / "probes.jsonl", step, false);
+  keep_lines_up_to(run_dir / "probes.csv", step, true);
+}
+
+void TrainingProbe::set_reference(const int32_t* tokens, const int32_t* targets) {
+  const size_t n = static_cast<size_t>(m_.batch) * static_cast<size_t>(m_.seq);
+  probe_tokens_.assign(tokens, tokens + n);
+  probe_targets_.assign(targets, targets + n);
+  const fs::path file = dir_ / kReference;
+  if (fs::exists(file)) {
+    reference_logits_ = io::SafetensorsFile::read(file, "probe reference").at("logits").to_f64_vector();
+    return;
+  }
+  m_.set_batch(tokens, targets);
+  m_.forward(false);
+  copy_values(m_.graph, m_.logits, reference_logits_);
+  const auto& s = m_.graph.shape(m_.logits);
+  io::write_safetensors(file, std::vector<io::TensorToWrite>{{"logits", io::Dtype::F64, {s[0], s[1], s[2]}, reference_logits_.data()}});
+}
+
+void TrainingProbe::write(int step, const char* family, const Json& columns) {
+  Json record{{"step", step}, {"family", family}};
+  for (const auto& [k, v] : columns.items()) record[k] = v;
+  const std::string line = record.dump() + "\n";
+  std::fputs(line.c_str(), jsonl_);
+  // Long form: one CSV row per (entry, quantity). Columns "name", "layer", "sublayer" identify entries.
+  const size_t n = columns.contains("name") ? columns["name"].size() : columns.contains("layer") ? columns["layer"].size() : 1;
+  for (size_t i = 0; i < n; ++i)
+    for (const auto& [quantity, values] : columns.items()) {
+      if (quantity == "name" || quantity == "layer" || quantity == "sublayer" || !values.is_array()) continue;
+      auto field = [&](const char* key) {
+        return columns.contains(key) ? (columns[key][i].is_string() ? columns[key][i].get<std::string>() : columns[key][i].dump()) : "";
+      };
+      std::fputs(fmt::format("{},{},{},{},{},{},{}\n", step, family, field("name"), field("layer"), field("sublayer"),
+                             quantity, values[i].dump()).c_str(), csv_);
+    }
+  std::fflush(jsonl_);
+  std::fflush(csv_);
+}
+
+void TrainingProbe::after_backward(int step, double loss, double grad_norm) {
+  const eng::Graph& g = m_.graph;
+  const model::Landmarks& lm = m_.landmarks;
+
+  Json stream{{"layer", Json::array()}, {"mean_square", Json::array()}, {"rms", Json::array()},
+              {"max_abs", Json::array()}, {"grad_norm", Json::array()}};
+  for (size_t l = 0; l < lm.layer_inputs.size(); ++l) {
+    if (lm.layer_inputs[l] == eng::kNoTensor) continue;
+    const TensorStats v = tensor_stats(g, lm.layer_inputs[l]);
+    const TensorStats d = tensor_stats(g, lm.layer_inputs[l], true);
+    const double count = static_cast<double>(g.shape(lm.layer_inputs[l]).numel());
+    stream["layer"].push_back(l);
+    stream["mean_square"].push_back(v.mean_square);
+    stream["rms"].push_back(v.rms());
+    stream["max_abs"].push_back(v.max_abs);
+    stream["grad_norm"].push_back(std::sqrt(d.mean_square * count));
+  }
+  write(step, "stream", stream);
+
+  Json branch{{"layer", Json::array()}, {"sublayer", Json::array()}, {"rms", Json::array()}, {"max_abs", Json::array()}};
+  for (size_t l = 0; l < lm.branch_outputs.size(); ++l)
+    for (int s = 0; s < 2; ++s) {
+      if (lm.branch_outputs[l][static_cast<size_t>(s)] == eng::kNoTensor) continue;
+      const TensorStats v = tensor_stats(g, lm.branch_outputs[l][static_cast<size_t>(s)]);
+      branch["layer"].push_back(l);
+      branch["sublayer"].push_back(s == 0 ? "attn" : "ffn");
+      branch["rms"].push_back(v.rms());
+      branch["max_abs"].push_back(v.max_abs);
+    }
+  write(step, "branch", branch);
+
+  Json norms{{"name", Json::array()}, {"inv_sigma", Json::array()}, {"input_rms", Json::array()}};
+  for (const NormSite& site : norm_sites(g)) {
+    const NormReading r = read_norm(g, site);
+    norms["name"].push_back(site.name);
+    norms["inv_sigma"].push_back(r.inv_sigma);
+    norms["input_rms"].push_back(r.input_rms);
+  }
+  write(step, "norm", norms);
+
+  Json params{{"name", Json::array()}, {"weight_norm", Json::array()}, {"grad_norm", Json::array()}};
+  Json scalars{{"name", Json::array()}, {"value", Json::array()}};
+  const auto& ids = g.parameters();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const eng::TensorSpec& p = g.spec(ids[i]);
+    const double n = static_cast<double>(p.shape.numel());
+    params["name"].push_back(p.name);
+    params["weight_norm"].push_back(std::sqrt(tensor_stats(g, ids[i]).mean_square * n));
+    params["grad_norm"].push_back(std::sqrt(tensor_stats(g, ids[i], true).mean_square * n));
+    copy_values(g, ids[i], before_update_[i]);
+    if (p.role == eng::Role::scalar) {  // ReZero α, GPAS gates, DyT α, ScaleNorm g, Admin ω (mean) ...
+      double sum = 0;
+      for (double v : before_update_[i]) sum += v;
+      scalars["name"].push_back(p.name);
+      scalars["value"].push_back(sum / n);
+    }
+  }
+  write(step, "param", params);
+  if (!scalars["name"].empty()) write(step, "scalar", scalars);
+  write(step, "loss", {{"loss", loss}, {"grad_norm", grad_norm}});
+}
+
+void TrainingProbe::after_update(int step) {
+  const eng::Graph& g = m_.graph;
+  Json updates{{"name", Json::array()}, {"update_norm", Json::array()}, {"update_ratio", Json::array()}};
+  const auto& ids = g.parameters();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    copy_values(g, ids[i], scratch_);
+    double du = 0, w = 0;
+    for (size_t j = 0; j < scratch_.size(); ++j) {
+      du += (scratch_[j] - before_update_[i][j]) * (scratch_[j] - before_update_[i][j]);
+      w += before_update_[i][j] * before_update_[i][j];
+    }
+    updates["name"].push_back(g.spec(ids[i]).name);
+    updates["update_norm"].push_back(std::sqrt(du));
+    updates["update_ratio"].push_back(w > 0 ? std::sqrt(du / w) : 0.0);
+  }
+  write(step, "update", updates);
+
+  if (probe_tokens_.empty()) return;
+  m_.set_batch(probe_tokens_.data(), probe_targets_.data());
+  m_.forward(false);
+  copy_values(g, m_.logits, scratch_);
+  double diff = 0;
+  for (size_t j = 0; j < scratch_.size(); ++j) diff += (scratch_[j] - reference_logits_[j]) * (scratch_[j] - reference_logits_[j]);
+  write(step, "model_update", {{"logit_change_rms", std::sqrt(diff / static_cast<double>(scratch_.size()))}});
+}
+
+}  // namespace normlab::probe

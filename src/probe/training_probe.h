@@ -1,0 +1,45 @@
+#pragma once
+// Probes read named tensors of a training run every N steps, without touching the computation:
+// activations and gradients after backward, parameters before and after the optimizer step.
+// Records go to probes.jsonl (one line per step per quantity family; schema in docs/probes.md) and
+// the same numbers in long form to probes.csv.
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+#include "common/config_reader.h"
+#include "model/transformer.h"
+
+namespace normlab::probe {
+
+class TrainingProbe {
+ public:
+  // resume: keep the files and the reference logits of an earlier start.
+  TrainingProbe(model::Model& m, const std::filesystem::path& run_dir, bool resume);
+  ~TrainingProbe();
+  TrainingProbe(const TrainingProbe&) = delete;
+  TrainingProbe& operator=(const TrainingProbe&) = delete;
+
+  // The fixed probe batch for ‖F(x, θ_t) − F(x, θ_0)‖; on a fresh start, F(x, θ_0) is computed and
+  // saved (probe_reference.safetensors) so a resumed run measures against the same θ_0.
+  void set_reference(const int32_t* tokens, const int32_t* targets);
+  // After the step's backward (activations of its last micro-batch, full gradients), before the update.
+  void after_backward(int step, double loss, double grad_norm);
+  // After the optimizer step.
+  void after_update(int step);
+  // Drops records after `step` (a resumed run rewrites them).
+  static void truncate(const std::filesystem::path& run_dir, int step);
+
+ private:
+  void write(int step, const char* family, const Json& columns);
+
+  model::Model& m_;
+  std::filesystem::path dir_;
+  std::FILE* jsonl_ = nullptr;
+  std::FILE* csv_ = nullptr;
+  std::vector<int32_t> probe_tokens_, probe_targets_;
+  std::vector<double> reference_logits_, scratch_;
+  std::vector<std::vector<double>> before_update_;  // parameter values before the step
+};
+
+}  // namespace normlab::probe
