@@ -11,5 +11,6 @@ void add_eval(CLI::App& app);
 void add_generate(CLI::App& app);
 void add_variants(CLI::App& app);
 void add_init_report(CLI::App& app);
+void add_probe(CLI::App& app);
 
 }  // namespace normlab::cli

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   normlab::cli::add_generate(app);
   normlab::cli::add_variants(app);
   normlab::cli::add_init_report(app);
+  normlab::cli::add_probe(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

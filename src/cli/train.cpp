@@ -20,6 +20,7 @@ void add_train(CLI::App& app) {
     std::string run = "runs/default";
     bool resume = false;
     int stop_after = -1;
+    bool probes = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("train", "train a model; writes config.json, metrics.jsonl, checkpoint.safetensors "
@@ -28,6 +29,7 @@ void add_train(CLI::App& app) {
   cmd->add_option("-r,--run", args->run, "run directory")->capture_default_str();
   cmd->add_flag("--resume", args->resume, "continue the run in --run from its checkpoint (its own config.json is used)");
   cmd->add_option("--stop-after", args->stop_after, "stop after this step (checkpoint saved), e.g. to test resume");
+  cmd->add_flag("--probes", args->probes, "record probes every 50 steps (same as --set train.probe_every=50; docs/probes.md)");
   cmd->callback([args] {
     train::RunConfig config;
     if (args->resume) {
@@ -37,6 +39,7 @@ void add_train(CLI::App& app) {
     } else {
       config = load_run_config(args->sources);
     }
+    if (args->probes && config.train.probe_every == 0) config.train.probe_every = 50;
     train::Trainer trainer(config, args->run, {args->resume, args->stop_after, &std::cerr});
     train::TrainSummary s = trainer.run();
     if (s.steps < config.train.steps) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "engine/ops.h"
 #include "model/placement.h"
@@ -134,7 +135,7 @@ TensorId embed(Graph& g, const ModelConfig& c, const Placement& placement, Tenso
 
 }  // namespace
 
-std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng::DType dtype) {
+std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng::DType dtype, int skip_layer) {
   validate(c, "model");
   if (c.vocab_size <= 0) fail("model.vocab_size is not set (it normally comes from the prepared token data)");
   if (seq > c.max_seq_len) fail("sequence length {} exceeds model.max_seq_len = {}", seq, c.max_seq_len);
@@ -149,10 +150,12 @@ std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng
 
   Stack stack(g, c, m->landmarks);
   if (placement.stack) {
+    if (skip_layer >= 0) fail("placement '{}' combines layers itself; dropping a layer is not defined for it", c.placement);
     h = placement.stack(stack, h);
   } else {
     for (int layer = 0; layer < c.n_layers; ++layer) {
       stack.mark_stream(layer, h);
+      if (layer == skip_layer) continue;
       for (Branch b : {Branch::attn, Branch::ffn}) h = placement.sublayer(stack.sublayer(layer, b), h);
     }
   }
@@ -170,6 +173,15 @@ std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng
   if (cap > 0) m->logits = scored;
   g.plan();
   return m;
+}
+
+void copy_parameters(const Model& from, Model& to) {
+  for (TensorId id : to.graph.parameters()) {
+    const eng::TensorSpec& dst = to.graph.spec(id);
+    const eng::TensorSpec& src = from.graph.spec(from.graph.at(dst.name));
+    if (src.bytes() != dst.bytes() || src.dtype != dst.dtype) fail("internal: parameter '{}' differs between models", dst.name);
+    std::memcpy(dst.data, src.data, dst.bytes());
+  }
 }
 
 void Model::set_batch(const int32_t* token_ids, const int32_t* target_ids) {

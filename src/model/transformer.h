@@ -35,7 +35,10 @@ struct Model {
 };
 
 // Builds and plans the graph. Parameters are left at zero: call initialize() or load weights.
+// skip_layer ≥ 0 leaves that layer out (its input passes straight on): the layer-drop probe.
 std::unique_ptr<Model> build_model(const ModelConfig& config, int batch, int seq,
-                                   engine::DType dtype = engine::DType::f32);
+                                   engine::DType dtype = engine::DType::f32, int skip_layer = -1);
+// Copies every parameter of `to` from the parameter of the same name in `from`.
+void copy_parameters(const Model& from, Model& to);
 
 }  // namespace normlab::model

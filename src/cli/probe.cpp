@@ -1,0 +1,139 @@
+// normlab probe: analyses of a checkpoint or of a freshly initialized config.
+#include <fmt/core.h>
+
+#include <filesystem>
+#include <sstream>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "cli/run_config.h"
+#include "io/atomic_file.h"
+#include "model/init.h"
+#include "probe/analyses.h"
+#include "train/checkpoint.h"
+#include "train/trainer.h"
+
+namespace normlab::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kHelp = R"(Analyses (all by default; choose with --analysis a,b,...):
+  grad-init          ‖∂L/∂W‖ of every weight at initialization, averaged over --seeds inits x --batches
+                     batches (Xiong et al. 2020, Fig. 3: Post-LN's last-layer gradient is flat in depth,
+                     Pre-LN's shrinks like 1/√L). Always from fresh inits of the config.
+  one-step           ‖F(x,W) − F(x,W*)‖ (RMS over logits) after one Adam step of --lr from W (Liu et al.
+                     2020, Admin's amplification: Post-LN's output change grows with depth).
+  angular            arccos(cos(x_ℓ, x_ℓ+n))/π between the residual streams entering layers ℓ and ℓ+n
+                     (n = --span), averaged over tokens (Gromov et al. 2024; Sun et al. 2025, Curse of
+                     Depth: deep Pre-LN layers barely turn the stream).
+  layer-drop         validation loss with layer ℓ skipped, minus the full model's (Li et al. 2025 Mix-LN;
+                     Sun et al. 2025: deep Pre-LN layers can be removed at little cost).
+  attention-entropy  entropy (nats) of each head's attention distribution, averaged over queries.
+Output: a table per analysis on stdout, and analysis.jsonl (one record per analysis, columns as arrays)
+plus analysis.csv (long form: analysis,name,layer,head,quantity,value) in --out; docs/probes.md.)";
+
+void print_table(const std::string& title, const Json& columns) {
+  std::cout << "\n" << title << "\n";
+  std::vector<std::string> keys;
+  size_t rows = 0;
+  for (const auto& [k, v] : columns.items())
+    if (v.is_array()) keys.push_back(k), rows = v.size();
+    else std::cout << fmt::format("  {} = {}\n", k, v.dump());
+  if (keys.empty()) return;
+  for (const auto& k : keys) std::cout << (k == "name" ? fmt::format("{:<34}", k) : fmt::format("{:>18}", k));
+  std::cout << "\n";
+  for (size_t r = 0; r < rows; ++r) {
+    for (const auto& k : keys) {
+      const Json& v = columns[k][r];
+      if (k == "name") std::cout << fmt::format("{:<34}", v.get<std::string>());
+      else if (v.is_number_float()) std::cout << fmt::format("{:>18.6g}", v.get<double>());
+      else std::cout << fmt::format("{:>18}", v.is_string() ? v.get<std::string>() : v.dump());
+    }
+    std::cout << "\n";
+  }
+}
+
+std::string csv_rows(const std::string& analysis, const Json& columns) {
+  std::string out;
+  size_t rows = 0;
+  for (const auto& [k, v] : columns.items())
+    if (v.is_array()) rows = v.size();
+  auto field = [&](const char* key, size_t r) {
+    if (!columns.contains(key) || !columns[key].is_array()) return std::string();
+    const Json& v = columns[key][r];
+    return v.is_string() ? v.get<std::string>() : v.dump();
+  };
+  for (const auto& [k, v] : columns.items()) {
+    if (k == "name" || k == "layer" || k == "head") continue;
+    if (!v.is_array()) {
+      out += fmt::format("{},,,,{},{}\n", analysis, k, v.dump());
+      continue;
+    }
+    for (size_t r = 0; r < rows; ++r)
+      out += fmt::format("{},{},{},{},{},{}\n", analysis, field("name", r), field("layer", r), field("head", r), k, v[r].dump());
+  }
+  return out;
+}
+
+}  // namespace
+
+void add_probe(CLI::App& app) {
+  struct Args {
+    ConfigSources sources;
+    std::string run, out, analyses = "grad-init,one-step,angular,layer-drop,attention-entropy";
+    probe::AnalysisSettings settings;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("probe", "analyses of a checkpoint (--run) or of a freshly initialized config");
+  cmd->footer(kHelp);
+  add_config_options(cmd, args->sources);
+  cmd->add_option("-r,--run", args->run, "analyse this run's checkpoint (else: the config, freshly initialized)");
+  cmd->add_option("-a,--analysis", args->analyses, "comma-separated list")->capture_default_str();
+  cmd->add_option("-o,--out", args->out, "output directory (default: the run directory, or runs/probe-<placement>)");
+  cmd->add_option("--batches", args->settings.batches, "batches per measurement")->capture_default_str();
+  cmd->add_option("--seeds", args->settings.seeds, "initializations averaged by grad-init")->capture_default_str();
+  cmd->add_option("--lr", args->settings.lr, "step size of one-step")->capture_default_str();
+  cmd->add_option("--span", args->settings.span, "n of the angular distance between layers l and l+n")->capture_default_str();
+  cmd->callback([args] {
+    train::RunConfig config;
+    if (!args->run.empty()) config = train::checkpoint_config(fs::path(args->run) / train::kCheckpointFile);
+    else config = load_run_config(args->sources);
+    train::set_threads(config.train.threads);
+    io::TokenData data = io::load_tokens(config.data_dir);
+    if (config.model.vocab_size == 0) config.model.vocab_size = data.vocab_size;
+    train::Loader loader(data.train, data.val, config.train.batch_size, config.train.seq_len, config.train.seed);
+    auto m = model::build_model(config.model, config.train.batch_size, config.train.seq_len);
+    if (!args->run.empty()) train::load_checkpoint(fs::path(args->run) / train::kCheckpointFile, *m, nullptr);
+    else model::initialize(*m, config.train.seed);
+    const fs::path out = !args->out.empty() ? fs::path(args->out)
+                         : !args->run.empty() ? fs::path(args->run)
+                                              : fs::path("runs") / ("probe-" + config.model.placement);
+    fs::create_directories(out);
+    std::string jsonl, csv = "analysis,name,layer,head,quantity,value\n";
+    std::cout << fmt::format("probing {} ({}, L = {}, d = {})\n", args->run.empty() ? "a fresh init" : args->run,
+                             config.model.placement, config.model.n_layers, config.model.d_model);
+    std::stringstream list(args->analyses);
+    for (std::string name; std::getline(list, name, ',');) {
+      Json result;
+      if (name == "grad-init") result = probe::gradient_norms_at_init(config, loader, args->settings);
+      else if (name == "one-step") result = probe::one_step_output_change(*m, loader, config, args->settings);
+      else if (name == "angular") result = probe::angular_distances(*m, loader, args->settings);
+      else if (name == "layer-drop") result = probe::layer_drop(*m, loader, args->settings);
+      else if (name == "attention-entropy") result = probe::attention_entropy(*m, loader, args->settings);
+      else fail("--analysis: unknown analysis '{}' (known: grad-init, one-step, angular, layer-drop, attention-entropy)", name);
+      if (name == "one-step" && !args->run.empty())  // one-step moved the weights: restore them
+        train::load_checkpoint(fs::path(args->run) / train::kCheckpointFile, *m, nullptr);
+      else if (name == "one-step") model::initialize(*m, config.train.seed);
+      print_table(name, result);
+      jsonl += Json{{"analysis", name}, {"result", result}}.dump() + "\n";
+      csv += csv_rows(name, result);
+    }
+    io::write_file_atomic(out / "analysis.jsonl", jsonl);
+    io::write_file_atomic(out / "analysis.csv", csv);
+    std::cout << fmt::format("\nwrote {} and {}\n", (out / "analysis.jsonl").string(), (out / "analysis.csv").string());
+  });
+}
+
+}  // namespace normlab::cli

@@ -1,0 +1,155 @@
+#include "probe/analyses.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "model/init.h"
+#include "probe/stats.h"
+#include "train/adamw.h"
+#include "train/trainer.h"
+
+namespace normlab::probe {
+
+namespace eng = normlab::engine;
+
+namespace {
+
+// Runs fn(batch) over the first `count` validation batches.
+template <typename Fn>
+void over_val_batches(model::Model& m, const train::Loader& loader, int count, Fn fn) {
+  train::Batch batch;
+  for (int i = 0; i < count; ++i) {
+    loader.eval_batch(i, count, batch);
+    m.set_batch(batch.tokens.data(), batch.targets.data());
+    fn();
+  }
+}
+
+double parameter_grad_norm(const eng::Graph& g, eng::TensorId id) {
+  return std::sqrt(tensor_stats(g, id, true).mean_square * static_cast<double>(g.shape(id).numel()));
+}
+
+}  // namespace
+
+Json gradient_norms_at_init(const train::RunConfig& config, const train::Loader& loader, const AnalysisSettings& s) {
+  auto m = model::build_model(config.model, config.train.batch_size, config.train.seq_len);
+  std::vector<double> sums(m->graph.parameters().size(), 0.0);
+  train::Batch batch;
+  for (int seed = 0; seed < s.seeds; ++seed) {
+    model::initialize(*m, config.train.seed + static_cast<uint64_t>(seed));
+    for (int b = 0; b < s.batches; ++b) {
+      loader.train_batch(b + 1, seed, batch);
+      m->set_batch(batch.tokens.data(), batch.targets.data());
+      m->graph.zero_param_grads();
+      m->forward(false);
+      m->graph.backward(m->loss);
+      for (size_t i = 0; i < sums.size(); ++i) sums[i] += parameter_grad_norm(m->graph, m->graph.parameters()[i]);
+    }
+  }
+  Json out{{"name", Json::array()}, {"grad_norm", Json::array()}};
+  for (size_t i = 0; i < sums.size(); ++i) {
+    out["name"].push_back(m->graph.spec(m->graph.parameters()[i]).name);
+    out["grad_norm"].push_back(sums[i] / (s.seeds * s.batches));
+  }
+  return out;
+}
+
+Json one_step_output_change(model::Model& m, const train::Loader& loader, const train::RunConfig& config,
+                            const AnalysisSettings& s) {
+  train::Batch batch;
+  loader.train_batch(1, 0, batch);
+  m.set_batch(batch.tokens.data(), batch.targets.data());
+  m.graph.zero_param_grads();
+  m.forward(false);
+  std::vector<double> before, after;
+  copy_values(m.graph, m.logits, before);
+  m.graph.backward(m.loss);
+  train::AdamW opt(m.graph);  // a fresh optimizer: the first Adam step moves every weight by ≈ lr
+  opt.step({s.lr, config.train.beta1, config.train.beta2, config.train.adam_eps, 0.0}, 1.0, 1);
+  m.forward(false);
+  copy_values(m.graph, m.logits, after);
+  double diff = 0;
+  for (size_t i = 0; i < before.size(); ++i) diff += (after[i] - before[i]) * (after[i] - before[i]);
+  return {{"lr", s.lr}, {"output_change_rms", std::sqrt(diff / static_cast<double>(before.size()))}};
+}
+
+Json angular_distances(model::Model& m, const train::Loader& loader, const AnalysisSettings& s) {
+  const auto& inputs = m.landmarks.layer_inputs;
+  const size_t pairs = inputs.size() > static_cast<size_t>(s.span) ? inputs.size() - static_cast<size_t>(s.span) : 0;
+  std::vector<double> sums(pairs, 0.0);
+  std::vector<double> a, b;
+  int64_t rows = 0;
+  over_val_batches(m, loader, s.batches, [&] {
+    m.forward(false);
+    for (size_t l = 0; l < pairs; ++l) {
+      copy_values(m.graph, inputs[l], a);
+      copy_values(m.graph, inputs[l + static_cast<size_t>(s.span)], b);
+      const int64_t width = m.graph.shape(inputs[l]).last(), n = static_cast<int64_t>(a.size()) / width;
+      for (int64_t r = 0; r < n; ++r) {
+        double dot = 0, na = 0, nb = 0;
+        for (int64_t j = r * width; j < (r + 1) * width; ++j) {
+          dot += a[static_cast<size_t>(j)] * b[static_cast<size_t>(j)];
+          na += a[static_cast<size_t>(j)] * a[static_cast<size_t>(j)];
+          nb += b[static_cast<size_t>(j)] * b[static_cast<size_t>(j)];
+        }
+        const double cosine = na > 0 && nb > 0 ? std::clamp(dot / std::sqrt(na * nb), -1.0, 1.0) : 1.0;
+        sums[l] += std::acos(cosine) / std::numbers::pi;
+      }
+      if (l == 0) rows += n;
+    }
+  });
+  Json out{{"span", s.span}, {"layer", Json::array()}, {"angular_distance", Json::array()}};
+  for (size_t l = 0; l < pairs; ++l) {
+    out["layer"].push_back(l);
+    out["angular_distance"].push_back(sums[l] / static_cast<double>(std::max<int64_t>(rows, 1)));
+  }
+  return out;
+}
+
+Json layer_drop(model::Model& m, const train::Loader& loader, const AnalysisSettings& s) {
+  const double full = train::evaluate(m, loader, s.batches);
+  Json out{{"full_loss", full}, {"layer", Json::array()}, {"loss", Json::array()}, {"delta_loss", Json::array()}};
+  for (int l = 0; l < m.config.n_layers; ++l) {
+    auto dropped = model::build_model(m.config, m.batch, m.seq, m.graph.float_type(), l);
+    model::copy_parameters(m, *dropped);
+    const double loss = train::evaluate(*dropped, loader, s.batches);
+    out["layer"].push_back(l);
+    out["loss"].push_back(loss);
+    out["delta_loss"].push_back(loss - full);
+  }
+  return out;
+}
+
+Json attention_entropy(model::Model& m, const train::Loader& loader, const AnalysisSettings& s) {
+  const int heads = m.config.n_heads, layers = m.config.n_layers;
+  std::vector<double> sums(static_cast<size_t>(heads * layers), 0.0);
+  over_val_batches(m, loader, s.batches, [&] {
+    m.forward(false);
+    for (int l = 0; l < layers; ++l) {
+      const eng::TensorId probs = m.graph.at(fmt::format("layers.{}.attn.heads.probs", l));
+      const eng::Shape& shape = m.graph.shape(probs);  // [B, H, T, T]
+      eng::dispatch_float(m.graph.float_type(), [&]<typename T>() {
+        const T* p = m.graph.data<T>(probs);
+        for (int64_t b = 0; b < shape[0]; ++b)
+          for (int64_t h = 0; h < heads; ++h)
+            for (int64_t t = 0; t < shape[2]; ++t) {
+              const T* row = p + ((b * heads + h) * shape[2] + t) * shape[3];
+              double e = 0;
+              for (int64_t j = 0; j <= t; ++j)
+                if (row[j] > 0) e -= double(row[j]) * std::log(double(row[j]));
+              sums[static_cast<size_t>(l * heads + h)] += e / static_cast<double>(shape[0] * shape[2]);
+            }
+      });
+    }
+  });
+  Json out{{"layer", Json::array()}, {"head", Json::array()}, {"entropy", Json::array()}};
+  for (int l = 0; l < layers; ++l)
+    for (int h = 0; h < heads; ++h) {
+      out["layer"].push_back(l);
+      out["head"].push_back(h);
+      out["entropy"].push_back(sums[static_cast<size_t>(l * heads + h)] / s.batches);
+    }
+  return out;
+}
+
+}  // namespace normlab::probe

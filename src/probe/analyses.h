@@ -1,0 +1,33 @@
+#pragma once
+// On-demand analyses of a model (a checkpoint, or a config freshly initialized), each from the
+// paper that argues with it. `normlab probe` runs them and writes analysis.jsonl / analysis.csv.
+#include <vector>
+
+#include "common/config_reader.h"
+#include "io/corpus.h"
+#include "model/transformer.h"
+#include "train/loader.h"
+#include "train/train_config.h"
+
+namespace normlab::probe {
+
+struct AnalysisSettings {
+  int batches = 4;     // batches averaged per measurement
+  int seeds = 3;       // initializations averaged (gradient norms at init)
+  double lr = 1e-3;    // the one optimizer step of the output-change analysis
+  int span = 1;        // n in the angular distance between layer ℓ and ℓ + n
+};
+
+// Xiong et al. 2020, Fig. 3: ‖∂L/∂W‖ of every parameter at initialization, averaged over seeds × batches.
+Json gradient_norms_at_init(const train::RunConfig& config, const train::Loader& loader, const AnalysisSettings& s);
+// Liu et al. 2020 (Admin): ‖F(x, W) − F(x, W*)‖ (RMS over logits) after one AdamW step from W.
+Json one_step_output_change(model::Model& m, const train::Loader& loader, const train::RunConfig& config,
+                            const AnalysisSettings& s);
+// Gromov et al. / Curse of Depth: arccos(cos(x_ℓ, x_{ℓ+n}))/π averaged over tokens, per layer pair.
+Json angular_distances(model::Model& m, const train::Loader& loader, const AnalysisSettings& s);
+// Mix-LN / Curse of Depth: validation loss with layer ℓ skipped, minus the full model's.
+Json layer_drop(model::Model& m, const train::Loader& loader, const AnalysisSettings& s);
+// Entropy of each head's attention distribution, averaged over queries and batches (nats).
+Json attention_entropy(model::Model& m, const train::Loader& loader, const AnalysisSettings& s);
+
+}  // namespace normlab::probe

@@ -1,0 +1,293 @@
+// Bad input through the normlab binary: every case is one "normlab: error: ..." line naming the
+// file or field at fault, exit status 1, no crash, and nothing deleted.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <map>
+
+#include "train/checkpoint.h"
+#include "train/tiny_corpus.h"
+#include "train/trainer.h"
+
+namespace normlab::cli {
+namespace {
+
+using train::testing::CliResult;
+using train::testing::describe;
+using train::testing::expect_cli_error;
+using train::testing::slurp;
+using train::testing::spit;
+using train::testing::TempDir;
+using train::testing::tiny_config;
+using train::testing::tiny_config_doc;
+using train::testing::tiny_data_dir;
+namespace fs = std::filesystem;
+
+// Every file under `dir` with its bytes.
+std::map<std::string, std::string> snapshot(const fs::path& dir) {
+  std::map<std::string, std::string> out;
+  for (const auto& e : fs::recursive_directory_iterator(dir))
+    if (e.is_regular_file()) out[fs::relative(e.path(), dir).string()] = slurp(e.path());
+  return out;
+}
+
+class CliErrors : public ::testing::Test {
+ protected:
+  // One finished 3-step run, shared; each test works on its own copy.
+  static void SetUpTestSuite() {
+    shared_ = std::make_unique<TempDir>("cli_errors");
+    train::Trainer t(tiny_config(3), *shared_ / "run", {false, -1, nullptr});
+    t.run();
+    spit(*shared_ / "config.json", tiny_config_doc(3).dump(2));
+  }
+  static void TearDownTestSuite() { shared_.reset(); }
+
+  fs::path copy_run() {
+    const fs::path dir = tmp_ / "run";
+    fs::copy(*shared_ / "run", dir, fs::copy_options::recursive);
+    return dir;
+  }
+  CliResult cli(const std::vector<std::string>& args) { return train::testing::run_cli(args, tmp_.path()); }
+  // `train` with the tiny config and some --set overrides, into a fresh run directory.
+  CliResult train_with(const std::vector<std::string>& sets) {
+    std::vector<std::string> args = {"train", "-c", config().string(), "--run", (tmp_ / "new_run").string()};
+    for (const auto& s : sets) args.insert(args.end(), {"--set", s});
+    return cli(args);
+  }
+  static fs::path config() { return *shared_ / "config.json"; }
+  fs::path write_config(const Json& doc) {
+    const fs::path p = tmp_ / "bad_config.json";
+    spit(p, doc.dump(2));
+    return p;
+  }
+
+  // eval and train --resume on a damaged run both fail with every fragment, and change nothing.
+  void expect_damaged_run_refused(const fs::path& run, std::initializer_list<std::string_view> fragments) {
+    const auto before = snapshot(run);
+    {
+      SCOPED_TRACE("normlab eval");
+      expect_cli_error(cli({"eval", "--run", run.string(), "--batches", "1"}), fragments);
+    }
+    {
+      SCOPED_TRACE("normlab train --resume");
+      expect_cli_error(cli({"train", "--run", run.string(), "--resume"}), fragments);
+    }
+    {
+      SCOPED_TRACE("normlab generate");
+      expect_cli_error(cli({"generate", "--run", run.string(), "-n", "2"}), fragments);
+    }
+    EXPECT_EQ(snapshot(run), before) << "a refused command changed the run directory";
+  }
+
+  TempDir tmp_{"cli_errors_case"};
+  static std::unique_ptr<TempDir> shared_;
+};
+std::unique_ptr<TempDir> CliErrors::shared_;
+
+// --- prepare ---
+
+TEST_F(CliErrors, PrepareMissingCorpusFile) {
+  const std::string missing = (tmp_ / "no_such_corpus.txt").string();
+  expect_cli_error(cli({"prepare", "-i", missing, "-o", (tmp_ / "out").string()}), {missing, "does not exist"});
+  EXPECT_FALSE(fs::exists(tmp_ / "out" / "meta.json"));
+}
+
+TEST_F(CliErrors, PrepareEmptyCorpusFile) {
+  spit(tmp_ / "empty.txt", "");
+  spit(tmp_ / "blank.txt", "\n   \n\t\n");
+  for (const char* name : {"empty.txt", "blank.txt"}) {
+    SCOPED_TRACE(name);
+    const std::string file = (tmp_ / name).string();
+    expect_cli_error(cli({"prepare", "-i", file, "-o", (tmp_ / "out").string()}), {file, "empty"});
+  }
+  EXPECT_FALSE(fs::exists(tmp_ / "out" / "meta.json"));
+}
+
+// --- damaged checkpoints ---
+
+TEST_F(CliErrors, TruncatedCheckpoint) {
+  const fs::path run = copy_run();
+  const std::string bytes = slurp(run / train::kCheckpointFile);
+  spit(run / train::kCheckpointFile, bytes.substr(0, bytes.size() / 2));
+  expect_damaged_run_refused(run, {train::kCheckpointFile, "truncated"});
+
+  spit(run / train::kCheckpointFile, bytes.substr(0, 5));  // not even the header length
+  expect_damaged_run_refused(run, {train::kCheckpointFile, "truncated"});
+}
+
+struct Header {
+  std::string bytes;
+  size_t begin = 8, end = 0;  // the JSON header is bytes[begin, end)
+  explicit Header(std::string b) : bytes(std::move(b)) {
+    uint64_t n = 0;
+    std::memcpy(&n, bytes.data(), 8);  // little-endian host
+    end = begin + static_cast<size_t>(n);
+  }
+  size_t find(std::string_view s) const {
+    const size_t at = bytes.find(s, begin);
+    EXPECT_LT(at, end) << "'" << s << "' not in the header";
+    return at;
+  }
+};
+
+TEST_F(CliErrors, CorruptedCheckpointHeaderNotJson) {
+  const fs::path run = copy_run();
+  Header h(slurp(run / train::kCheckpointFile));
+  h.bytes[h.begin] = 'X';  // the opening '{'
+  h.bytes[h.begin + 20] ^= 0x5a;
+  spit(run / train::kCheckpointFile, h.bytes);
+  expect_damaged_run_refused(run, {train::kCheckpointFile, "damaged header"});
+}
+
+TEST_F(CliErrors, CorruptedCheckpointHeaderTensorName) {
+  const fs::path run = copy_run();
+  Header h(slurp(run / train::kCheckpointFile));
+  const size_t at = h.find("\"embed.tokens.weight\"");  // the weight, not optim.m.embed.tokens.weight
+  h.bytes[at + 1] = 'E';
+  spit(run / train::kCheckpointFile, h.bytes);
+  // eval/generate/resume all load the weights, which names the missing tensor.
+  expect_damaged_run_refused(run, {train::kCheckpointFile, "embed.tokens.weight"});
+}
+
+TEST_F(CliErrors, CorruptedCheckpointHeaderOffsets) {
+  const fs::path run = copy_run();
+  Header h(slurp(run / train::kCheckpointFile));
+  const size_t offsets = h.find("\"data_offsets\":[");
+  const size_t comma = h.bytes.find(',', offsets);
+  char& digit = h.bytes[comma + 1];  // first digit of the end offset
+  ASSERT_TRUE(digit >= '1' && digit <= '9') << h.bytes.substr(offsets, 40);
+  digit = digit == '9' ? '1' : static_cast<char>(digit + 1);
+  spit(run / train::kCheckpointFile, h.bytes);
+  expect_damaged_run_refused(run, {train::kCheckpointFile, "data_offsets"});
+}
+
+TEST_F(CliErrors, CorruptedCheckpointFormatTag) {
+  const fs::path run = copy_run();
+  Header h(slurp(run / train::kCheckpointFile));
+  const size_t at = h.find("normlab-checkpoint-v1");
+  h.bytes[at + std::strlen("normlab-checkpoint-v")] = '9';
+  spit(run / train::kCheckpointFile, h.bytes);
+  expect_damaged_run_refused(run, {train::kCheckpointFile, "not a normlab checkpoint"});
+}
+
+// GAP (src/train/checkpoint.cpp): the checkpoint stores no checksum of its data section, so flipped
+// bytes in the weights load silently (eval prints a loss, exit 0; resume trains on). Enable once
+// save_checkpoint records e.g. metadata "data_fnv1a64" and open_checkpoint verifies it.
+TEST_F(CliErrors, DISABLED_CorruptedCheckpointData) {
+  const fs::path run = copy_run();
+  Header h(slurp(run / train::kCheckpointFile));
+  const size_t data = (h.end + h.bytes.size()) / 2;
+  for (size_t i = 0; i < 16; ++i) h.bytes[data + i] = static_cast<char>(h.bytes[data + i] ^ 0xff);
+  spit(run / train::kCheckpointFile, h.bytes);
+  expect_damaged_run_refused(run, {train::kCheckpointFile, "corrupt"});
+}
+
+TEST_F(CliErrors, MissingCheckpoint) {
+  const fs::path run = copy_run();
+  fs::remove(run / train::kCheckpointFile);
+  expect_cli_error(cli({"eval", "--run", run.string()}), {train::kCheckpointFile, "does not exist"});
+  expect_cli_error(cli({"train", "--run", run.string(), "--resume"}), {"cannot resume", train::kCheckpointFile});
+}
+
+// --- configs ---
+
+TEST_F(CliErrors, ConfigUnknownKey) {
+  Json doc = tiny_config_doc(3);
+  doc["model"]["d_moddel"] = 64;
+  const fs::path file = write_config(doc);
+  expect_cli_error(cli({"train", "-c", file.string(), "--run", (tmp_ / "r").string()}),
+                   {file.string(), "model", "unknown key 'd_moddel'"});
+  expect_cli_error(train_with({"model.d_moddel=64"}), {"unknown key 'd_moddel'", "--set"});
+  expect_cli_error(train_with({"train.learning_rate=1e-3"}), {"train", "unknown key 'learning_rate'"});
+  EXPECT_FALSE(fs::exists(tmp_ / "r"));
+  EXPECT_FALSE(fs::exists(tmp_ / "new_run"));
+}
+
+TEST_F(CliErrors, ConfigWrongType) {
+  Json doc = tiny_config_doc(3);
+  doc["model"]["n_layers"] = "six";
+  const fs::path file = write_config(doc);
+  expect_cli_error(cli({"train", "-c", file.string(), "--run", (tmp_ / "r").string()}),
+                   {file.string(), "n_layers", "expected an integer", "six"});
+  expect_cli_error(train_with({"model.n_layers=six"}), {"model.n_layers", "expected an integer"});
+  expect_cli_error(train_with({"train.lr=fast"}), {"train.lr", "expected a number"});
+  expect_cli_error(train_with({"model.tied_embeddings=1"}), {"model.tied_embeddings", "true or false"});
+}
+
+TEST_F(CliErrors, ConfigNotJson) {
+  spit(tmp_ / "broken.json", "{\"model\": {\"d_model\": 32,}");
+  const std::string file = (tmp_ / "broken.json").string();
+  expect_cli_error(cli({"train", "-c", file, "--run", (tmp_ / "r").string()}), {file, "not valid JSON"});
+  expect_cli_error(cli({"train", "-c", (tmp_ / "absent.json").string(), "--run", (tmp_ / "r").string()}),
+                   {"absent.json", "does not exist"});
+}
+
+TEST_F(CliErrors, ConfigImpossibleValues) {
+  expect_cli_error(train_with({"model.n_heads=3"}), {"n_heads = 3 does not divide d_model = 32"});
+  expect_cli_error(train_with({"train.seq_len=32"}), {"train.seq_len = 32", "model.max_seq_len = 16"});
+  expect_cli_error(train_with({"train.lr=-0.001"}), {"train.lr", "out of range"});
+  expect_cli_error(train_with({"train.batch_size=0"}), {"train.batch_size", "out of range"});
+  expect_cli_error(train_with({"model.dropout=1.5"}), {"model.dropout", "out of range"});
+  expect_cli_error(train_with({"train.schedule=exponential"}), {"train.schedule", "exponential"});
+  EXPECT_FALSE(fs::exists(tmp_ / "new_run"));
+}
+
+TEST_F(CliErrors, UnknownPlacement) {
+  expect_cli_error(train_with({"model.placement=prex"}), {"placement", "'prex'"});
+}
+
+// --- token data ---
+
+TEST_F(CliErrors, ModelVocabDiffersFromData) {
+  expect_cli_error(train_with({"model.vocab_size=100"}), {"model.vocab_size = 100", tiny_data_dir().string()});
+}
+
+TEST_F(CliErrors, MetaVocabSmallerThanTokenIds) {
+  const fs::path data = tmp_ / "tokens";
+  fs::copy(tiny_data_dir(), data, fs::copy_options::recursive);
+  Json meta = Json::parse(slurp(data / "meta.json"));
+  meta["vocab_size"] = 10;
+  spit(data / "meta.json", meta.dump(2));
+  expect_cli_error(train_with({"data.dir=\"" + data.string() + "\""}), {"train.bin", "holds id", "10 entries"});
+}
+
+TEST_F(CliErrors, MissingDataDir) {
+  const std::string dir = (tmp_ / "no_such_tokens").string();
+  expect_cli_error(train_with({"data.dir=" + dir}), {dir, "does not exist", "normlab prepare"});
+  EXPECT_FALSE(fs::exists(tmp_ / "new_run"));
+  fs::create_directories(dir);  // a directory without meta.json: an unfinished prepare
+  expect_cli_error(train_with({"data.dir=" + dir}), {"meta.json", "normlab prepare"});
+}
+
+// --- run directories ---
+
+TEST_F(CliErrors, ResumeWithOverridesIsRefused) {
+  const fs::path run = copy_run();
+  const auto before = snapshot(run);
+  expect_cli_error(cli({"train", "--run", run.string(), "--resume", "--set", "train.lr=1"}), {"--resume", "--set"});
+  expect_cli_error(cli({"train", "--run", run.string(), "--resume", "-c", config().string()}), {"--resume", "--config"});
+  EXPECT_EQ(snapshot(run), before);
+}
+
+TEST_F(CliErrors, NewRunOverAnExistingCheckpointIsRefused) {
+  const fs::path run = copy_run();
+  const auto before = snapshot(run);
+  ASSERT_TRUE(before.contains("checkpoint.safetensors"));
+  ASSERT_TRUE(before.contains("metrics.jsonl"));
+  ASSERT_TRUE(before.contains("summary.json"));
+  expect_cli_error(cli({"train", "-c", config().string(), "--run", run.string()}),
+                   {run.string(), "already holds a checkpoint", "--resume"});
+  // Even with a different config, nothing is rewritten or removed.
+  expect_cli_error(cli({"train", "-c", config().string(), "--set", "train.steps=9", "--run", run.string()}),
+                   {"already holds a checkpoint"});
+  EXPECT_EQ(snapshot(run), before);
+}
+
+TEST_F(CliErrors, EvalOfAMissingRunDirectory) {
+  const std::string run = (tmp_ / "never_trained").string();
+  expect_cli_error(cli({"eval", "--run", run}), {run, "does not exist"});
+  expect_cli_error(cli({"generate", "--run", run}), {run, "does not exist"});
+}
+
+}  // namespace
+}  // namespace normlab::cli

@@ -1,0 +1,224 @@
+#pragma once
+// Shared helpers for the training and CLI tests: scratch directories, a small generated corpus
+// prepared once per test process, a tiny run config, metrics readers and a CLI runner.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <initializer_list>
+#include <iterator>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "io/corpus.h"
+#include "train/train_config.h"
+
+namespace normlab::train::testing {
+
+namespace fs = std::filesystem;
+
+// A fresh directory under the system temp dir, removed with everything in it on destruction.
+class TempDir {
+ public:
+  explicit TempDir(std::string_view tag = "train") {
+    static std::atomic<int> counter{0};
+    path_ = fs::temp_directory_path() /
+            ("normlab_" + std::string(tag) + "_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  fs::path operator/(std::string_view name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+inline std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+inline void spit(const fs::path& path, std::string_view bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+// Deterministic varied pseudo-English, `lines` lines of 4..15 words drawn Zipf-like from 150 words.
+inline std::string tiny_corpus_text(int lines = 400, std::uint64_t seed = 11) {
+  static const char* const kSyllables[] = {"the", "an", "lo",  "ra", "mi",  "ke", "sto", "ver", "un", "der", "ing",
+                                           "al",  "po", "tes", "qu", "is",  "ba", "or",  "ne",  "ath", "w", "y"};
+  constexpr std::uint64_t kSyl = sizeof(kSyllables) / sizeof(kSyllables[0]);
+  std::uint64_t state = seed;
+  auto next = [&](std::uint64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % n;
+  };
+  std::vector<std::string> words;
+  for (int i = 0; i < 150; ++i) {
+    std::string w;
+    for (std::uint64_t s = 0, n = 1 + next(3); s < n; ++s) w += kSyllables[next(kSyl)];
+    words.push_back(w);
+  }
+  std::string text;
+  for (int line = 0; line < lines; ++line) {
+    const auto n = 4 + next(12);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      if (i) text += ' ';
+      if (i == 0 && line % 4 == 0) text += "And ";
+      text += words[next(1 + next(words.size()))];
+    }
+    text += line % 3 == 0 ? ".\n" : (line % 3 == 1 ? ",\n" : ";\n");
+  }
+  return text;
+}
+
+inline constexpr int kTinyVocab = 120;
+
+// A token directory prepared once per test process from tiny_corpus_text() (vocab kTinyVocab),
+// removed at exit.
+inline const fs::path& tiny_data_dir() {
+  static const std::unique_ptr<TempDir> dir = [] {
+    auto d = std::make_unique<TempDir>("train_data");
+    spit(*d / "corpus.txt", tiny_corpus_text());
+    io::PrepareOptions o;
+    o.inputs = {(*d / "corpus.txt").string()};
+    o.out_dir = (*d / "tokens").string();
+    o.vocab_size = kTinyVocab;
+    o.val_fraction = 0.1;
+    io::prepare_corpus(o);
+    return d;
+  }();
+  static const fs::path tokens = dir->path() / "tokens";
+  return tokens;
+}
+
+// d_model 32, 2 layers, 2 heads, d_ff 64, seq 16, batch 4; logs every step; evaluates and
+// checkpoints only at the end; 2 threads. As a JSON run config (what --config takes).
+inline Json tiny_config_doc(int steps, const fs::path& data_dir = tiny_data_dir()) {
+  return Json{{"model", {{"d_model", 32}, {"n_layers", 2}, {"n_heads", 2}, {"d_ff", 64}, {"max_seq_len", 16}}},
+              {"data", {{"dir", data_dir.string()}}},
+              {"train",
+               {{"batch_size", 4}, {"seq_len", 16}, {"steps", steps}, {"lr", 3e-3}, {"warmup", 3},
+                {"eval_every", 0}, {"eval_batches", 2}, {"checkpoint_every", 0}, {"log_every", 1}, {"threads", 2}}}};
+}
+
+// The same, read through the strict reader (so placement defaults and options are resolved).
+inline RunConfig tiny_config(int steps, const fs::path& data_dir = tiny_data_dir()) {
+  return read_run_config(tiny_config_doc(steps, data_dir), "tiny test config");
+}
+
+// One parsed metrics.jsonl line per element.
+inline std::vector<nlohmann::json> read_metrics(const fs::path& run_dir) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(run_dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+struct TrainRecord {
+  int step;
+  double loss, lr, grad_norm;
+};
+
+inline std::vector<TrainRecord> train_records(const fs::path& run_dir) {
+  std::vector<TrainRecord> out;
+  for (const auto& j : read_metrics(run_dir))
+    if (j.at("type") == "train")
+      out.push_back({j.at("step").get<int>(), j.at("loss").get<double>(), j.at("lr").get<double>(),
+                     j.at("grad_norm").get<double>()});
+  return out;
+}
+
+// Bit-identical comparison of two runs' train records (JSON numbers round-trip doubles exactly).
+inline void expect_identical_records(const std::vector<TrainRecord>& a, const std::vector<TrainRecord>& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].step, b[i].step);
+    EXPECT_EQ(a[i].loss, b[i].loss) << "loss differs at step " << a[i].step;
+    EXPECT_EQ(a[i].lr, b[i].lr) << "lr differs at step " << a[i].step;
+    EXPECT_EQ(a[i].grad_norm, b[i].grad_norm) << "grad_norm differs at step " << a[i].step;
+  }
+}
+
+// --- the CLI binary ---
+
+inline std::string shell_quote(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+struct CliResult {
+  int exit_code = -1;  // the shell's status: 128 + n when the binary died of signal n
+  std::string out, err;
+};
+
+// Runs `normlab <args>` with OMP_NUM_THREADS=2, capturing stdout and stderr through files in `scratch`.
+inline CliResult run_cli(const std::vector<std::string>& args, const fs::path& scratch) {
+  static std::atomic<int> counter{0};
+  const int n = counter++;
+  const fs::path out = scratch / ("cli_" + std::to_string(n) + ".out");
+  const fs::path err = scratch / ("cli_" + std::to_string(n) + ".err");
+  // Appended piece by piece: GCC 12's -Wrestrict misfires on `"literal" + std::string`.
+  std::string command = "OMP_NUM_THREADS=2 ";
+  command.append(shell_quote(NORMLAB_BINARY));
+  for (const auto& a : args) command.append(" ").append(shell_quote(a));
+  command.append(" >").append(shell_quote(out.string()));
+  command.append(" 2>").append(shell_quote(err.string()));
+  command.append(" </dev/null");
+  const int status = std::system(command.c_str());
+  CliResult r;
+  r.exit_code = status == -1 ? -1 : (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  r.out = slurp(out);
+  r.err = slurp(err);
+  std::error_code ec;
+  fs::remove(out, ec);
+  fs::remove(err, ec);
+  return r;
+}
+
+inline std::string describe(const CliResult& r) {
+  return "exit " + std::to_string(r.exit_code) + "\n--- stdout ---\n" + r.out + "--- stderr ---\n" + r.err;
+}
+
+// The command failed cleanly: exit status 1, no crash, and stderr's last line is the one
+// "normlab: error: ..." line, which contains every fragment.
+inline void expect_cli_error(const CliResult& r, std::initializer_list<std::string_view> fragments) {
+  EXPECT_EQ(r.exit_code, 1) << describe(r);
+  for (std::string_view crash : {"terminate", "Segmentation", "Aborted", "core dumped", "what():"})
+    EXPECT_EQ(r.err.find(crash), std::string::npos) << "crash marker '" << crash << "'\n" << describe(r);
+  std::vector<std::string> lines;
+  std::istringstream in(r.err);
+  for (std::string line; std::getline(in, line);)
+    if (!line.empty()) lines.push_back(line);
+  ASSERT_FALSE(lines.empty()) << describe(r);
+  int error_lines = 0;
+  for (const auto& l : lines) error_lines += l.starts_with("normlab: error: ");
+  EXPECT_EQ(error_lines, 1) << describe(r);
+  const std::string& message = lines.back();
+  EXPECT_TRUE(message.starts_with("normlab: error: ")) << describe(r);
+  for (std::string_view f : fragments)
+    EXPECT_NE(message.find(f), std::string::npos) << "message lacks \"" << f << "\": " << message;
+}
+
+}  // namespace normlab::train::testing
