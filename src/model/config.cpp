@@ -36,7 +36,13 @@ ModelConfig read_model_config(const Json& user, const std::string& where) {
   ModelConfig c;
   if (!user.is_object()) fail("{}: expected an object {{...}}", where);
   if (user.contains("placement") && user["placement"].is_string()) c.placement = user["placement"].get<std::string>();
-  const Placement& placement = find_placement(c.placement);
+  const Placement& placement = [&]() -> const Placement& {
+    try {
+      return find_placement(c.placement);
+    } catch (const Error& e) {
+      fail("{}.placement: {}", where, e.what());
+    }
+  }();
   Json section = Json::parse(placement.defaults);
   section.merge_patch(user);
   ConfigReader r(section, where);

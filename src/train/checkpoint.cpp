@@ -1,5 +1,7 @@
 #include "train/checkpoint.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
@@ -15,14 +17,39 @@ constexpr const char* kFormat = "normlab-checkpoint-v1";
 
 std::vector<int64_t> dims(const eng::Shape& s) { return {s.dims.begin(), s.dims.begin() + s.rank}; }
 
+// FNV-1a over every tensor's bytes in name order: flipped bytes in the data section are caught on load.
+template <typename Entries, typename Bytes>
+std::string checksum(const Entries& entries, Bytes bytes_of) {
+  std::vector<const typename Entries::value_type*> sorted;
+  for (const auto& e : entries) sorted.push_back(&e);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const auto* e : sorted) hash = io::fnv1a64(bytes_of(*e), hash);
+  return fmt::format("{:016x}", hash);
+}
+
 io::SafetensorsFile open_checkpoint(const fs::path& file) {
   auto f = io::SafetensorsFile::read(file, "checkpoint");
   auto it = f.metadata().find("format");
   if (it == f.metadata().end() || it->second != kFormat)
     fail("{}: not a normlab checkpoint (metadata.format is missing or not {})", file.string(), kFormat);
+  auto sum = f.metadata().find("data_fnv1a64");
+  const std::string actual = checksum(f.entries(), [](const io::SafetensorsFile::Entry& e) {
+    return std::string_view(reinterpret_cast<const char*>(e.data.data()), e.data.size());
+  });
+  if (sum == f.metadata().end() || sum->second != actual)
+    fail("{}: the checkpoint is corrupted (data checksum mismatch); resume from an earlier copy or train anew", file.string());
   return f;
 }
 }  // namespace
+
+std::string data_checksum(std::span<const io::TensorToWrite> entries) {
+  return checksum(entries, [](const io::TensorToWrite& e) {
+    int64_t n = 1;
+    for (int64_t d : e.shape) n *= d;
+    return std::string_view(static_cast<const char*>(e.data), static_cast<size_t>(n) * io::dtype_size(e.dtype));
+  });
+}
 
 void save_checkpoint(const fs::path& run_dir, const model::Model& m, AdamW& opt, const RunConfig& config, int step) {
   std::vector<io::TensorToWrite> entries = model::weight_entries(m);
@@ -33,8 +60,9 @@ void save_checkpoint(const fs::path& run_dir, const model::Model& m, AdamW& opt,
     entries.push_back({"optim.v." + p.name, io::Dtype::F64, dims(p.shape), opt.second_moment(i).data()});
   }
   const Json cfg = to_json(config);
+  const std::string sum = data_checksum(entries);
   io::write_safetensors(run_dir / kCheckpointFile, entries,
-                        {{"format", kFormat}, {"step", std::to_string(step)}, {"config", cfg.dump()}});
+                        {{"format", kFormat}, {"step", std::to_string(step)}, {"config", cfg.dump()}, {"data_fnv1a64", sum}});
   Json human{{"format", kFormat}, {"step", step}, {"weights", kCheckpointFile}, {"optimizer", "AdamW, optim.m.* and optim.v.* in the same file"},
              {"rng", "stateless: batches and dropout masks are functions of (train.seed, step)"}, {"config", cfg}};
   io::write_file_atomic(run_dir / kCheckpointJson, human.dump(2) + "\n");
@@ -47,6 +75,9 @@ int load_checkpoint(const fs::path& file, model::Model& m, AdamW* opt) {
     const auto& params = m.graph.parameters();
     for (size_t i = 0; i < params.size(); ++i) {
       const std::string& name = m.graph.spec(params[i]).name;
+      for (const char* moment : {"optim.m.", "optim.v."})
+        if (f.at(moment + name).numel() != m.graph.shape(params[i]).numel())
+          fail("{}: '{}{}' does not match the parameter's size; the checkpoint is corrupted", file.string(), moment, name);
       opt->first_moment(i) = f.at("optim.m." + name).to_f64_vector();
       opt->second_moment(i) = f.at("optim.v." + name).to_f64_vector();
     }

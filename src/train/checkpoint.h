@@ -4,6 +4,10 @@
 // file written by atomic rename, it is always either the old checkpoint or the new one, whole.
 // checkpoint.json beside it repeats the config and state for people and tools.
 #include <filesystem>
+#include <span>
+#include <string>
+
+#include "io/safetensors.h"
 
 #include "model/transformer.h"
 #include "train/adamw.h"
@@ -19,6 +23,10 @@ void save_checkpoint(const std::filesystem::path& run_dir, const model::Model& m
 
 // Restores weights and (if opt is given) optimizer moments; returns the step it was saved at.
 int load_checkpoint(const std::filesystem::path& file, model::Model& m, AdamW* opt);
+
+// The metadata value `data_fnv1a64` that save_checkpoint stores for these tensors (FNV-1a over their
+// bytes in name order); open/load refuse a checkpoint whose data does not match it.
+std::string data_checksum(std::span<const io::TensorToWrite> entries);
 
 // The run config stored in a checkpoint (to rebuild its model).
 RunConfig checkpoint_config(const std::filesystem::path& file);

@@ -26,6 +26,7 @@ void set_threads(int threads) {
 }
 
 double evaluate(model::Model& m, const Loader& loader, int batches) {
+  if (batches < 1) fail("the number of evaluation batches must be at least 1, got {}", batches);
   Batch batch;
   double total = 0;
   for (int i = 0; i < batches; ++i) {
@@ -72,6 +73,9 @@ Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
          run_dir_.string());
   if (options_.resume && !fs::exists(checkpoint))
     fail("cannot resume: {} has no {} (train without --resume to start a new run)", run_dir_.string(), kCheckpointFile);
+  if (options_.resume && to_json(checkpoint_config(checkpoint)) != to_json(config_))
+    fail("cannot resume: {}/config.json differs from the config stored in its checkpoint; restore it (the checkpoint's "
+         "copy is in checkpoint.json) or start a new run", run_dir_.string());
   fs::create_directories(run_dir_);
   io::write_file_atomic(run_dir_ / "config.json", to_json(config_).dump(2) + "\n");
 }
@@ -137,6 +141,8 @@ TrainSummary Trainer::run() {
   probe::SpikeDetector loss_spikes(128, 20, t.spike_z), grad_spikes(128, 20, t.spike_z);
 
   const int last = options_.stop_after >= 0 ? std::min(options_.stop_after, t.steps) : t.steps;
+  if (start >= t.steps) fail("{} already finished its {} steps; raise train.steps in a new run to train longer", run_dir_.string(), t.steps);
+  if (last <= start) fail("--stop-after {} is not after the checkpoint's step {}: give a later step", options_.stop_after, start);
   const double tokens_per_step = double(t.batch_size) * t.seq_len * t.grad_accum;
   TrainSummary summary;
   summary.unigram_entropy = data_.unigram_entropy_nats;
@@ -146,10 +152,10 @@ TrainSummary Trainer::run() {
   int window_steps = 0;
   double loss = 0;
   for (int step = start + 1; step <= last; ++step) {
-    m.graph.set_step(static_cast<uint64_t>(step));
     m.graph.zero_param_grads();
     loss = 0;
     for (int micro = 0; micro < t.grad_accum; ++micro) {
+      m.graph.set_step(static_cast<uint64_t>(step) * static_cast<uint64_t>(t.grad_accum) + static_cast<uint64_t>(micro));  // dropout masks
       loader_->train_batch(step, micro, batch);
       m.set_batch(batch.tokens.data(), batch.targets.data());
       loss += m.forward(true) / t.grad_accum;

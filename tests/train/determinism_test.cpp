@@ -86,12 +86,9 @@ TEST(TrainLoader, TooShortSplitIsAOneLineError) {
   }
 }
 
-// BUG (src/train/loader.cpp, Loader::train_batch): the per-batch Rng is seeded with
-// seed·0x9e3779b97f4a7c15 + step·1000003 + micro, and Rng::next() (splitmix64) itself advances its
-// state by 0x9e3779b97f4a7c15. So seed s+1's window b is seed s's window b+1: runs with adjacent
-// seeds train on batch_size−1 identical windows out of batch_size at every step. Enable once the
-// seed is mixed first (e.g. Rng(mix64(mix64(seed) ^ (step · K + micro)))).
-TEST(TrainLoader, DISABLED_AdjacentSeedsDrawUnrelatedWindows) {
+// Regression: the batch Rng once took seed·φ + step·K + micro, and splitmix64 itself steps by φ, so
+// seed s+1's window b was seed s's window b+1. The seed is now hashed before the step enters.
+TEST(TrainLoader, AdjacentSeedsDrawUnrelatedWindows) {
   const io::TokenData data = io::load_tokens(testing::tiny_data_dir());
   const int rows = 8, seq = 16;
   const Loader s1(data.train, data.val, rows, seq, 1), s2(data.train, data.val, rows, seq, 2);
