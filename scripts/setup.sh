@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(build-essential cmake ninja-build pkg-config
+packages=(build-essential cmake ninja-build pkg-config chromium libjs-chart.js
           libdnnl-dev libsentencepiece-dev sentencepiece nlohmann-json3-dev libcli11-dev libfmt-dev
           libgtest-dev libgmock-dev bible-kjv)
 for arg in "$@"; do

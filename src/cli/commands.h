@@ -12,5 +12,7 @@ void add_generate(CLI::App& app);
 void add_variants(CLI::App& app);
 void add_init_report(CLI::App& app);
 void add_probe(CLI::App& app);
+void add_study(CLI::App& app);
+void add_sweep(CLI::App& app);
 
 }  // namespace normlab::cli

@@ -15,6 +15,8 @@ int main(int argc, char** argv) {
   normlab::cli::add_variants(app);
   normlab::cli::add_init_report(app);
   normlab::cli::add_probe(app);
+  normlab::cli::add_study(app);
+  normlab::cli::add_sweep(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -51,7 +51,8 @@ double xavier_bound(const eng::TensorSpec& p) {  // uniform bound √(6/(fan_in 
 
 Draw base_draw(const Model& m, const eng::TensorSpec& p) {
   const InitConfig& init = m.config.init;
-  if (p.role == Role::embedding) return {Draw::normal, init.embed_std};
+  if (p.role == Role::embedding)  // embed_std = 0: d^(−1/2), fairseq's convention
+    return {Draw::normal, init.embed_std > 0 ? init.embed_std : 1.0 / std::sqrt(static_cast<double>(m.config.d_model))};
   if (!is_matrix(p.role)) return {Draw::constant, p.init_value};  // gains, biases, scalars
   if (init.scheme == "xavier") return {Draw::uniform, xavier_bound(p)};
   const bool residual_output = p.role == Role::o || p.role == Role::fc2;

@@ -19,6 +19,14 @@ std::string first_nonfinite(const eng::Graph& g) {
   return "";
 }
 
+std::string location_of(const std::string& tensor) {
+  if (tensor.empty()) return "somewhere";
+  if (tensor.starts_with("layers.")) return "in layer " + tensor.substr(7, tensor.find('.', 7) - 7);
+  if (tensor.starts_with("embed")) return "before the first layer";
+  if (tensor.starts_with("dlcl.")) return "in the layer combination";
+  return "after the last layer";
+}
+
 bool parameters_finite(const eng::Graph& g) {
   for (eng::TensorId p : g.parameters())
     if (!tensor_stats(g, p).finite) return false;

@@ -11,6 +11,10 @@ namespace normlab::probe {
 // The first non-finite tensor in the order the step computed them: activations along the tape, then
 // gradients back along it, then parameter gradients. Empty if everything is finite.
 std::string first_nonfinite(const engine::Graph& g);
+// Where a tensor (a name as first_nonfinite returns it) sits in the model, for messages: "in layer 3",
+// "before the first layer" (embeddings), "in the layer combination" (DLCL), "after the last layer"
+// (final norm, ResiDual's output, head, logits, loss).
+std::string location_of(const std::string& tensor);
 bool parameters_finite(const engine::Graph& g);
 
 class SpikeDetector {

@@ -83,16 +83,20 @@ void TrainingProbe::write(int step, const char* family, const Json& columns) {
   for (const auto& [k, v] : columns.items()) record[k] = v;
   const std::string line = record.dump() + "\n";
   std::fputs(line.c_str(), jsonl_);
-  // Long form: one CSV row per (entry, quantity). Columns "name", "layer", "sublayer" identify entries.
+  // Long form: one CSV row per (entry, quantity). Columns "name", "layer", "sublayer" identify entries;
+  // a single-valued field (the loss and model_update families) is one row without identifiers.
   const size_t n = columns.contains("name") ? columns["name"].size() : columns.contains("layer") ? columns["layer"].size() : 1;
   for (size_t i = 0; i < n; ++i)
     for (const auto& [quantity, values] : columns.items()) {
-      if (quantity == "name" || quantity == "layer" || quantity == "sublayer" || !values.is_array()) continue;
+      if (quantity == "name" || quantity == "layer" || quantity == "sublayer") continue;
+      if (!values.is_array() && i > 0) continue;
       auto field = [&](const char* key) {
-        return columns.contains(key) ? (columns[key][i].is_string() ? columns[key][i].get<std::string>() : columns[key][i].dump()) : "";
+        if (!columns.contains(key) || !columns[key].is_array()) return std::string();
+        return columns[key][i].is_string() ? columns[key][i].get<std::string>() : columns[key][i].dump();
       };
+      const Json& value = values.is_array() ? values[i] : values;
       std::fputs(fmt::format("{},{},{},{},{},{},{}\n", step, family, field("name"), field("layer"), field("sublayer"),
-                             quantity, values[i].dump()).c_str(), csv_);
+                             quantity, value.dump()).c_str(), csv_);
     }
   std::fflush(jsonl_);
   std::fflush(csv_);

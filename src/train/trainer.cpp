@@ -99,8 +99,7 @@ void Trainer::progress_line(int step, double loss, double lr, double tokens_per_
 
 void Trainer::stop_non_finite(int step, double loss, double grad_norm) {
   const std::string where = probe::first_nonfinite(model_->graph);
-  std::string layer = "before the first layer";
-  if (auto at = where.find("layers."); at != std::string::npos) layer = "in layer " + where.substr(at + 7, where.find('.', at + 7) - at - 7);
+  const std::string layer = probe::location_of(where);
   std::string saved = fmt::format("the checkpoint in {} is intact", run_dir_.string());
   if (step > 1 && probe::parameters_finite(model_->graph)) {  // the state after step − 1, the last good one
     save_checkpoint(run_dir_, *model_, *optimizer_, config_, step - 1);

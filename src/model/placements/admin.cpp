@@ -69,6 +69,8 @@ extern const Placement kAdmin{
     .paper = "Liu et al. 2020, Understanding the Difficulty of Training Transformers (arXiv 2004.08249)",
     .equations = "h = Norm(ω ⊙ x + Attn(x));  x' = Norm(ω ⊙ h + FFN(h));  ω learnable per sub-layer",
     .final_norm = false,
+    // fairseq's conventions, which the profiling rule presumes: embeddings N(0, d^(-1/2)) scaled by √d, Xavier layers
+    .defaults = R"({"embed_scale": "sqrt_d", "init": {"scheme": "xavier", "embed_std": 0}})",
     .switches = kSwitches,
     .sublayer = admin,
     .init = admin_init,

@@ -22,7 +22,9 @@ extern const Placement kMixLn{
     .name = "mixln",
     .paper = "Li et al. 2025, Mix-LN (arXiv 2412.13795)",
     .equations = "layers i < ⌊ρL⌋: Post-LN;  the rest: Pre-LN;  final norm",
-    .defaults = R"({"norm": {"type": "rmsnorm", "eps": 1e-6}, "init": {"embed_std": 0.6324555320336759}})",
+    // LLaMA-based code: an untied head (else the embedding's large σ would also be the head's) and RoPE
+    .defaults = R"({"norm": {"type": "rmsnorm", "eps": 1e-6}, "init": {"embed_std": 0.6324555320336759},
+                    "tied_embeddings": false, "positions": "rope"})",
     .switches = kSwitches,
     .sublayer = mixln,
     .init_rule = "embeddings N(0, √(2/5)) as the Mix-LN repo (\"Spike No More\")",

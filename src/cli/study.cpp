@@ -1,0 +1,123 @@
+// normlab study / normlab sweep: named experiments and user grids, each with a report.
+#include <fmt/core.h>
+
+#include <cmath>
+#include <filesystem>
+#include <iostream>
+
+#include "cli/commands.h"
+#include "io/atomic_file.h"
+#include "study/studies.h"
+
+namespace normlab::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+void add_runner_options(CLI::App* cmd, study::RunnerOptions& runner) {
+  cmd->add_option("-j,--jobs", runner.jobs, "runs at once (separate processes)")->capture_default_str();
+  cmd->add_option("--threads", runner.threads, "cores shared by the runs")->capture_default_str();
+}
+
+void print_study_list() {
+  std::cout << fmt::format("{:<14} {:<40} {}\n", "study", "cost", "claim");
+  for (const study::Study* s : study::all_studies())
+    std::cout << fmt::format("{:<14} {:<40} {}\n    paper: {}\n", s->name, s->cost, s->claim, s->paper);
+}
+
+// The cartesian product of a sweep file's grid: {"model.placement": ["post", "pre"], ...}.
+std::vector<study::RunRequest> expand_grid(const Json& doc, const std::string& where) {
+  if (!doc.is_object() || !doc.contains("grid") || !doc["grid"].is_object())
+    fail("{}: expected {{\"base\": {{run config}}, \"grid\": {{\"key.path\": [values...]}}, \"seeds\": n}}", where);
+  const Json base = doc.value("base", Json::object());
+  const int seeds = doc.value("seeds", 1);
+  std::vector<std::pair<std::string, Json>> axes;
+  for (const auto& [key, values] : doc["grid"].items()) {
+    if (!values.is_array() || values.empty()) fail("{}: grid.{} must be a non-empty list of values", where, key);
+    axes.emplace_back(key, values);
+  }
+  std::vector<study::RunRequest> runs{{"", base, "train", ""}};
+  for (const auto& [key, values] : axes) {
+    std::vector<study::RunRequest> next;
+    for (const auto& run : runs)
+      for (const Json& v : values) {
+        study::RunRequest r = run;
+        apply_override(r.config, key + "=" + v.dump());
+        std::string label = v.is_string() ? v.get<std::string>() : v.dump();
+        r.id += (r.id.empty() ? "" : "_") + key.substr(key.rfind('.') + 1) + "-" + label;
+        next.push_back(r);
+      }
+    runs = next;
+  }
+  std::vector<study::RunRequest> seeded;
+  for (int seed = 1; seed <= seeds; ++seed)
+    for (study::RunRequest r : runs) {
+      r.config["train"]["seed"] = seed;
+      r.id += fmt::format("_s{}", seed);
+      seeded.push_back(r);
+    }
+  return seeded;
+}
+
+}  // namespace
+
+void add_study(CLI::App& app) {
+  struct Args {
+    std::string name, out;
+    study::StudyOptions options;
+    study::RunnerOptions runner;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("study", "run a named experiment and write its report (`normlab study list`)");
+  cmd->add_option("name", args->name, "study name, or `list`")->required();
+  cmd->add_flag("--quick", args->options.quick, "the small preset (a few minutes)");
+  cmd->add_option("--seeds", args->options.seeds, "seeds per configuration")->capture_default_str();
+  cmd->add_option("-s,--set", args->options.overrides, "override a field of every run, e.g. --set train.lr=3e-4");
+  cmd->add_option("-o,--out", args->out, "study directory (default runs/study-<name>[-quick])");
+  add_runner_options(cmd, args->runner);
+  cmd->callback([args] {
+    if (args->name == "list") return print_study_list();
+    const study::Study& s = study::find_study(args->name);
+    args->options.dir = args->out.empty() ? fs::path("runs") / fmt::format("study-{}{}", s.name, args->options.quick ? "-quick" : "")
+                                          : fs::path(args->out);
+    const fs::path report = study::run_study(s, args->options, args->runner);
+    std::cout << fmt::format("report: {}\nsummary: {}\n", report.string(), (args->options.dir / "report.md").string());
+  });
+}
+
+void add_sweep(CLI::App& app) {
+  struct Args {
+    std::string file, out;
+    study::RunnerOptions runner;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand("sweep", "run a user-defined grid: {\"base\": {...}, \"grid\": {\"model.placement\": "
+                                              "[\"post\", \"pre\"], \"train.lr\": [1e-3, 3e-4]}, \"seeds\": 2}");
+  cmd->add_option("file", args->file, "sweep file (JSON)")->required();
+  cmd->add_option("-o,--out", args->out, "sweep directory (default runs/sweep-<file name>)");
+  add_runner_options(cmd, args->runner);
+  cmd->callback([args] {
+    Json doc = Json::parse(io::read_file(args->file, "sweep file"), nullptr, false);
+    if (doc.is_discarded()) fail("{}: not valid JSON", args->file);
+    const fs::path dir = args->out.empty() ? fs::path("runs") / ("sweep-" + fs::path(args->file).stem().string()) : fs::path(args->out);
+    const auto outcomes = study::run_grid(dir, expand_grid(doc, args->file), args->runner);
+    study::write_summary_csv(dir / "summary.csv", outcomes);
+    study::Report r{.name = "sweep", .title = "Sweep " + args->file, .claim = "(a user grid: no claim)", .source = args->file,
+                    .setup = doc["grid"].dump(), .verdict = "inconclusive", .verdict_rule = "a sweep has no verdict"};
+    study::Chart curves{"training loss", "step", "loss"};
+    study::Table table{"Runs", {"run", "status", "final loss", "seconds"}};
+    for (const auto& o : outcomes) {
+      const study::TrainCurve c = study::read_train_curve(o.dir / "run");
+      curves.series.push_back({o.request.id, c.step, c.loss});
+      table.rows.push_back({o.request.id, study::status_name(o.status), fmt::format("{:.3f}", c.final_loss()), fmt::format("{:.0f}", o.seconds)});
+      table.row_class.push_back(o.status == study::RunStatus::diverged ? "diverged" : o.status == study::RunStatus::failed ? "stalled" : "trained");
+      r.run_dirs.push_back(fs::relative(o.dir, dir).string());
+    }
+    r.charts.push_back(curves);
+    r.tables.push_back(table);
+    std::cout << fmt::format("report: {}\nsummary: {}\n", study::write_report(dir, r).string(), (dir / "summary.csv").string());
+  });
+}
+
+}  // namespace normlab::cli

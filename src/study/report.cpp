@@ -1,0 +1,142 @@
+#include "study/report.h"
+
+#include <cmath>
+
+#include "common/config_reader.h"
+#include "common/error.h"
+#include "io/atomic_file.h"
+
+namespace normlab::study {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* kChartJs = "/usr/share/javascript/chart.js/chart.min.js";
+
+std::string escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+Json chart_config(const Chart& c) {
+  static const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf", "#bcbd22"};
+  Json datasets = Json::array();
+  for (size_t i = 0; i < c.series.size(); ++i) {
+    Json points = Json::array();
+    for (size_t j = 0; j < c.series[i].x.size(); ++j)
+      if (std::isfinite(c.series[i].y[j])) points.push_back({{"x", c.series[i].x[j]}, {"y", c.series[i].y[j]}});
+    datasets.push_back({{"label", c.series[i].label}, {"data", points}, {"borderColor", colours[i % 10]},
+                        {"backgroundColor", colours[i % 10]}, {"showLine", true}, {"pointRadius", 2}, {"borderWidth", 1.5}});
+  }
+  return {{"type", "scatter"},
+          {"data", {{"datasets", datasets}}},
+          {"options",
+           {{"animation", false},
+            {"responsive", false},
+            {"plugins", {{"title", {{"display", true}, {"text", c.title}}}}},
+            {"scales",
+             {{"x", {{"title", {{"display", true}, {"text", c.x_label}}}}},
+              {"y", {{"type", c.log_y ? "logarithmic" : "linear"}, {"title", {{"display", true}, {"text", c.y_label}}}}}}}}}};
+}
+
+std::string markdown_table(const Table& t) {
+  std::string md = "\n**" + t.title + "**\n\n|";
+  for (const auto& h : t.header) md += " " + h + " |";
+  md += "\n|";
+  for (size_t i = 0; i < t.header.size(); ++i) md += "---|";
+  md += "\n";
+  for (const auto& row : t.rows) {
+    md += "|";
+    for (const auto& cell : row) md += " " + cell + " |";
+    md += "\n";
+  }
+  return md;
+}
+
+}  // namespace
+
+std::string combine_verdicts(const std::vector<bool>& holds) {
+  size_t n = 0;
+  for (bool h : holds) n += h;
+  return n == holds.size() ? "reproduced" : n == 0 ? "not reproduced" : "inconclusive";
+}
+
+fs::path write_report(const fs::path& dir, const Report& r) {
+  if (!fs::exists(kChartJs)) fail("{} is missing: install Debian's libjs-chart.js (scripts/setup.sh does)", kChartJs);
+  const std::string chart_js = io::read_file(kChartJs, "Chart.js");
+  std::string html = R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>)" + escape(r.title) + R"(</title>
+<style>
+body { font-family: sans-serif; max-width: 1000px; margin: 2em auto; color: #222; }
+.verdict { font-size: 1.3em; padding: .5em 1em; border-radius: 6px; display: inline-block; }
+.reproduced { background: #d4edda; } .not-reproduced { background: #f8d7da; } .inconclusive { background: #fff3cd; }
+table { border-collapse: collapse; margin: 1em 0; } td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
+tr.trained { background: #d4edda; } tr.stalled { background: #fff3cd; } tr.diverged { background: #f8d7da; }
+canvas { margin: 1em 0; border: 1px solid #eee; }
+</style>
+<script>window.__errors = 0; window.addEventListener('error', () => { window.__errors++; });</script>
+<script>)" + chart_js + R"(</script></head><body>
+)";
+  const std::string verdict_class = r.verdict == "reproduced" ? "reproduced" : r.verdict == "not reproduced" ? "not-reproduced" : "inconclusive";
+  html += "<h1>" + escape(r.title) + "</h1>\n<p><b>Claim.</b> " + escape(r.claim) + "</p>\n<p><b>Source.</b> " + escape(r.source) +
+          "</p>\n<p><b>Setup.</b> " + escape(r.setup) + "</p>\n";
+  html += "<h2>Verdict</h2>\n<p class=\"verdict " + verdict_class + "\">" + escape(r.verdict) + "</p>\n<p><b>Rule.</b> " +
+          escape(r.verdict_rule) + "</p>\n<ul>\n";
+  for (const auto& e : r.evidence) html += "<li>" + escape(e) + "</li>\n";
+  html += "</ul>\n<h2>Evidence</h2>\n";
+  for (size_t i = 0; i < r.charts.size(); ++i) html += fmt::format("<canvas id=\"chart{}\" width=\"900\" height=\"380\"></canvas>\n", i);
+  for (const Table& t : r.tables) {
+    html += "<h3>" + escape(t.title) + "</h3>\n<table><tr>";
+    for (const auto& h : t.header) html += "<th>" + escape(h) + "</th>";
+    html += "</tr>\n";
+    for (size_t i = 0; i < t.rows.size(); ++i) {
+      const bool coloured = i < t.row_class.size() && !t.row_class[i].empty();
+      html += coloured ? fmt::format("<tr class=\"{}\">", t.row_class[i]) : std::string("<tr>");
+      for (const auto& cell : t.rows[i]) html += "<td>" + escape(cell) + "</td>";
+      html += "</tr>\n";
+    }
+    html += "</table>\n";
+  }
+  html += "<h2>Runs</h2>\n<ul>\n";
+  for (const auto& d : r.run_dirs) html += "<li><a href=\"" + escape(d) + "\">" + escape(d) + "</a></li>\n";
+  html += "</ul>\n<script>\nconst configs = [";
+  for (size_t i = 0; i < r.charts.size(); ++i) {
+    if (i) html += ",";
+    html += chart_config(r.charts[i]).dump();
+  }
+  // After drawing, every canvas is checked for painted pixels; the body's data attributes record the
+  // result so a headless browser (the report test) can read it from the DOM.
+  html += R"(];
+configs.forEach((c, i) => new Chart(document.getElementById('chart' + i), c));
+let drawn = 0;
+document.querySelectorAll('canvas').forEach(cv => {
+  const d = cv.getContext('2d').getImageData(0, 0, cv.width, cv.height).data;
+  for (let k = 3; k < d.length; k += 4) if (d[k] !== 0) { drawn++; break; }
+});
+document.body.setAttribute('data-charts', configs.length);
+document.body.setAttribute('data-charts-drawn', drawn);
+document.body.setAttribute('data-errors', window.__errors);
+</script></body></html>
+)";
+  fs::create_directories(dir);
+  io::write_file_atomic(dir / "report.html", html);
+
+  std::string md = "# " + r.title + "\n\n**Claim.** " + r.claim + "\n\n**Source.** " + r.source + "\n\n**Setup.** " + r.setup +
+                   "\n\n## Verdict: " + r.verdict + "\n\n**Rule.** " + r.verdict_rule + "\n\n";
+  for (const auto& e : r.evidence) md += "- " + e + "\n";
+  for (const Table& t : r.tables) md += markdown_table(t);
+  md += "\nCharts: report.html. Runs: " + std::to_string(r.run_dirs.size()) + " directories under runs/.\n";
+  io::write_file_atomic(dir / "report.md", md);
+  return dir / "report.html";
+}
+
+}  // namespace normlab::study

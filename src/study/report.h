@@ -1,0 +1,46 @@
+#pragma once
+// A study's report: the claim and its source, the setup, charts, tables coloured by outcome, the
+// verdict with the numbers and rule behind it, and links to the run directories. Written as one
+// self-contained HTML file (Chart.js from Debian's libjs-chart.js inlined: it opens offline) and a
+// Markdown summary beside it for terminals and diffs.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace normlab::study {
+
+struct Series {
+  std::string label;
+  std::vector<double> x, y;
+};
+
+struct Chart {
+  std::string title, x_label, y_label;
+  std::vector<Series> series;
+  bool log_y = false;
+};
+
+struct Table {
+  std::string title;
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+  std::vector<std::string> row_class;  // optional per row: trained | stalled | diverged (coloured)
+};
+
+struct Report {
+  std::string name, title, claim, source, setup;
+  std::string verdict;       // reproduced | not reproduced | inconclusive
+  std::string verdict_rule;  // what was compared, with which threshold
+  std::vector<std::string> evidence;  // the numbers behind the verdict
+  std::vector<Chart> charts;
+  std::vector<Table> tables;
+  std::vector<std::string> run_dirs;  // relative to the report
+};
+
+// Writes report.html and report.md into dir; returns the HTML path.
+std::filesystem::path write_report(const std::filesystem::path& dir, const Report& report);
+
+// The verdict from a list of sub-claims: all hold → reproduced; none → not reproduced; else inconclusive.
+std::string combine_verdicts(const std::vector<bool>& holds);
+
+}  // namespace normlab::study

@@ -1,0 +1,176 @@
+#include "study/runner.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "common/error.h"
+#include "io/atomic_file.h"
+
+extern char** environ;
+
+namespace normlab::study {
+
+namespace fs = std::filesystem;
+
+const char* status_name(RunStatus s) {
+  switch (s) {
+    case RunStatus::finished: return "finished";
+    case RunStatus::diverged: return "diverged";
+    case RunStatus::failed: return "failed";
+  }
+  return "?";
+}
+
+namespace {
+
+// status.json marks a run as done: {"status": ..., "message": ..., "seconds": ...}.
+bool read_status(const fs::path& dir, RunOutcome& out) {
+  const fs::path file = dir / "status.json";
+  if (!fs::exists(file)) return false;
+  Json j = Json::parse(io::read_file(file, "run status"), nullptr, false);
+  if (j.is_discarded() || !j.contains("status")) return false;
+  const std::string s = j["status"].get<std::string>();
+  out.status = s == "finished" ? RunStatus::finished : s == "diverged" ? RunStatus::diverged : RunStatus::failed;
+  out.message = j.value("message", "");
+  out.seconds = j.value("seconds", 0.0);
+  return true;
+}
+
+std::string self_binary() {
+  std::error_code ec;
+  fs::path p = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) fail("cannot find the normlab binary through /proc/self/exe: {}", ec.message());
+  return p.string();
+}
+
+std::string last_line(const fs::path& file) {
+  std::ifstream in(file);
+  std::string line, last;
+  while (std::getline(in, line))
+    if (!line.empty()) last = line;
+  return last;
+}
+
+struct Running {
+  size_t index;
+  pid_t pid;
+  std::chrono::steady_clock::time_point start;
+};
+
+pid_t launch(const std::string& binary, const RunOutcome& o, int threads) {
+  const fs::path& dir = o.dir;
+  std::vector<std::string> args{binary};
+  if (o.request.kind == "probe") {
+    args.insert(args.end(), {"probe", "--config", (dir / "request.json").string(), "--out", dir.string(), "--analysis",
+                             o.request.analyses});
+  } else {
+    const bool resume = fs::exists(dir / "run" / "checkpoint.safetensors");
+    args.insert(args.end(), {"train", "--run", (dir / "run").string()});
+    if (resume) args.push_back("--resume");
+    else args.insert(args.end(), {"--config", (dir / "request.json").string()});
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e)
+    if (!std::string_view(*e).starts_with("OMP_NUM_THREADS=")) env_strings.emplace_back(*e);
+  env_strings.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
+  std::vector<char*> envp;
+  for (auto& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  const std::string log = (dir / "log.txt").string();
+  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) fail("cannot start {}: error {}", binary, rc);
+  return pid;
+}
+
+}  // namespace
+
+std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<RunRequest>& requests,
+                                 const RunnerOptions& options) {
+  std::vector<RunOutcome> outcomes;
+  std::vector<size_t> pending;
+  for (const RunRequest& r : requests) {
+    RunOutcome o{r, study_dir / "runs" / r.id};
+    fs::create_directories(o.dir);
+    if (!read_status(o.dir, o)) {
+      Json config = r.config;
+      config["train"]["threads"] = 0;  // the runner sets OMP_NUM_THREADS per process
+      io::write_file_atomic(o.dir / "request.json", config.dump(2) + "\n");
+      pending.push_back(outcomes.size());
+    }
+    outcomes.push_back(std::move(o));
+  }
+  const size_t skipped = outcomes.size() - pending.size();
+  if (!options.quiet && skipped > 0) std::cerr << fmt::format("study: {} of {} runs already done\n", skipped, outcomes.size());
+
+  const std::string binary = self_binary();
+  const int jobs = std::max(1, options.jobs), threads = std::max(1, options.threads / jobs);
+  std::vector<Running> running;
+  size_t next = 0, done = skipped;
+  while (next < pending.size() || !running.empty()) {
+    while (next < pending.size() && static_cast<int>(running.size()) < jobs) {
+      const size_t i = pending[next++];
+      running.push_back({i, launch(binary, outcomes[i], threads), std::chrono::steady_clock::now()});
+    }
+    int wstatus = 0;
+    const pid_t pid = waitpid(-1, &wstatus, 0);
+    if (pid < 0) fail("study: waiting for a run failed");
+    auto it = std::find_if(running.begin(), running.end(), [&](const Running& r) { return r.pid == pid; });
+    if (it == running.end()) continue;
+    RunOutcome& o = outcomes[it->index];
+    o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->start).count();
+    const bool ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+    o.message = ok ? "" : last_line(o.dir / "log.txt");
+    o.status = ok ? RunStatus::finished
+               : o.message.find("non-finite") != std::string::npos ? RunStatus::diverged
+                                                                     : RunStatus::failed;
+    if (WIFSIGNALED(wstatus)) {  // killed (e.g. the study was interrupted): not done, rerun later
+      running.erase(it);
+      continue;
+    }
+    io::write_file_atomic(o.dir / "status.json",
+                          Json{{"status", status_name(o.status)}, {"message", o.message}, {"seconds", o.seconds}}.dump() + "\n");
+    ++done;
+    if (!options.quiet)
+      std::cerr << fmt::format("study: [{}/{}] {} {} ({:.0f}s){}\n", done, outcomes.size(), o.request.id,
+                               status_name(o.status), o.seconds, o.message.empty() ? "" : ": " + o.message);
+    running.erase(it);
+  }
+  return outcomes;
+}
+
+void write_summary_csv(const fs::path& file, const std::vector<RunOutcome>& outcomes) {
+  std::string csv = "id,kind,status,seconds,train_loss,val_loss,config\n";
+  for (const RunOutcome& o : outcomes) {
+    double train = NAN, val = NAN;
+    const fs::path summary = o.dir / "run" / "summary.json";
+    if (fs::exists(summary)) {
+      Json s = Json::parse(io::read_file(summary), nullptr, false);
+      if (!s.is_discarded()) train = s.value("train_loss", NAN), val = s.value("val_loss", NAN);
+    }
+    std::string config = o.request.config.dump();
+    for (char& c : config)
+      if (c == '"') c = '\'';
+    csv += fmt::format("{},{},{},{:.1f},{},{},\"{}\"\n", o.request.id, o.request.kind, status_name(o.status), o.seconds,
+                       train, val, config);
+  }
+  io::write_file_atomic(file, csv);
+}
+
+}  // namespace normlab::study

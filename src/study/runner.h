@@ -1,0 +1,44 @@
+#pragma once
+// The grid runner: one directory per run, runs already finished are skipped (so a killed study
+// resumes where it stopped), an interrupted training run is resumed from its checkpoint, and up to
+// `jobs` runs go in parallel as separate `normlab` processes with the cores shared between them.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "common/config_reader.h"
+
+namespace normlab::study {
+
+struct RunRequest {
+  std::string id;           // directory name under <study>/runs/
+  Json config;              // a full run config (model / data / train)
+  std::string kind = "train";  // train | probe (normlab probe --analysis <analyses> on the fresh init)
+  std::string analyses;     // for kind = probe
+};
+
+enum class RunStatus { finished, diverged, failed };
+
+struct RunOutcome {
+  RunRequest request;
+  std::filesystem::path dir;
+  RunStatus status = RunStatus::failed;
+  std::string message;  // the error line of a diverged or failed run
+  double seconds = 0;
+};
+
+struct RunnerOptions {
+  int jobs = 1;     // runs at once
+  int threads = 2;  // cores shared by the jobs (each gets max(1, threads / jobs))
+  bool quiet = false;
+};
+
+// Runs every request not yet done; returns the outcome of all of them (done earlier or now).
+std::vector<RunOutcome> run_grid(const std::filesystem::path& study_dir, const std::vector<RunRequest>& requests,
+                                 const RunnerOptions& options);
+const char* status_name(RunStatus s);
+
+// Writes summary.csv: id, kind, status, seconds, final train loss, val loss, and the config overrides.
+void write_summary_csv(const std::filesystem::path& file, const std::vector<RunOutcome>& outcomes);
+
+}  // namespace normlab::study

@@ -1,0 +1,44 @@
+#pragma once
+// Named experiments: each plans a grid of runs, then judges the claim from the measured numbers with
+// a rule written in its report. `normlab study list` shows them; `normlab sweep` runs any user grid.
+#include <filesystem>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "study/report.h"
+#include "study/runner.h"
+
+namespace normlab::study {
+
+struct StudyOptions {
+  bool quick = false;                  // the ~3-minute preset (tests use it)
+  int seeds = 1;
+  std::vector<std::string> overrides;  // key=value, applied to every run's config
+  std::filesystem::path dir;           // the study directory
+};
+
+struct Study {
+  std::string_view name, paper, claim, cost;
+  std::vector<RunRequest> (*plan)(const StudyOptions& options);
+  Report (*judge)(const StudyOptions& options, const std::vector<RunOutcome>& outcomes);
+};
+
+std::span<const Study* const> all_studies();
+const Study& find_study(std::string_view name);
+
+// Runs a study end to end (grid, summary.csv, report) and returns the report's path.
+std::filesystem::path run_study(const Study& study, const StudyOptions& options, const RunnerOptions& runner);
+
+// Reading what runs wrote.
+struct TrainCurve {
+  std::vector<double> step, loss;
+  double final_loss() const;  // mean of the last three logged losses (NaN if none)
+};
+TrainCurve read_train_curve(const std::filesystem::path& run_dir);
+// The last probes.jsonl record of `family` (empty JSON if none).
+Json last_probe(const std::filesystem::path& run_dir, const std::string& family);
+// The result columns of one analysis in a probe run's analysis.jsonl.
+Json read_analysis(const std::filesystem::path& dir, const std::string& analysis);
+
+}  // namespace normlab::study

@@ -1,0 +1,6 @@
+#pragma once
+#include "study/studies.h"
+
+namespace normlab::study {
+extern const Study kWhyPreLn;
+}

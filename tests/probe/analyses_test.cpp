@@ -1,0 +1,206 @@
+// The on-demand analyses of `normlab probe` (src/probe/analyses.h), each on a case whose answer is
+// known without running the analysis: ReZero at init is the identity map, q = k = 0 attends
+// uniformly, a step of size 0 changes nothing, and gradient norms at init equal a direct
+// forward/backward over the same inits and batches.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/error.h"
+#include "probe/analyses.h"
+#include "probe_test_util.h"
+#include "train/trainer.h"
+
+namespace normlab::probe {
+namespace {
+
+using engine::Role;
+using namespace testing;
+
+// ReZero, 3 layers, every α = 0 after model::initialize: each block is exactly the identity.
+train::RunConfig rezero_config() { return tiny_run({{"placement", "rezero"}, {"n_layers", 3}}); }
+
+TEST(ProbeAnalyses, ReZeroAtInitDroppingAnyLayerChangesTheLossByExactlyZero) {
+  const train::RunConfig c = rezero_config();
+  auto m = fresh_model(c);
+  for (int l = 0; l < 3; ++l) ASSERT_EQ(values(m->graph, m->graph.at(fmt::format("layers.{}.rezero_alpha", l)))[0], 0.0);
+  const train::Loader loader = make_loader(c);
+  AnalysisSettings s;
+  s.batches = 2;
+  const Json r = layer_drop(*m, loader, s);
+  const double full = r.at("full_loss").get<double>();
+  EXPECT_TRUE(std::isfinite(full) && full > 0) << r.dump();
+  EXPECT_DOUBLE_EQ(full, train::evaluate(*m, loader, 2));
+  ASSERT_EQ(r.at("layer").size(), 3u);
+  ASSERT_EQ(r.at("delta_loss").size(), 3u);
+  for (size_t l = 0; l < 3; ++l) {
+    EXPECT_EQ(r["layer"][l].get<int>(), static_cast<int>(l));
+    EXPECT_EQ(r["delta_loss"][l].get<double>(), 0.0) << "layer " << l << ": " << r.dump();
+    EXPECT_EQ(r["loss"][l].get<double>(), full) << "layer " << l;
+  }
+
+  // Control: with α₁ ≠ 0 only layer 1 does anything, so only dropping it changes the loss.
+  model::fill_constant(*m, "layers.1.rezero_alpha", 0.5);
+  const Json active = layer_drop(*m, loader, s);
+  EXPECT_EQ(active["delta_loss"][0].get<double>(), 0.0) << active.dump();
+  EXPECT_NE(active["delta_loss"][1].get<double>(), 0.0) << active.dump();
+  EXPECT_EQ(active["delta_loss"][2].get<double>(), 0.0) << active.dump();
+}
+
+TEST(ProbeAnalyses, ReZeroAtInitEveryAngularDistanceIsZero) {
+  const train::RunConfig c = rezero_config();
+  auto m = fresh_model(c);
+  const train::Loader loader = make_loader(c);
+  for (int span : {1, 2, 3}) {
+    AnalysisSettings s;
+    s.batches = 2;
+    s.span = span;
+    const Json r = angular_distances(*m, loader, s);
+    EXPECT_EQ(r.at("span").get<int>(), span);
+    ASSERT_EQ(r.at("angular_distance").size(), static_cast<size_t>(4 - span)) << r.dump();  // L + 1 streams
+    for (size_t l = 0; l < r["angular_distance"].size(); ++l) {
+      EXPECT_EQ(r["layer"][l].get<size_t>(), l);
+      EXPECT_EQ(r["angular_distance"][l].get<double>(), 0.0) << "span " << span << ", layer " << l;
+    }
+  }
+  // Control: α₁ ≠ 0 turns the stream in layer 1 only.
+  model::fill_constant(*m, "layers.1.rezero_alpha", 0.5);
+  AnalysisSettings s;
+  s.batches = 2;
+  const Json r = angular_distances(*m, loader, s);
+  EXPECT_EQ(r["angular_distance"][0].get<double>(), 0.0);
+  EXPECT_GT(r["angular_distance"][1].get<double>(), 1e-4);
+  EXPECT_LE(r["angular_distance"][1].get<double>(), 1.0);
+  EXPECT_EQ(r["angular_distance"][2].get<double>(), 0.0);
+  // span 2 compares x_0 with x_2 and x_1 with x_3: both pairs straddle layer 1.
+  s.span = 2;
+  const Json r2 = angular_distances(*m, loader, s);
+  ASSERT_EQ(r2.at("angular_distance").size(), 2u);
+  EXPECT_EQ(r2["angular_distance"][0].get<double>(), r["angular_distance"][1].get<double>());
+  EXPECT_EQ(r2["angular_distance"][1].get<double>(), r["angular_distance"][1].get<double>());
+}
+
+TEST(ProbeAnalyses, LayerDropIsRefusedForPlacementsThatCombineLayers) {
+  const train::RunConfig c = tiny_run({{"placement", "dlcl_pre"}});
+  auto m = fresh_model(c);
+  const train::Loader loader = make_loader(c);
+  AnalysisSettings s;
+  s.batches = 1;
+  EXPECT_THROW(layer_drop(*m, loader, s), Error);
+}
+
+// With q = k = 0 (weights and biases) every logit is 0, so query t attends uniformly over its t + 1
+// visible keys: entropy log(t + 1). The analysis averages over queries (and batches), so each head
+// reads (1/T)·Σ_{t<T} log(t + 1) = log(T!)/T.
+TEST(ProbeAnalyses, UniformAttentionHasEntropyLogTPlusOneAveragedOverQueries) {
+  const train::RunConfig c = tiny_run({{"placement", "pre"}});
+  auto m = fresh_model(c, engine::DType::f64);
+  const train::Loader loader = make_loader(c);
+  AnalysisSettings s;
+  s.batches = 2;
+  const int T = c.train.seq_len;
+  const double uniform = std::lgamma(T + 1.0) / T;
+
+  const Json random_init = attention_entropy(*m, loader, s);  // small random q, k: nearly uniform, never more
+  model::scale_roles(*m, {Role::q, Role::k}, 0.0, /*with_biases=*/true);
+  const Json r = attention_entropy(*m, loader, s);
+  const size_t entries = static_cast<size_t>(c.model.n_layers * c.model.n_heads);
+  ASSERT_EQ(r.at("entropy").size(), entries) << r.dump();
+  for (size_t i = 0; i < entries; ++i) {
+    EXPECT_EQ(r["layer"][i].get<int>(), static_cast<int>(i) / c.model.n_heads);
+    EXPECT_EQ(r["head"][i].get<int>(), static_cast<int>(i) % c.model.n_heads);
+    EXPECT_NEAR(r["entropy"][i].get<double>(), uniform, 1e-12) << "layer " << r["layer"][i] << " head " << r["head"][i];
+    EXPECT_LT(random_init["entropy"][i].get<double>(), uniform);
+    EXPECT_GT(random_init["entropy"][i].get<double>(), 0.9 * uniform);
+  }
+}
+
+TEST(ProbeAnalyses, OneStepOfSizeZeroChangesNoOutput) {
+  const train::RunConfig c = tiny_run({{"placement", "post"}});
+  auto m = fresh_model(c);
+  const train::Loader loader = make_loader(c);
+  std::vector<std::string> before;
+  for (auto id : m->graph.parameters()) before.push_back(raw_bytes(m->graph, id));
+
+  AnalysisSettings s;
+  s.lr = 0;
+  const Json zero = one_step_output_change(*m, loader, c, s);
+  EXPECT_EQ(zero.at("lr").get<double>(), 0.0);
+  EXPECT_EQ(zero.at("output_change_rms").get<double>(), 0.0);
+  for (size_t i = 0; i < before.size(); ++i)
+    EXPECT_EQ(raw_bytes(m->graph, m->graph.parameters()[i]), before[i]) << m->graph.spec(m->graph.parameters()[i]).name;
+
+  s.lr = 1e-3;
+  const Json step = one_step_output_change(*m, loader, c, s);
+  EXPECT_EQ(step.at("lr").get<double>(), 1e-3);
+  EXPECT_GT(step.at("output_change_rms").get<double>(), 0.0);
+  EXPECT_TRUE(std::isfinite(step.at("output_change_rms").get<double>()));
+}
+
+// gradient_norms_at_init = the mean over seeds × batches of ‖∂L/∂W‖, one entry per parameter in
+// graph order, reproduced here by a direct forward/backward over the same inits and batches.
+TEST(ProbeAnalyses, GradientNormsAtInitEqualADirectComputation) {
+  const train::RunConfig c = tiny_run({{"placement", "pre"}});
+  const train::Loader loader = make_loader(c);
+  AnalysisSettings s;
+  s.seeds = 2;
+  s.batches = 2;
+  const Json r = gradient_norms_at_init(c, loader, s);
+
+  auto m = model::build_model(c.model, c.train.batch_size, c.train.seq_len);
+  const auto& params = m->graph.parameters();
+  ASSERT_EQ(r.at("name").size(), params.size());
+  ASSERT_EQ(r.at("grad_norm").size(), params.size());
+  std::vector<double> expected(params.size(), 0.0);
+  train::Batch batch;
+  for (int seed = 0; seed < s.seeds; ++seed) {
+    model::initialize(*m, c.train.seed + static_cast<uint64_t>(seed));
+    for (int b = 0; b < s.batches; ++b) {
+      loader.train_batch(b + 1, seed, batch);
+      m->set_batch(batch.tokens.data(), batch.targets.data());
+      m->graph.zero_param_grads();
+      m->forward(false);
+      m->graph.backward(m->loss);
+      for (size_t i = 0; i < params.size(); ++i) expected[i] += l2(values(m->graph, params[i], true)) / (s.seeds * s.batches);
+    }
+  }
+  for (size_t i = 0; i < params.size(); ++i) {
+    const std::string& name = m->graph.spec(params[i]).name;
+    EXPECT_EQ(r["name"][i].get<std::string>(), name);
+    EXPECT_NEAR(r["grad_norm"][i].get<double>(), expected[i], 1e-9 * (1 + expected[i])) << name;
+    // ‖∂L/∂W‖ of the attention's key bias is 0 in exact arithmetic (softmax is shift-invariant).
+    if (!name.ends_with("attn.k.bias")) {
+      EXPECT_GT(expected[i], 0.0) << name;
+    }
+  }
+}
+
+// ReZero at init: every weight inside a branch is multiplied by α = 0, so its gradient is exactly 0;
+// α's own gradient and the embeddings' are not.
+TEST(ProbeAnalyses, GradientNormsAtInitForReZeroVanishInsideEveryBranch) {
+  const train::RunConfig c = rezero_config();
+  const train::Loader loader = make_loader(c);
+  AnalysisSettings s;
+  s.seeds = 1;
+  s.batches = 2;
+  const Json r = gradient_norms_at_init(c, loader, s);
+  int alphas = 0, branch = 0;
+  for (size_t i = 0; i < r.at("name").size(); ++i) {
+    const std::string name = r["name"][i].get<std::string>();
+    const double norm = r["grad_norm"][i].get<double>();
+    if (name.ends_with("rezero_alpha")) {
+      ++alphas;
+      EXPECT_GT(norm, 0.0) << name;
+    } else if (name.starts_with("layers.")) {
+      ++branch;
+      EXPECT_EQ(norm, 0.0) << name;
+    } else {
+      EXPECT_GT(norm, 0.0) << name;  // embeddings
+    }
+  }
+  EXPECT_EQ(alphas, 3);
+  EXPECT_GT(branch, 0);
+}
+
+}  // namespace
+}  // namespace normlab::probe

@@ -1,0 +1,244 @@
+#pragma once
+// Shared helpers for the probe tests: a scratch directory, a small token dataset prepared once per
+// test process from generated text (vocab 120), tiny run configs, file readers and a CLI runner.
+// Self-contained (namespace normlab::probe::testing) so that it does not depend on other test folders.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/graph.h"
+#include "io/corpus.h"
+#include "model/init.h"
+#include "model/transformer.h"
+#include "train/loader.h"
+#include "train/train_config.h"
+
+namespace normlab::probe::testing {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+// A fresh directory under the system temp dir, removed with everything in it on destruction.
+class TempDir {
+ public:
+  explicit TempDir(std::string_view tag = "probe") {
+    static std::atomic<int> counter{0};
+    path_ = fs::temp_directory_path() /
+            ("normlab_" + std::string(tag) + "_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
+    fs::remove_all(path_);
+    fs::create_directories(path_);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  const fs::path& path() const { return path_; }
+  fs::path operator/(std::string_view name) const { return path_ / name; }
+
+ private:
+  fs::path path_;
+};
+
+inline std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+inline std::vector<std::string> lines_of(const fs::path& path) {
+  std::vector<std::string> out;
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) out.push_back(line);
+  return out;
+}
+
+// One parsed JSON value per line (probes.jsonl, metrics.jsonl).
+inline std::vector<json> read_jsonl(const fs::path& path) {
+  std::vector<json> out;
+  for (const auto& line : lines_of(path)) out.push_back(json::parse(line));
+  return out;
+}
+
+// Deterministic varied pseudo-text: `lines` lines of 4..15 words drawn Zipf-like from 150 words.
+inline std::string generated_text(int lines = 400, std::uint64_t seed = 29) {
+  static const char* const kSyllables[] = {"the", "an", "lo", "ra", "mi", "ke", "sto", "ver", "un", "der", "ing",
+                                           "al", "po", "tes", "qu", "is", "ba", "or", "ne", "ath", "w", "y"};
+  constexpr std::uint64_t kSyl = sizeof(kSyllables) / sizeof(kSyllables[0]);
+  std::uint64_t state = seed;
+  auto next = [&](std::uint64_t n) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (state >> 33) % n;
+  };
+  std::vector<std::string> words;
+  for (int i = 0; i < 150; ++i) {
+    std::string w;
+    for (std::uint64_t s = 0, n = 1 + next(3); s < n; ++s) w += kSyllables[next(kSyl)];
+    words.push_back(w);
+  }
+  std::string text;
+  for (int line = 0; line < lines; ++line) {
+    const auto n = 4 + next(12);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      if (i) text += ' ';
+      if (i == 0 && line % 4 == 0) text += "And ";
+      text += words[next(1 + next(words.size()))];
+    }
+    text += line % 3 == 0 ? ".\n" : (line % 3 == 1 ? ",\n" : ";\n");
+  }
+  return text;
+}
+
+inline constexpr int kVocab = 120;
+
+// A token directory prepared once per test process (removed at exit).
+inline const fs::path& data_dir() {
+  static const std::unique_ptr<TempDir> dir = [] {
+    auto d = std::make_unique<TempDir>("probe_data");
+    {
+      std::ofstream out(*d / "corpus.txt", std::ios::binary);
+      out << generated_text();
+    }
+    io::PrepareOptions o;
+    o.inputs = {(*d / "corpus.txt").string()};
+    o.out_dir = (*d / "tokens").string();
+    o.vocab_size = kVocab;
+    o.val_fraction = 0.1;
+    io::prepare_corpus(o);
+    return d;
+  }();
+  static const fs::path tokens = dir->path() / "tokens";
+  return tokens;
+}
+
+// The loaded tokens of data_dir(), once per process.
+inline const io::TokenData& tokens() {
+  static const io::TokenData data = io::load_tokens(data_dir());
+  return data;
+}
+
+// A tiny run: d 32, 2 layers, 2 heads, d_ff 64, seq 16, batch 4, constant lr 3e-3 without warm-up,
+// logs every step, evaluates and checkpoints only at the end, 2 threads. `model` is merged into the
+// model section (e.g. {"placement": "rezero"}), `train` into the train section.
+inline train::RunConfig tiny_run(const json& model = json::object(), const json& train = json::object()) {
+  json doc{{"model", {{"d_model", 32}, {"n_layers", 2}, {"n_heads", 2}, {"d_ff", 64}, {"max_seq_len", 16}}},
+           {"data", {{"dir", data_dir().string()}}},
+           {"train",
+            {{"batch_size", 4}, {"seq_len", 16}, {"steps", 4}, {"lr", 3e-3}, {"schedule", "constant"}, {"warmup", 0},
+             {"eval_every", 0}, {"eval_batches", 2}, {"checkpoint_every", 0}, {"log_every", 1}, {"threads", 2}}}};
+  if (model.is_object()) doc["model"].update(model);  // a defaulted `{}` argument arrives as null
+  if (train.is_object()) doc["train"].update(train);
+  train::RunConfig c = train::read_run_config(doc, "probe test config");
+  c.model.vocab_size = tokens().vocab_size;
+  return c;
+}
+
+inline train::Loader make_loader(const train::RunConfig& c) {
+  return train::Loader(tokens().train, tokens().val, c.train.batch_size, c.train.seq_len, c.train.seed);
+}
+
+// A model of the config, initialized with the run's seed (as `normlab probe` does for a fresh init).
+inline std::unique_ptr<model::Model> fresh_model(const train::RunConfig& c,
+                                                 engine::DType dtype = engine::DType::f32) {
+  auto m = model::build_model(c.model, c.train.batch_size, c.train.seq_len, dtype);
+  model::initialize(*m, c.train.seed);
+  return m;
+}
+
+// Every value of a float tensor (data or gradient) as fp64.
+inline std::vector<double> values(const engine::Graph& g, engine::TensorId id, bool grad = false) {
+  const int64_t n = g.shape(id).numel();
+  std::vector<double> out(static_cast<size_t>(n));
+  engine::dispatch_float(g.float_type(), [&]<typename T>() {
+    const T* d = grad ? g.grad<T>(id) : g.data<T>(id);
+    for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<double>(d[i]);
+  });
+  return out;
+}
+
+inline double l2(const std::vector<double>& v) {
+  double s = 0;
+  for (double x : v) s += x * x;
+  return std::sqrt(s);
+}
+
+// The raw bytes of a tensor's data or gradient buffer (for "nothing changed" checks).
+inline std::string raw_bytes(const engine::Graph& g, engine::TensorId id, bool grad = false) {
+  const auto& s = g.spec(id);
+  const void* p = grad ? s.grad : s.data;
+  return p ? std::string(static_cast<const char*>(p), s.bytes()) : std::string();
+}
+
+// The records of probes.jsonl with the given family, in file order.
+inline std::vector<json> family(const std::vector<json>& records, std::string_view name) {
+  std::vector<json> out;
+  for (const auto& r : records)
+    if (r.at("family") == name) out.push_back(r);
+  return out;
+}
+
+// Index of `name` in a record's "name" column; fails the test if absent.
+inline size_t index_of(const json& record, const std::string& name) {
+  const auto& names = record.at("name");
+  for (size_t i = 0; i < names.size(); ++i)
+    if (names[i] == name) return i;
+  ADD_FAILURE() << "no entry '" << name << "' in " << record.at("family") << " record of step " << record.at("step");
+  return 0;
+}
+
+// --- the CLI binary ---
+
+inline std::string shell_quote(std::string_view s) {
+  std::string out = "'";
+  for (char c : s) {
+    if (c == '\'') out += "'\\''";
+    else out += c;
+  }
+  return out + "'";
+}
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// Runs `normlab <args>` with OMP_NUM_THREADS=2, capturing stdout and stderr through files in `scratch`.
+inline CliResult run_cli(const std::vector<std::string>& args, const fs::path& scratch) {
+  static std::atomic<int> counter{0};
+  const int n = counter++;
+  const fs::path out = scratch / ("cli_" + std::to_string(n) + ".out");
+  const fs::path err = scratch / ("cli_" + std::to_string(n) + ".err");
+  std::string command = "OMP_NUM_THREADS=2 ";
+  command.append(shell_quote(NORMLAB_BINARY));
+  for (const auto& a : args) command.append(" ").append(shell_quote(a));
+  command.append(" >").append(shell_quote(out.string()));
+  command.append(" 2>").append(shell_quote(err.string()));
+  command.append(" </dev/null");
+  const int status = std::system(command.c_str());
+  CliResult r;
+  r.exit_code = status == -1 ? -1 : (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
+  r.out = slurp(out);
+  r.err = slurp(err);
+  std::error_code ec;
+  fs::remove(out, ec);
+  fs::remove(err, ec);
+  return r;
+}
+
+}  // namespace normlab::probe::testing

@@ -1,0 +1,135 @@
+// Studies: the runner skips finished runs and resumes after a kill, the flagship's quick preset judges
+// real runs, and every report renders in a real browser (headless Debian chromium) with each chart drawn.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <regex>
+#include <thread>
+
+#include "study/report.h"
+#include "study/studies.h"
+#include "train/tiny_corpus.h"
+
+namespace normlab::study {
+namespace {
+
+using train::testing::run_cli;
+using train::testing::slurp;
+using train::testing::spit;
+using train::testing::TempDir;
+using train::testing::tiny_config_doc;
+using train::testing::tiny_data_dir;
+namespace fs = std::filesystem;
+
+// Loads a report in headless chromium; returns the <body ...> tag of the rendered DOM and saves a
+// screenshot as a test artifact under build/test-artifacts/.
+std::string render_in_chromium(const fs::path& html, const std::string& screenshot_name) {
+  const fs::path artifacts = fs::path(NORMLAB_BINARY).parent_path() / "test-artifacts";
+  fs::create_directories(artifacts);
+  const std::string url = "file://" + fs::absolute(html).string();
+  const std::string flags = "--headless=new --no-sandbox --disable-gpu --virtual-time-budget=5000 ";
+  const fs::path dom = artifacts / (screenshot_name + ".dom.html");
+  std::string cmd = "timeout 120 chromium " + flags + "--dump-dom '" + url + "' >'" + dom.string() + "' 2>/dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << "chromium failed: is Debian's chromium installed (scripts/setup.sh)?";
+  cmd = "timeout 120 chromium " + flags + "--window-size=1000,2000 --screenshot='" +
+        (artifacts / (screenshot_name + ".png")).string() + "' '" + url + "' >/dev/null 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0);
+  EXPECT_GT(fs::file_size(artifacts / (screenshot_name + ".png")), 10000u);
+  std::smatch body;
+  const std::string text = slurp(dom);
+  return std::regex_search(text, body, std::regex("<body[^>]*>")) ? body.str() : "";
+}
+
+void expect_rendered(const std::string& body) {
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(body, m, std::regex(R"re(data-charts="(\d+)" data-charts-drawn="(\d+)" data-errors="(\d+)")re")))
+      << "the report's self-check did not run: " << body;
+  EXPECT_GT(std::stoi(m[1]), 0);
+  EXPECT_EQ(m[1], m[2]) << "some chart canvas stayed blank";
+  EXPECT_EQ(m[3], "0") << "the page raised console errors";
+}
+
+TEST(StudyReport, EveryChartIsDrawnInChromiumWithoutErrors) {
+  TempDir tmp("study");
+  Report r{.name = "t", .title = "A test report", .claim = "c", .source = "s", .setup = "x", .verdict = "reproduced",
+           .verdict_rule = "rule", .evidence = {"e"}};
+  r.charts.push_back({"loss", "step", "loss", {{"a", {1, 2, 3}, {3, 2, 1}}, {"b", {1, 2, 3}, {2, 2, 2}}}});
+  r.charts.push_back({"log", "layer", "E[x²]", {{"a", {0, 1, 2}, {1, 10, 100}}}, true});
+  r.tables.push_back({"runs", {"run", "loss"}, {{"a", "1.0"}, {"b", "2.0"}}, {"trained", "diverged"}});
+  expect_rendered(render_in_chromium(write_report(tmp.path(), r), "synthetic-report"));
+  // The Markdown summary carries the verdict and the table.
+  const std::string md = slurp(tmp / "report.md");
+  EXPECT_NE(md.find("Verdict: reproduced"), std::string::npos);
+  EXPECT_NE(md.find("| b | 2.0 |"), std::string::npos);
+}
+
+TEST(StudyVerdict, CombinesSubClaims) {
+  EXPECT_EQ(combine_verdicts({true, true}), "reproduced");
+  EXPECT_EQ(combine_verdicts({false, false}), "not reproduced");
+  EXPECT_EQ(combine_verdicts({true, false}), "inconclusive");
+}
+
+Json sweep_file(int steps) {
+  return Json{{"base", tiny_config_doc(steps)}, {"grid", {{"model.placement", {"pre", "post", "peri"}}}}, {"seeds", 1}};
+}
+
+TEST(StudyRunner, AKilledSweepFinishesOnlyTheRemainingRuns) {
+  TempDir tmp("study");
+  spit(tmp / "sweep.json", sweep_file(400).dump());
+  const fs::path dir = tmp / "sweep";
+  // Start the sweep one run at a time, and kill it once the first run is done.
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setpgid(0, 0);
+    execl(NORMLAB_BINARY, NORMLAB_BINARY, "sweep", (tmp / "sweep.json").c_str(), "--out", dir.c_str(), "--jobs", "1",
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  const auto finished = [&] {
+    int n = 0;
+    for (const char* p : {"pre", "post", "peri"}) n += fs::exists(dir / "runs" / (std::string("placement-") + p + "_s1") / "status.json");
+    return n;
+  };
+  for (int i = 0; i < 600 && finished() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(finished(), 1) << "the first run did not finish in time";
+  kill(-pid, SIGKILL);  // the sweep and its running child
+  waitpid(pid, nullptr, 0);
+  const fs::path first = dir / "runs" / "placement-pre_s1" / "status.json";
+  const std::string first_status = slurp(first);
+  const auto first_time = fs::last_write_time(first);
+
+  const auto r = run_cli({"sweep", (tmp / "sweep.json").string(), "--out", dir.string()}, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("1 of 3 runs already done"), std::string::npos) << r.err;
+  EXPECT_EQ(finished(), 3);
+  EXPECT_EQ(slurp(first), first_status);
+  EXPECT_EQ(fs::last_write_time(first), first_time) << "the finished run was run again";
+  // A rerun of a complete sweep runs nothing.
+  const auto again = run_cli({"sweep", (tmp / "sweep.json").string(), "--out", dir.string()}, tmp.path());
+  EXPECT_NE(again.err.find("3 of 3 runs already done"), std::string::npos) << again.err;
+  EXPECT_NE(slurp(dir / "summary.csv").find("placement-peri_s1,train,finished"), std::string::npos);
+}
+
+TEST(StudyFlagship, QuickPresetJudgesRealRunsAndRenders) {
+  TempDir tmp("study");
+  const auto r = run_cli({"study", "why-pre-ln", "--quick", "--out", (tmp / "flagship").string(), "--set",
+                          "data.dir=" + tiny_data_dir().string(), "--jobs", "2"},
+                         tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string md = slurp(tmp / "flagship" / "report.md");
+  std::smatch verdict;
+  ASSERT_TRUE(std::regex_search(md, verdict, std::regex("## Verdict: (reproduced|not reproduced|inconclusive)")));
+  // The evidence lines carry measured numbers, not placeholders.
+  EXPECT_EQ(md.find("nan"), std::string::npos) << md;
+  EXPECT_NE(md.find("A. last-layer fc2 gradient at init"), std::string::npos);
+  for (const char* run : {"train-post-L6-w0-s1", "train-pre-L6-w20-s1", "init-pre-L2-s1"})
+    EXPECT_NE(slurp(tmp / "flagship" / "summary.csv").find(std::string(run) + ","), std::string::npos) << run;
+  expect_rendered(render_in_chromium(tmp / "flagship" / "report.html", "why-pre-ln-quick"));
+}
+
+}  // namespace
+}  // namespace normlab::study
