@@ -1,0 +1,175 @@
+#!/usr/bin/env bash
+# normlab vs PyTorch: training throughput of the same GPT-style model, measured side by side.
+# See bench/README.md. Usage: bench/run.sh [--threads N] [--rounds R] [--steps S] [--warmup W] [--small]
+#                                         [--torch-env VAR=VAL]... [--normlab-env VAR=VAL]...
+#                                         [--build-dir DIR] [--no-build] [--out FILE] [--system-blas]
+#                                         [--wait-quiet SECONDS] [--normlab-plain]
+set -euo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=$ROOT/build
+PY=/usr/bin/python3          # Debian's python3 with python3-torch; not a pyenv/venv python on PATH
+THREADS=2 ROUNDS=3 STEPS=6 WARMUP=2
+BUILD=1 SYSTEM_BLAS=0 OUT="" WAIT_QUIET=120 NORMLAB_PLAIN=0
+MODEL_ARGS=()
+TORCH_ENV_EXTRA=() NORMLAB_ENV_EXTRA=()
+
+usage() { sed -n '2,6p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+while (($#)); do
+  case $1 in
+    --threads) THREADS=$2; shift 2 ;;
+    --rounds) ROUNDS=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
+    --warmup) WARMUP=$2; shift 2 ;;
+    --small) MODEL_ARGS=(--vocab 1024 --d-model 64 --layers 2 --heads 2 --seq 64 --batch 4); shift ;;
+    --vocab|--d-model|--layers|--heads|--d-ff|--seq|--batch) MODEL_ARGS+=("$1" "$2"); shift 2 ;;
+    --torch-env) TORCH_ENV_EXTRA+=("$2"); shift 2 ;;
+    --normlab-env) NORMLAB_ENV_EXTRA+=("$2"); shift 2 ;;
+    --build-dir) BUILD_DIR=$2; shift 2 ;;
+    --no-build) BUILD=0; shift ;;
+    --system-blas) SYSTEM_BLAS=1; shift ;;
+    --out) OUT=$2; shift 2 ;;
+    --wait-quiet) WAIT_QUIET=$2; shift 2 ;;
+    --normlab-plain) NORMLAB_PLAIN=1; shift ;;
+    -h|--help) usage 0 ;;
+    *) echo "run.sh: unknown option $1" >&2; usage 2 ;;
+  esac
+done
+
+# --- build ---------------------------------------------------------------------------------------
+if ((BUILD)); then
+  [[ -f $BUILD_DIR/build.ninja || -f $BUILD_DIR/Makefile ]] || cmake -S "$ROOT" -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >&2
+  cmake --build "$BUILD_DIR" --target normlab_bench_train >&2
+fi
+BENCH=$BUILD_DIR/bench/normlab_bench_train
+[[ -x $BENCH ]] || { echo "run.sh: $BENCH not found (build it, or pass --build-dir)" >&2; exit 1; }
+[[ -x $PY ]] && "$PY" -c 'import torch' 2>/dev/null ||
+  { echo "run.sh: $PY cannot import torch: apt-get install python3-torch" >&2; exit 1; }
+
+# --- torch's best setup (shared/spec/benchmarking.md) --------------------------------------------
+# torch 1.13's fp32 matmuls go to libblas.so.3. Debian's default is the netlib *reference* BLAS
+# (about 40x slower here), so unless libblas.so.3 already is OpenBLAS we point the torch process
+# alone at OpenBLAS (pthread build): the system's if libopenblas0-pthread is installed, otherwise a
+# copy unpacked into the build dir with `apt-get download` (the system is not changed).
+openblas_dir() {
+  local d
+  for d in /usr/lib/x86_64-linux-gnu/openblas-pthread "$BUILD_DIR/bench/openblas/usr/lib/x86_64-linux-gnu/openblas-pthread"; do
+    [[ -f $d/libblas.so.3 ]] && { echo "$d"; return 0; }
+  done
+  return 1
+}
+TORCH_LD_PATH=""
+system_blas=$(readlink -f "$(ldconfig -p | awk '/libblas\.so\.3 .*x86-64/ {print $NF; exit}')" 2>/dev/null || true)
+if ((SYSTEM_BLAS)) || [[ $system_blas == *openblas* ]]; then
+  BLAS_DESC="system ($system_blas)"
+else
+  if ! OB=$(openblas_dir); then
+    echo "run.sh: libblas.so.3 is the reference BLAS; fetching OpenBLAS into $BUILD_DIR/bench/openblas" >&2
+    tmp=$(mktemp -d)
+    if (cd "$tmp" && apt-get download libopenblas0-pthread >&2) && dpkg -x "$tmp"/libopenblas0-pthread_*.deb "$BUILD_DIR/bench/openblas"; then
+      rm -rf "$tmp"; OB=$(openblas_dir)
+    else
+      rm -rf "$tmp"
+      echo "run.sh: could not fetch OpenBLAS: apt-get install libopenblas0-pthread, or pass --system-blas to time" \
+           "torch on the reference BLAS (not a fair comparison)" >&2
+      exit 1
+    fi
+  fi
+  TORCH_LD_PATH=$OB
+  BLAS_DESC="OpenBLAS ($OB)"
+fi
+TORCH_ENV=(MALLOC_MMAP_MAX_=0 MALLOC_TRIM_THRESHOLD_=68719476736 OMP_WAIT_POLICY=PASSIVE
+           OMP_NUM_THREADS="$THREADS" OPENBLAS_NUM_THREADS="$THREADS" MKL_NUM_THREADS="$THREADS")
+# OpenBLAS 0.3.21 does not know this CPU family (AMD family 1Ah) and runs its AVX2 (Haswell) kernels,
+# as it also does when OPENBLAS_CORETYPE=Haswell is set in the environment (this workplace sets it);
+# its AVX-512 (SkylakeX) kernels are faster wherever the CPU has AVX-512, so those are the default
+# here. `--torch-env OPENBLAS_CORETYPE=Haswell` (later assignments win) times the other choice.
+grep -qw avx512f /proc/cpuinfo && TORCH_ENV+=(OPENBLAS_CORETYPE=SkylakeX)
+[[ -n $TORCH_LD_PATH ]] && TORCH_ENV+=(LD_LIBRARY_PATH="$TORCH_LD_PATH${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+TORCH_ENV+=("${TORCH_ENV_EXTRA[@]}")
+# Both sides get the same OpenMP wait policy. With libgomp's default (spin ~300k iterations at every
+# barrier when threads <= CPUs), a step of normlab's many short parallel regions slows down 3-100x as
+# soon as another process takes a core; PASSIVE costs it little on an idle machine (README.md).
+# --normlab-plain runs normlab in the inherited environment instead.
+NORMLAB_ENV=()
+((NORMLAB_PLAIN)) || NORMLAB_ENV+=(OMP_WAIT_POLICY=PASSIVE)
+NORMLAB_ENV+=("${NORMLAB_ENV_EXTRA[@]}")
+
+# --- measure: A B A B ... ------------------------------------------------------------------------
+# The machine may be shared (builds, tests): before each run, wait up to WAIT_QUIET seconds for a
+# one-second window in which other processes keep less than a quarter of the CPUs busy. A run that
+# had to start on a busy machine is marked "busy" in the report.
+busy_percent() {  # CPU busy percentage over the next second, all CPUs together
+  local a b
+  read -r -a a < <(head -1 /proc/stat); sleep 1; read -r -a b < <(head -1 /proc/stat)
+  local total=0 idle i
+  for ((i = 1; i < ${#a[@]}; ++i)); do total=$((total + b[i] - a[i])); done
+  idle=$((b[4] - a[4] + b[5] - a[5]))
+  echo $(((total - idle) * 100 / (total > 0 ? total : 1)))
+}
+wait_quiet() {  # prints the busy percentage the run started at
+  local waited=0 busy
+  busy=$(busy_percent)
+  while ((busy >= 25 && waited < WAIT_QUIET)); do busy=$(busy_percent); waited=$((waited + 1)); done
+  echo "$busy"
+}
+RESULTS=$(mktemp)
+trap 'rm -f "$RESULTS"' EXIT
+common=(--threads "$THREADS" --steps "$STEPS" --warmup "$WARMUP" "${MODEL_ARGS[@]}")
+tag() { sed "s/^{/{\"round\":$1,\"busy_at_start\":$2,/"; }
+for ((r = 1; r <= ROUNDS; ++r)); do
+  busy=$(wait_quiet); echo "round $r/$ROUNDS: normlab (machine ${busy}% busy before)" >&2
+  env "${NORMLAB_ENV[@]}" "$BENCH" "${common[@]}" | tag "$r" "$busy" >>"$RESULTS"
+  busy=$(wait_quiet); echo "round $r/$ROUNDS: torch (machine ${busy}% busy before)" >&2
+  env "${TORCH_ENV[@]}" "$PY" "$ROOT/bench/torch_train.py" "${common[@]}" | tag "$r" "$busy" >>"$RESULTS"
+done
+[[ -n $OUT ]] && cp "$RESULTS" "$OUT"
+
+# --- report --------------------------------------------------------------------------------------
+CPU=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+TORCH_VER=$("$PY" -c 'import torch; print(torch.__version__)')
+if COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); then
+  git -C "$ROOT" diff --quiet HEAD -- src || COMMIT="$COMMIT + uncommitted changes in src/"
+else
+  COMMIT=${NORMLAB_COMMIT:-"(not a git checkout)"}
+fi
+"$PY" - "$RESULTS" "$THREADS" "$CPU" "$(nproc)" "$TORCH_VER" "$BLAS_DESC" "$COMMIT" "${TORCH_ENV[*]}" "${NORMLAB_ENV[*]:-(inherited)}" <<'EOF'
+import json, statistics as st, sys
+path, threads, cpu, ncpu, torch_ver, blas, commit, torch_env, normlab_env = sys.argv[1:10]
+rows = [json.loads(l) for l in open(path) if l.strip()]
+by = {}
+for r in rows:
+    by.setdefault(r["impl"], []).append(r)
+m = rows[0]["model"]
+tok = rows[0]["tokens_per_step"]
+print(f"model: vocab {m['vocab']}, d {m['d_model']}, {m['n_layers']} layers, {m['n_heads']} heads, d_ff {m['d_ff']}, "
+      f"T {m['seq']}, B {m['batch']} ({tok} tokens/step), fp32, AdamW + clip 1.0")
+print(f"env: {threads} threads on {ncpu} CPUs ({cpu}); normlab {commit}; torch {torch_ver} with {blas}")
+print(f"normlab env: {normlab_env}")
+print(f"torch env: {torch_env}")
+print(f"rounds: {len(by.get('normlab', []))} (normlab, torch alternating); "
+      f"{rows[0]['warmup']} warm-up steps per run discarded; {len(rows[0]['ms_per_step'])} timed steps per run")
+print()
+print(f"{'impl':<8} {'median ms/step':>15} {'min ms/step':>12} {'tokens/s':>10} {'CPU ms/step':>12} {'outliers':>9} {'busy runs':>10}")
+tps = {}
+for impl in ("normlab", "torch"):
+    ms = [x for r in by[impl] for x in r["ms_per_step"]]
+    cpu = st.median([x for r in by[impl] for x in r["cpu_ms_per_step"]])
+    med = st.median(ms)
+    tps[impl] = tok / med * 1e3
+    slow = sum(x > 1.5 * med for x in ms)
+    busy = sum(r["busy_at_start"] >= 25 for r in by[impl])
+    print(f"{impl:<8} {med:>15.1f} {min(ms):>12.1f} {tps[impl]:>10.0f} {cpu:>12.1f} {slow:>5}/{len(ms):<3} {busy:>6}/{len(by[impl])}")
+print()
+ratios = []
+for a, b in zip(by["normlab"], by["torch"]):
+    ra = st.median(b["ms_per_step"]) / st.median(a["ms_per_step"])
+    ratios.append(ra)
+    print(f"round {a['round']}: normlab {st.median(a['ms_per_step']):.1f} ms, torch {st.median(b['ms_per_step']):.1f} ms,"
+          f" ratio {ra:.3f}")
+print(f"ratio (normlab tokens/s / torch tokens/s), median of per-round ratios: {st.median(ratios):.3f}"
+      f"  [min {min(ratios):.3f}, max {max(ratios):.3f}]")
+print("(CPU ms/step: median CPU time of the process per step, all threads, spin-waiting included;"
+      " outliers: timed steps slower than 1.5x their impl's median, kept: the medians absorb them;"
+      " busy runs: started while other processes kept >= 25% of the CPUs busy)")
+EOF

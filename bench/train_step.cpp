@@ -1,0 +1,143 @@
+// Benchmark (not a test): times full training steps of a GPT-style Pre-LN model in normlab.
+// One step = zero grads, forward, backward, global grad norm, clip factor, AdamW update: exactly
+// the work train::Trainer does per step (without data loading, logging or checkpoints).
+// Prints one JSON line; bench/torch_train.py prints the same line for the PyTorch peer and
+// bench/run.sh alternates the two.
+#include <omp.h>
+
+#include <time.h>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "model/config.h"
+#include "model/init.h"
+#include "model/transformer.h"
+#include "train/adamw.h"
+#include "train/trainer.h"
+
+namespace {
+
+using namespace normlab;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int threads = 2, steps = 6, warmup = 2;
+  int vocab = 8192, d_model = 256, n_layers = 8, n_heads = 4, d_ff = 0, seq = 256, batch = 8;
+  uint64_t seed = 1234;
+  bool marks = false;  // print CLOCK_MONOTONIC phase times to stderr (for `perf record -k CLOCK_MONOTONIC`)
+};
+
+// Seconds on CLOCK_MONOTONIC (steady_clock on Linux), the clock `perf record -k CLOCK_MONOTONIC` stamps.
+double monotonic_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
+
+// CPU time of the whole process (all threads, user + system), in milliseconds.
+double process_cpu_ms() {
+  timespec ts{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) * 1e3 + static_cast<double>(ts.tv_nsec) * 1e-6;
+}
+
+int run(const Options& o) {
+  train::set_threads(o.threads);
+
+  model::ModelConfig cfg;
+  cfg.vocab_size = o.vocab;
+  cfg.d_model = o.d_model;
+  cfg.n_layers = o.n_layers;
+  cfg.n_heads = o.n_heads;
+  cfg.d_ff = o.d_ff > 0 ? o.d_ff : 4 * o.d_model;
+  cfg.max_seq_len = o.seq;
+  cfg.norm.type = "layernorm";
+  cfg.norm.eps = 1e-5;
+  cfg.norm.bias = true;
+  cfg.placement = "pre";
+  cfg.activation = "gelu";
+  cfg.positions = "learned";
+  cfg.tied_embeddings = true;
+  cfg.bias = true;
+  cfg.dropout = 0;
+  cfg.init.scheme = "gpt2";
+  cfg.init.std = 0.02;
+  cfg.init.embed_std = 0.02;
+  model::validate(cfg, "bench");
+
+  auto m = model::build_model(cfg, o.batch, o.seq);
+  model::initialize(*m, o.seed);
+  train::AdamW opt(m->graph);
+  const train::AdamWSettings adamw{3e-4, 0.9, 0.95, 1e-8, 0.1};
+
+  // Random tokens from a fixed stream; targets are the next token, as in language modelling.
+  const size_t n = static_cast<size_t>(o.batch) * static_cast<size_t>(o.seq);
+  std::vector<int32_t> stream(n + 1), tokens(n), targets(n);
+  model::Rng rng(o.seed ^ 0x5eedULL);
+  for (auto& t : stream) t = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(o.vocab));
+  for (size_t i = 0; i < n; ++i) tokens[i] = stream[i], targets[i] = stream[i + 1];
+  m->set_batch(tokens.data(), targets.data());
+
+  std::vector<double> ms, cpu_ms, losses;
+  if (o.marks) std::fprintf(stderr, "mark setup_done %.6f\n", monotonic_s());
+  for (int step = 1; step <= o.warmup + o.steps; ++step) {
+    if (o.marks && step == o.warmup + 1) std::fprintf(stderr, "mark timed_begin %.6f\n", monotonic_s());
+    const auto t0 = Clock::now();
+    const double c0 = process_cpu_ms();
+    m->graph.set_step(static_cast<uint64_t>(step));
+    m->graph.zero_param_grads();
+    const double loss = m->forward(true);
+    m->graph.backward(m->loss);
+    const double gn = train::global_grad_norm(m->graph);
+    const double clip_scale = gn > 1.0 ? 1.0 / gn : 1.0;
+    opt.step(adamw, clip_scale, step);
+    const double elapsed = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    const double cpu = process_cpu_ms() - c0;
+    if (step > o.warmup) ms.push_back(elapsed), cpu_ms.push_back(cpu), losses.push_back(loss);
+  }
+  if (o.marks) std::fprintf(stderr, "mark timed_end %.6f\n", monotonic_s());
+
+  nlohmann::json line{{"impl", "normlab"},
+                      {"threads", o.threads},
+                      {"omp_max_threads", omp_get_max_threads()},
+                      {"ms_per_step", ms},
+                      {"cpu_ms_per_step", cpu_ms},
+                      {"tokens_per_step", n},
+                      {"warmup", o.warmup},
+                      {"loss", losses},
+                      {"model", {{"vocab", o.vocab}, {"d_model", o.d_model}, {"n_layers", o.n_layers},
+                                 {"n_heads", o.n_heads}, {"d_ff", cfg.d_ff}, {"seq", o.seq}, {"batch", o.batch}}}};
+  fmt::print("{}\n", line.dump());
+  std::fflush(stdout);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"normlab_bench_train: times training steps of a GPT-style Pre-LN model (fp32, AdamW)"};
+  app.add_option("--threads", o.threads, "OpenMP threads")->check(CLI::Range(1, 1024));
+  app.add_option("--steps", o.steps, "timed steps")->check(CLI::Range(1, 1 << 20));
+  app.add_option("--warmup", o.warmup, "untimed warm-up steps")->check(CLI::Range(0, 1 << 20));
+  app.add_option("--vocab", o.vocab, "vocabulary size")->check(CLI::Range(2, 1 << 24));
+  app.add_option("--d-model", o.d_model, "model width")->check(CLI::Range(1, 1 << 16));
+  app.add_option("--layers", o.n_layers, "blocks")->check(CLI::Range(1, 1024));
+  app.add_option("--heads", o.n_heads, "attention heads")->check(CLI::Range(1, 1024));
+  app.add_option("--d-ff", o.d_ff, "FFN width (0 = 4 * d_model)")->check(CLI::Range(0, 1 << 20));
+  app.add_option("--seq", o.seq, "sequence length T")->check(CLI::Range(1, 1 << 16));
+  app.add_option("--batch", o.batch, "batch size B")->check(CLI::Range(1, 1 << 16));
+  app.add_option("--seed", o.seed, "seed for the weights and the random tokens");
+  app.add_flag("--marks", o.marks, "print CLOCK_MONOTONIC times of the phases to stderr (to cut a perf profile)");
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "normlab_bench_train: %s\n", e.what());
+    return 1;
+  }
+}
