@@ -27,6 +27,7 @@
 #include "model/init.h"
 #include "model/transformer.h"
 #include "train/loader.h"
+#include "train/tiny_corpus.h"
 #include "train/train_config.h"
 
 namespace normlab::probe::testing {
@@ -34,33 +35,9 @@ namespace normlab::probe::testing {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// A fresh directory under the system temp dir, removed with everything in it on destruction.
-class TempDir {
- public:
-  explicit TempDir(std::string_view tag = "probe") {
-    static std::atomic<int> counter{0};
-    path_ = fs::temp_directory_path() /
-            ("normlab_" + std::string(tag) + "_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter++));
-    fs::remove_all(path_);
-    fs::create_directories(path_);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-  fs::path operator/(std::string_view name) const { return path_ / name; }
-
- private:
-  fs::path path_;
-};
-
-inline std::string slurp(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
+// Shared with the train/cli tests: a self-removing temp dir and whole-file reads.
+using train::testing::slurp;
+using train::testing::TempDir;
 
 inline std::vector<std::string> lines_of(const fs::path& path) {
   std::vector<std::string> out;
@@ -76,34 +53,8 @@ inline std::vector<json> read_jsonl(const fs::path& path) {
   return out;
 }
 
-// Deterministic varied pseudo-text: `lines` lines of 4..15 words drawn Zipf-like from 150 words.
-inline std::string generated_text(int lines = 400, std::uint64_t seed = 29) {
-  static const char* const kSyllables[] = {"the", "an", "lo", "ra", "mi", "ke", "sto", "ver", "un", "der", "ing",
-                                           "al", "po", "tes", "qu", "is", "ba", "or", "ne", "ath", "w", "y"};
-  constexpr std::uint64_t kSyl = sizeof(kSyllables) / sizeof(kSyllables[0]);
-  std::uint64_t state = seed;
-  auto next = [&](std::uint64_t n) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    return (state >> 33) % n;
-  };
-  std::vector<std::string> words;
-  for (int i = 0; i < 150; ++i) {
-    std::string w;
-    for (std::uint64_t s = 0, n = 1 + next(3); s < n; ++s) w += kSyllables[next(kSyl)];
-    words.push_back(w);
-  }
-  std::string text;
-  for (int line = 0; line < lines; ++line) {
-    const auto n = 4 + next(12);
-    for (std::uint64_t i = 0; i < n; ++i) {
-      if (i) text += ' ';
-      if (i == 0 && line % 4 == 0) text += "And ";
-      text += words[next(1 + next(words.size()))];
-    }
-    text += line % 3 == 0 ? ".\n" : (line % 3 == 1 ? ",\n" : ";\n");
-  }
-  return text;
-}
+// Generated, varied text (the same generator as the train tests', another seed).
+inline std::string generated_text(int lines = 400, std::uint64_t seed = 29) { return train::testing::tiny_corpus_text(lines, seed); }
 
 inline constexpr int kVocab = 120;
 
