@@ -4,17 +4,18 @@
 #                                         [--torch-env VAR=VAL]... [--normlab-env VAR=VAL]...
 #                                         [--build-dir DIR] [--no-build] [--out FILE] [--system-blas]
 #                                         [--wait-quiet SECONDS] [--normlab-plain]
+#        bench/run.sh --report FILE   (the table again, from the JSON lines an --out FILE saved)
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 BUILD_DIR=$ROOT/build
 PY=/usr/bin/python3          # Debian's python3 with python3-torch; not a pyenv/venv python on PATH
 THREADS=2 ROUNDS=3 STEPS=6 WARMUP=2
-BUILD=1 SYSTEM_BLAS=0 OUT="" WAIT_QUIET=120 NORMLAB_PLAIN=0
+BUILD=1 SYSTEM_BLAS=0 OUT="" WAIT_QUIET=120 NORMLAB_PLAIN=0 REPORT=""
 MODEL_ARGS=()
 TORCH_ENV_EXTRA=() NORMLAB_ENV_EXTRA=()
 
-usage() { sed -n '2,6p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
+usage() { sed -n '2,7p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; exit "${1:-0}"; }
 while (($#)); do
   case $1 in
     --threads) THREADS=$2; shift 2 ;;
@@ -31,10 +32,74 @@ while (($#)); do
     --out) OUT=$2; shift 2 ;;
     --wait-quiet) WAIT_QUIET=$2; shift 2 ;;
     --normlab-plain) NORMLAB_PLAIN=1; shift ;;
+    --report) REPORT=$2; shift 2 ;;
     -h|--help) usage 0 ;;
     *) echo "run.sh: unknown option $1" >&2; usage 2 ;;
   esac
 done
+
+# --- report --------------------------------------------------------------------------------------
+report() {  # prints the table for a results file: one "meta" line, then one line per run
+  "$PY" - "$1" <<'EOF'
+import json, statistics as st, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+meta = next((r for r in rows if r["impl"] == "meta"), {})
+runs = [r for r in rows if r["impl"] != "meta"]
+by = {}
+for r in runs:
+    by.setdefault(r["impl"], []).append(r)
+m, tok, threads = runs[0]["model"], runs[0]["tokens_per_step"], runs[0]["threads"]
+print(f"model: vocab {m['vocab']}, d {m['d_model']}, {m['n_layers']} layers, {m['n_heads']} heads, d_ff {m['d_ff']}, "
+      f"T {m['seq']}, B {m['batch']} ({tok} tokens/step), fp32, AdamW + clip 1.0")
+print(f"env: {threads} threads on {meta.get('cpus', '?')} CPUs ({meta.get('cpu', '?')}); normlab {meta.get('commit', '?')}; "
+      f"torch {meta.get('torch', '?')} with {meta.get('blas', '?')}")
+print(f"normlab env: {meta.get('normlab_env') or '(inherited)'}")
+print(f"torch env: {meta.get('torch_env', '?')}")
+print(f"rounds: {len(by.get('normlab', []))} (normlab, torch alternating); "
+      f"{runs[0]['warmup']} warm-up steps per run discarded; {len(runs[0]['ms_per_step'])} timed steps per run")
+print()
+
+# A run "starved" when its process kept fewer than 75% of its threads busy on average: another
+# process had a core (a 2-thread run whose CPU time equals its wall time ran on one core).
+def starved(r):
+    return st.median(r["cpu_ms_per_step"]) < 0.75 * r["threads"] * st.median(r["ms_per_step"])
+
+print(f"{'impl':<8} {'median ms/step':>15} {'min ms/step':>12} {'tokens/s':>10} {'CPU ms/step':>12} {'outliers':>9} "
+      f"{'busy runs':>10} {'starved runs':>13}")
+for impl in ("normlab", "torch"):
+    ms = [x for r in by[impl] for x in r["ms_per_step"]]
+    cpu = st.median([x for r in by[impl] for x in r["cpu_ms_per_step"]])
+    med = st.median(ms)
+    slow = sum(x > 1.5 * med for x in ms)
+    busy = sum(r["busy_at_start"] >= 25 for r in by[impl])
+    hungry = sum(starved(r) for r in by[impl])
+    n = len(by[impl])
+    print(f"{impl:<8} {med:>15.1f} {min(ms):>12.1f} {tok / med * 1e3:>10.0f} {cpu:>12.1f} {slow:>5}/{len(ms):<3} "
+          f"{busy:>6}/{n:<3} {hungry:>9}/{n:<3}")
+print()
+ratios, clean = [], []
+for a, b in zip(by["normlab"], by["torch"]):
+    ra = st.median(b["ms_per_step"]) / st.median(a["ms_per_step"])
+    ratios.append(ra)
+    flags = [f"{x['impl']} starved" for x in (a, b) if starved(x)]
+    if not flags:
+        clean.append(ra)
+    print(f"round {a['round']}: normlab {st.median(a['ms_per_step']):.1f} ms, torch {st.median(b['ms_per_step']):.1f} ms,"
+          f" ratio {ra:.3f}" + (f"   ({', '.join(flags)})" if flags else ""))
+print(f"ratio (normlab tokens/s / torch tokens/s), median of per-round ratios: {st.median(ratios):.3f}"
+      f"  [min {min(ratios):.3f}, max {max(ratios):.3f}]")
+if clean:
+    print(f"  over the {len(clean)} round(s) in which neither run starved: {st.median(clean):.3f}"
+          f"  [min {min(clean):.3f}, max {max(clean):.3f}]")
+else:
+    print("  no round in which neither run starved: the machine was busy; rerun when it is quiet")
+print("(CPU ms/step: median CPU time of the process per step, all threads, spin-waiting included; outliers: timed"
+      " steps slower than 1.5x their impl's median, kept; busy runs: started while other processes kept >= 25% of"
+      " the CPUs busy; starved runs: the process kept < 75% of its threads busy: at full size, another process had a"
+      " core; a tiny model (--small) may not fill its threads by itself)")
+EOF
+}
+if [[ -n $REPORT ]]; then report "$REPORT"; exit 0; fi
 
 # --- build ---------------------------------------------------------------------------------------
 if ((BUILD)); then
@@ -97,8 +162,8 @@ NORMLAB_ENV+=("${NORMLAB_ENV_EXTRA[@]}")
 
 # --- measure: A B A B ... ------------------------------------------------------------------------
 # The machine may be shared (builds, tests): before each run, wait up to WAIT_QUIET seconds for a
-# one-second window in which other processes keep less than a quarter of the CPUs busy. A run that
-# had to start on a busy machine is marked "busy" in the report.
+# one-second window in which less than a quarter of the CPUs are busy. A run that had to start on a
+# busy machine is marked "busy" in the report; one that lost a core while it ran, "starved".
 busy_percent() {  # CPU busy percentage over the next second, all CPUs together
   local a b
   read -r -a a < <(head -1 /proc/stat); sleep 1; read -r -a b < <(head -1 /proc/stat)
@@ -113,8 +178,21 @@ wait_quiet() {  # prints the busy percentage the run started at
   while ((busy >= 25 && waited < WAIT_QUIET)); do busy=$(busy_percent); waited=$((waited + 1)); done
   echo "$busy"
 }
+
+if COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); then
+  git -C "$ROOT" diff --quiet HEAD -- src || COMMIT="$COMMIT + uncommitted changes in src/"
+else
+  COMMIT=${NORMLAB_COMMIT:-"(not a git checkout)"}
+fi
 RESULTS=$(mktemp)
 trap 'rm -f "$RESULTS"' EXIT
+"$PY" - "$(lscpu | sed -n 's/^Model name: *//p' | head -1)" "$(nproc)" "$COMMIT" "$BLAS_DESC" \
+      "${NORMLAB_ENV[*]}" "${TORCH_ENV[*]}" >"$RESULTS" <<'EOF'
+import json, sys, torch
+keys = ("cpu", "cpus", "commit", "blas", "normlab_env", "torch_env")
+print(json.dumps({"impl": "meta", "torch": torch.__version__, **dict(zip(keys, sys.argv[1:]))}))
+EOF
+
 common=(--threads "$THREADS" --steps "$STEPS" --warmup "$WARMUP" "${MODEL_ARGS[@]}")
 tag() { sed "s/^{/{\"round\":$1,\"busy_at_start\":$2,/"; }
 for ((r = 1; r <= ROUNDS; ++r)); do
@@ -124,52 +202,4 @@ for ((r = 1; r <= ROUNDS; ++r)); do
   env "${TORCH_ENV[@]}" "$PY" "$ROOT/bench/torch_train.py" "${common[@]}" | tag "$r" "$busy" >>"$RESULTS"
 done
 [[ -n $OUT ]] && cp "$RESULTS" "$OUT"
-
-# --- report --------------------------------------------------------------------------------------
-CPU=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-TORCH_VER=$("$PY" -c 'import torch; print(torch.__version__)')
-if COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); then
-  git -C "$ROOT" diff --quiet HEAD -- src || COMMIT="$COMMIT + uncommitted changes in src/"
-else
-  COMMIT=${NORMLAB_COMMIT:-"(not a git checkout)"}
-fi
-"$PY" - "$RESULTS" "$THREADS" "$CPU" "$(nproc)" "$TORCH_VER" "$BLAS_DESC" "$COMMIT" "${TORCH_ENV[*]}" "${NORMLAB_ENV[*]:-(inherited)}" <<'EOF'
-import json, statistics as st, sys
-path, threads, cpu, ncpu, torch_ver, blas, commit, torch_env, normlab_env = sys.argv[1:10]
-rows = [json.loads(l) for l in open(path) if l.strip()]
-by = {}
-for r in rows:
-    by.setdefault(r["impl"], []).append(r)
-m = rows[0]["model"]
-tok = rows[0]["tokens_per_step"]
-print(f"model: vocab {m['vocab']}, d {m['d_model']}, {m['n_layers']} layers, {m['n_heads']} heads, d_ff {m['d_ff']}, "
-      f"T {m['seq']}, B {m['batch']} ({tok} tokens/step), fp32, AdamW + clip 1.0")
-print(f"env: {threads} threads on {ncpu} CPUs ({cpu}); normlab {commit}; torch {torch_ver} with {blas}")
-print(f"normlab env: {normlab_env}")
-print(f"torch env: {torch_env}")
-print(f"rounds: {len(by.get('normlab', []))} (normlab, torch alternating); "
-      f"{rows[0]['warmup']} warm-up steps per run discarded; {len(rows[0]['ms_per_step'])} timed steps per run")
-print()
-print(f"{'impl':<8} {'median ms/step':>15} {'min ms/step':>12} {'tokens/s':>10} {'CPU ms/step':>12} {'outliers':>9} {'busy runs':>10}")
-tps = {}
-for impl in ("normlab", "torch"):
-    ms = [x for r in by[impl] for x in r["ms_per_step"]]
-    cpu = st.median([x for r in by[impl] for x in r["cpu_ms_per_step"]])
-    med = st.median(ms)
-    tps[impl] = tok / med * 1e3
-    slow = sum(x > 1.5 * med for x in ms)
-    busy = sum(r["busy_at_start"] >= 25 for r in by[impl])
-    print(f"{impl:<8} {med:>15.1f} {min(ms):>12.1f} {tps[impl]:>10.0f} {cpu:>12.1f} {slow:>5}/{len(ms):<3} {busy:>6}/{len(by[impl])}")
-print()
-ratios = []
-for a, b in zip(by["normlab"], by["torch"]):
-    ra = st.median(b["ms_per_step"]) / st.median(a["ms_per_step"])
-    ratios.append(ra)
-    print(f"round {a['round']}: normlab {st.median(a['ms_per_step']):.1f} ms, torch {st.median(b['ms_per_step']):.1f} ms,"
-          f" ratio {ra:.3f}")
-print(f"ratio (normlab tokens/s / torch tokens/s), median of per-round ratios: {st.median(ratios):.3f}"
-      f"  [min {min(ratios):.3f}, max {max(ratios):.3f}]")
-print("(CPU ms/step: median CPU time of the process per step, all threads, spin-waiting included;"
-      " outliers: timed steps slower than 1.5x their impl's median, kept: the medians absorb them;"
-      " busy runs: started while other processes kept >= 25% of the CPUs busy)")
-EOF
+report "$RESULTS"
