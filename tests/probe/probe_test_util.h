@@ -153,43 +153,8 @@ inline size_t index_of(const json& record, const std::string& name) {
   return 0;
 }
 
-// --- the CLI binary ---
-
-inline std::string shell_quote(std::string_view s) {
-  std::string out = "'";
-  for (char c : s) {
-    if (c == '\'') out += "'\\''";
-    else out += c;
-  }
-  return out + "'";
-}
-
-struct CliResult {
-  int exit_code = -1;
-  std::string out, err;
-};
-
-// Runs `normlab <args>` with OMP_NUM_THREADS=2, capturing stdout and stderr through files in `scratch`.
-inline CliResult run_cli(const std::vector<std::string>& args, const fs::path& scratch) {
-  static std::atomic<int> counter{0};
-  const int n = counter++;
-  const fs::path out = scratch / ("cli_" + std::to_string(n) + ".out");
-  const fs::path err = scratch / ("cli_" + std::to_string(n) + ".err");
-  std::string command = "OMP_NUM_THREADS=2 ";
-  command.append(shell_quote(NORMLAB_BINARY));
-  for (const auto& a : args) command.append(" ").append(shell_quote(a));
-  command.append(" >").append(shell_quote(out.string()));
-  command.append(" 2>").append(shell_quote(err.string()));
-  command.append(" </dev/null");
-  const int status = std::system(command.c_str());
-  CliResult r;
-  r.exit_code = status == -1 ? -1 : (WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status));
-  r.out = slurp(out);
-  r.err = slurp(err);
-  std::error_code ec;
-  fs::remove(out, ec);
-  fs::remove(err, ec);
-  return r;
-}
+// The CLI binary, run as the train/cli tests run it.
+using train::testing::CliResult;
+using train::testing::run_cli;
 
 }  // namespace normlab::probe::testing
