@@ -31,6 +31,12 @@ constexpr const char* kHelp = R"(Analyses (all by default; choose with --analysi
   layer-drop         validation loss with layer ℓ skipped, minus the full model's (Li et al. 2025 Mix-LN;
                      Sun et al. 2025: deep Pre-LN layers can be removed at little cost).
   attention-entropy  entropy (nats) of each head's attention distribution, averaged over queries.
+  stream-init        E‖x_l‖²/d of the residual stream entering each layer at init, averaged over --seeds
+                     inits x --batches batches (Xiong et al. 2020, Lemma 2: Pre-LN grows like 1 + l/2 ...
+                     1 + 3l/2, Post-LN stays at 1). Always from fresh inits of the config.
+  norm-equivalence   the model (Pre-LN, bias-free LayerNorm, untied embeddings) against Pre-RMSNorm with
+                     the same weights and Pre-CRMSNorm converted from it: logits, loss and gradient
+                     errors in fp32 and fp64 (Jiang et al. 2023). Not in the default list.
 Output: a table per analysis on stdout, and analysis.jsonl (one record per analysis, columns as arrays)
 plus analysis.csv (long form: analysis,name,layer,head,quantity,value) in --out; docs/probes.md.)";
 
@@ -93,7 +99,7 @@ void add_probe(CLI::App& app) {
   cmd->add_option("-a,--analysis", args->analyses, "comma-separated list")->capture_default_str();
   cmd->add_option("-o,--out", args->out, "output directory (default: the run directory, or runs/probe-<placement>)");
   cmd->add_option("--batches", args->settings.batches, "batches per measurement")->capture_default_str();
-  cmd->add_option("--seeds", args->settings.seeds, "initializations averaged by grad-init")->capture_default_str();
+  cmd->add_option("--seeds", args->settings.seeds, "initializations averaged by grad-init and stream-init")->capture_default_str();
   cmd->add_option("--lr", args->settings.lr, "step size of one-step")->capture_default_str();
   cmd->add_option("--span", args->settings.span, "n of the angular distance between layers l and l+n")->capture_default_str();
   cmd->callback([args] {
@@ -122,7 +128,10 @@ void add_probe(CLI::App& app) {
       else if (name == "angular") result = probe::angular_distances(*m, loader, args->settings);
       else if (name == "layer-drop") result = probe::layer_drop(*m, loader, args->settings);
       else if (name == "attention-entropy") result = probe::attention_entropy(*m, loader, args->settings);
-      else fail("--analysis: unknown analysis '{}' (known: grad-init, one-step, angular, layer-drop, attention-entropy)", name);
+      else if (name == "stream-init") result = probe::stream_at_init(config, loader, args->settings);
+      else if (name == "norm-equivalence") result = probe::norm_equivalence(*m, loader);
+      else fail("--analysis: unknown analysis '{}' (known: grad-init, one-step, angular, layer-drop, attention-entropy, "
+                "stream-init, norm-equivalence)", name);
       if (name == "one-step" && !args->run.empty())  // one-step moved the weights: restore them
         train::load_checkpoint(fs::path(args->run) / train::kCheckpointFile, *m, nullptr);
       else if (name == "one-step") model::initialize(*m, config.train.seed);

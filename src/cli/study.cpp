@@ -21,9 +21,9 @@ void add_runner_options(CLI::App* cmd, study::RunnerOptions& runner) {
 }
 
 void print_study_list() {
-  std::cout << fmt::format("{:<14} {:<40} {}\n", "study", "cost", "claim");
   for (const study::Study* s : study::all_studies())
-    std::cout << fmt::format("{:<14} {:<40} {}\n    paper: {}\n", s->name, s->cost, s->claim, s->paper);
+    std::cout << fmt::format("{}: {}\n    claim:  {}\n    source: {}\n    cost:   {}\n", s->name, s->title, s->claim, s->source, s->cost);
+  std::cout << "Run one with `normlab study <name>` (add --quick for the small preset); the report's path is printed at the end.\n";
 }
 
 // The cartesian product of a sweep file's grid: {"model.placement": ["post", "pre"], ...}.
@@ -72,7 +72,7 @@ void add_study(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("study", "run a named experiment and write its report (`normlab study list`)");
   cmd->add_option("name", args->name, "study name, or `list`")->required();
   cmd->add_flag("--quick", args->options.quick, "the small preset (a few minutes)");
-  cmd->add_option("--seeds", args->options.seeds, "seeds per configuration")->capture_default_str();
+  cmd->add_option("--seeds", args->options.seeds, "seeds per configuration (default: the study's; 1 with --quick)");
   cmd->add_option("-s,--set", args->options.overrides, "override a field of every run, e.g. --set train.lr=3e-4");
   cmd->add_option("-o,--out", args->out, "study directory (default runs/study-<name>[-quick])");
   add_runner_options(cmd, args->runner);

@@ -29,7 +29,7 @@ void add_train(CLI::App& app) {
   cmd->add_option("-r,--run", args->run, "run directory")->capture_default_str();
   cmd->add_flag("--resume", args->resume, "continue the run in --run from its checkpoint (its own config.json is used)");
   cmd->add_option("--stop-after", args->stop_after, "stop after this step (checkpoint saved), e.g. to test resume");
-  cmd->add_flag("--probes", args->probes, "record probes every 50 steps (same as --set train.probe_every=50; docs/probes.md)");
+  cmd->add_flag("--probes", args->probes, "record probes at step 1 and every 50 steps (same as --set train.probe_every=50; docs/probes.md)");
   cmd->callback([args] {
     train::RunConfig config;
     if (args->resume) {

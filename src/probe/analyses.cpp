@@ -3,6 +3,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "common/error.h"
+#include "model/crms_convert.h"
 #include "model/init.h"
 #include "probe/stats.h"
 #include "train/adamw.h"
@@ -25,27 +27,131 @@ void over_val_batches(model::Model& m, const train::Loader& loader, int count, F
   }
 }
 
+// Runs fn() on s.seeds fresh initializations × s.batches training batches each.
+template <typename Fn>
+void over_fresh_inits(model::Model& m, const train::RunConfig& config, const train::Loader& loader, const AnalysisSettings& s,
+                      Fn fn) {
+  train::Batch batch;
+  for (int seed = 0; seed < s.seeds; ++seed) {
+    model::initialize(m, config.train.seed + static_cast<uint64_t>(seed));
+    for (int b = 0; b < s.batches; ++b) {
+      loader.train_batch(b + 1, seed, batch);
+      m.set_batch(batch.tokens.data(), batch.targets.data());
+      fn();
+    }
+  }
+}
+
 double parameter_grad_norm(const eng::Graph& g, eng::TensorId id) {
   return std::sqrt(tensor_stats(g, id, true).mean_square * static_cast<double>(g.shape(id).numel()));
 }
 
+// Copies every parameter of `from` into `to` by name, converting between precisions.
+void copy_parameters_converting(const model::Model& from, model::Model& to) {
+  std::vector<double> v;
+  for (eng::TensorId id : to.graph.parameters()) {
+    copy_values(from.graph, from.graph.at(to.graph.spec(id).name), v);
+    eng::dispatch_float(to.graph.float_type(), [&]<typename T>() {
+      T* d = to.graph.data<T>(id);
+      for (size_t i = 0; i < v.size(); ++i) d[i] = static_cast<T>(v[i]);
+    });
+  }
+}
+
+// max |a − b| / max(max |b|, 1): an error relative to the values' scale.
+double scaled_max_error(const std::vector<double>& a, const std::vector<double>& b) {
+  double diff = 0, scale = 1;
+  for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, std::abs(a[i] - b[i])), scale = std::max(scale, std::abs(b[i]));
+  return diff / scale;
+}
+
 }  // namespace
+
+Json stream_at_init(const train::RunConfig& config, const train::Loader& loader, const AnalysisSettings& s) {
+  auto m = model::build_model(config.model, config.train.batch_size, config.train.seq_len);
+  const auto& inputs = m->landmarks.layer_inputs;
+  std::vector<double> sums(inputs.size(), 0.0);
+  over_fresh_inits(*m, config, loader, s, [&] {
+    m->forward(false);
+    for (size_t l = 0; l < inputs.size(); ++l) sums[l] += tensor_stats(m->graph, inputs[l]).mean_square;
+  });
+  Json out{{"layer", Json::array()}, {"mean_square", Json::array()}};
+  for (size_t l = 0; l < sums.size(); ++l) {
+    out["layer"].push_back(l);
+    out["mean_square"].push_back(sums[l] / (s.seeds * s.batches));
+  }
+  return out;
+}
+
+// The three models run one validation batch in each precision. Pre-RMS has the same parameters, so
+// its gradients compare name by name: ‖g_rms − g_ln‖ / max(‖g_ln‖, 10⁻³ max ‖g_ln‖), the floor for the
+// key bias, whose exact gradient is 0 (softmax ignores a shift of a row). Pre-CRMS's weights are a
+// linear transform of Pre-LN's, so only its logits and loss compare.
+Json norm_equivalence(const model::Model& pre_ln, const train::Loader& loader) {
+  const model::ModelConfig& c = pre_ln.config;
+  if (c.placement != "pre" || c.norm.type != "layernorm" || c.norm.bias || c.tied_embeddings)
+    fail("norm-equivalence compares a Pre-LN model with bias-free LayerNorm and untied embeddings (set model.placement=pre, "
+         "model.norm.type=layernorm, model.norm.bias=false, model.tied_embeddings=false); got placement {}, norm {}{}{}",
+         c.placement, c.norm.type, c.norm.bias ? " with bias" : "", c.tied_embeddings ? ", tied embeddings" : "");
+  model::ModelConfig rms_config = c;
+  rms_config.placement = "pre_rms";
+  rms_config.norm.type = "rmsnorm";
+  const model::ModelConfig crms_config = model::crms_config_for(c);
+  train::Batch batch;
+  loader.eval_batch(0, 1, batch);
+  const auto run = [&](model::Model& m, bool backward) {
+    m.set_batch(batch.tokens.data(), batch.targets.data());
+    m.graph.zero_param_grads();
+    m.forward(false);
+    if (backward) m.graph.backward(m.loss);
+  };
+  Json out{{"precision", Json::array()}, {"variant", Json::array()}, {"logits_max_error", Json::array()},
+           {"loss_error", Json::array()}, {"grad_max_rel_error", Json::array()}};
+  std::vector<double> want, got;
+  for (eng::DType dtype : {eng::DType::f32, eng::DType::f64}) {
+    auto ln = model::build_model(c, pre_ln.batch, pre_ln.seq, dtype);
+    copy_parameters_converting(pre_ln, *ln);
+    auto rms = model::build_model(rms_config, pre_ln.batch, pre_ln.seq, dtype);
+    model::copy_parameters(*ln, *rms);
+    auto crms = model::build_model(crms_config, pre_ln.batch, pre_ln.seq, dtype);
+    model::convert_pre_ln_to_crms(*ln, *crms);
+    run(*ln, true);
+    run(*rms, true);
+    run(*crms, false);
+    copy_values(ln->graph, ln->logits, want);
+
+    double largest = 0;
+    for (eng::TensorId id : ln->graph.parameters()) largest = std::max(largest, parameter_grad_norm(ln->graph, id));
+    double grad_error = 0;
+    std::vector<double> g_ln, g_rms;
+    for (eng::TensorId id : ln->graph.parameters()) {
+      copy_values(ln->graph, id, g_ln, true);
+      copy_values(rms->graph, rms->graph.at(ln->graph.spec(id).name), g_rms, true);
+      double diff2 = 0, ref2 = 0;
+      for (size_t i = 0; i < g_ln.size(); ++i) diff2 += (g_rms[i] - g_ln[i]) * (g_rms[i] - g_ln[i]), ref2 += g_ln[i] * g_ln[i];
+      grad_error = std::max(grad_error, std::sqrt(diff2) / std::max(std::sqrt(ref2), 1e-3 * largest));
+    }
+    for (const model::Model* m : {rms.get(), crms.get()}) {
+      copy_values(m->graph, m->logits, got);
+      out["precision"].push_back(dtype == eng::DType::f64 ? "fp64" : "fp32");
+      out["variant"].push_back(m->config.placement);
+      out["logits_max_error"].push_back(scaled_max_error(got, want));
+      out["loss_error"].push_back(std::abs(m->loss_value() - ln->loss_value()));
+      out["grad_max_rel_error"].push_back(m == rms.get() ? Json(grad_error) : Json());
+    }
+  }
+  return out;
+}
 
 Json gradient_norms_at_init(const train::RunConfig& config, const train::Loader& loader, const AnalysisSettings& s) {
   auto m = model::build_model(config.model, config.train.batch_size, config.train.seq_len);
   std::vector<double> sums(m->graph.parameters().size(), 0.0);
-  train::Batch batch;
-  for (int seed = 0; seed < s.seeds; ++seed) {
-    model::initialize(*m, config.train.seed + static_cast<uint64_t>(seed));
-    for (int b = 0; b < s.batches; ++b) {
-      loader.train_batch(b + 1, seed, batch);
-      m->set_batch(batch.tokens.data(), batch.targets.data());
-      m->graph.zero_param_grads();
-      m->forward(false);
-      m->graph.backward(m->loss);
-      for (size_t i = 0; i < sums.size(); ++i) sums[i] += parameter_grad_norm(m->graph, m->graph.parameters()[i]);
-    }
-  }
+  over_fresh_inits(*m, config, loader, s, [&] {
+    m->graph.zero_param_grads();
+    m->forward(false);
+    m->graph.backward(m->loss);
+    for (size_t i = 0; i < sums.size(); ++i) sums[i] += parameter_grad_norm(m->graph, m->graph.parameters()[i]);
+  });
   Json out{{"name", Json::array()}, {"grad_norm", Json::array()}};
   for (size_t i = 0; i < sums.size(); ++i) {
     out["name"].push_back(m->graph.spec(m->graph.parameters()[i]).name);

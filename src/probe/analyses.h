@@ -20,6 +20,8 @@ struct AnalysisSettings {
 
 // Xiong et al. 2020, Fig. 3: ‖∂L/∂W‖ of every parameter at initialization, averaged over seeds × batches.
 Json gradient_norms_at_init(const train::RunConfig& config, const train::Loader& loader, const AnalysisSettings& s);
+// Xiong et al. 2020, Lemma 2: E‖x_l‖²/d of the stream entering each layer at init, mean over seeds × batches.
+Json stream_at_init(const train::RunConfig& config, const train::Loader& loader, const AnalysisSettings& s);
 // Liu et al. 2020 (Admin): ‖F(x, W) − F(x, W*)‖ (RMS over logits) after one AdamW step from W.
 Json one_step_output_change(model::Model& m, const train::Loader& loader, const train::RunConfig& config,
                             const AnalysisSettings& s);
@@ -27,6 +29,9 @@ Json one_step_output_change(model::Model& m, const train::Loader& loader, const 
 Json angular_distances(model::Model& m, const train::Loader& loader, const AnalysisSettings& s);
 // Mix-LN / Curse of Depth: validation loss with layer ℓ skipped, minus the full model's.
 Json layer_drop(model::Model& m, const train::Loader& loader, const AnalysisSettings& s);
+// Jiang et al. 2023: a Pre-LN model (bias-free LayerNorm) against the Pre-RMSNorm model with the same
+// weights and the Pre-CRMSNorm model converted from it; logits, loss and (Pre-RMS) gradients, fp32 and fp64.
+Json norm_equivalence(const model::Model& pre_ln, const train::Loader& loader);
 // Entropy of each head's attention distribution, averaged over queries and batches (nats).
 Json attention_entropy(model::Model& m, const train::Loader& loader, const AnalysisSettings& s);
 

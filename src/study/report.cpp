@@ -49,6 +49,13 @@ Json chart_config(const Chart& c) {
               {"y", {{"type", c.log_y ? "logarithmic" : "linear"}, {"title", {{"display", true}, {"text", c.y_label}}}}}}}}}};
 }
 
+// A grid cell that starts with an outcome (trained, stalled, diverged, failed) is coloured by it.
+std::string cell_tag(const std::string& cell) {
+  for (const char* outcome : {"trained", "stalled", "diverged", "failed"})
+    if (cell.starts_with(outcome)) return fmt::format("<td class=\"{}\">", outcome);
+  return "<td>";
+}
+
 std::string markdown_table(const Table& t) {
   std::string md = "\n**" + t.title + "**\n\n|";
   for (const auto& h : t.header) md += " " + h + " |";
@@ -80,7 +87,8 @@ body { font-family: sans-serif; max-width: 1000px; margin: 2em auto; color: #222
 .verdict { font-size: 1.3em; padding: .5em 1em; border-radius: 6px; display: inline-block; }
 .reproduced { background: #d4edda; } .not-reproduced { background: #f8d7da; } .inconclusive { background: #fff3cd; }
 table { border-collapse: collapse; margin: 1em 0; } td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
-tr.trained { background: #d4edda; } tr.stalled { background: #fff3cd; } tr.diverged { background: #f8d7da; }
+tr.trained, td.trained { background: #d4edda; } tr.stalled, td.stalled { background: #fff3cd; }
+tr.diverged, td.diverged, td.failed { background: #f8d7da; }
 canvas { margin: 1em 0; border: 1px solid #eee; }
 </style>
 <script>window.__errors = 0; window.addEventListener('error', () => { window.__errors++; });</script>
@@ -101,7 +109,7 @@ canvas { margin: 1em 0; border: 1px solid #eee; }
     for (size_t i = 0; i < t.rows.size(); ++i) {
       const bool coloured = i < t.row_class.size() && !t.row_class[i].empty();
       html += coloured ? fmt::format("<tr class=\"{}\">", t.row_class[i]) : std::string("<tr>");
-      for (const auto& cell : t.rows[i]) html += "<td>" + escape(cell) + "</td>";
+      for (const auto& cell : t.rows[i]) html += cell_tag(cell) + escape(cell) + "</td>";
       html += "</tr>\n";
     }
     html += "</table>\n";

@@ -64,17 +64,51 @@ struct Running {
   std::chrono::steady_clock::time_point start;
 };
 
+// The shell's single-quoted form of a word.
+std::string quoted(const std::string& word) {
+  std::string q = "'";
+  for (char c : word) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+// The command lines of a run: train (resumed if a checkpoint exists) and/or probe. A train run with
+// analyses probes its final checkpoint afterwards; a finished training is not run again.
+std::vector<std::vector<std::string>> stages(const std::string& binary, const RunOutcome& o) {
+  const fs::path& dir = o.dir;
+  std::vector<std::vector<std::string>> out;
+  const auto probe = [&](std::vector<std::string> args) {
+    args.insert(args.end(), {"--out", dir.string(), "--analysis", o.request.analyses});
+    args.insert(args.end(), o.request.probe_flags.begin(), o.request.probe_flags.end());
+    out.push_back(args);
+  };
+  if (o.request.kind == "probe") {
+    probe({binary, "probe", "--config", (dir / "request.json").string()});
+    return out;
+  }
+  if (!fs::exists(dir / "run" / "summary.json")) {
+    if (fs::exists(dir / "run" / "checkpoint.safetensors")) out.push_back({binary, "train", "--run", (dir / "run").string(), "--resume"});
+    else out.push_back({binary, "train", "--run", (dir / "run").string(), "--config", (dir / "request.json").string()});
+  }
+  if (!o.request.analyses.empty()) probe({binary, "probe", "--run", (dir / "run").string()});
+  return out;
+}
+
 pid_t launch(const std::string& binary, const RunOutcome& o, int threads) {
   const fs::path& dir = o.dir;
-  std::vector<std::string> args{binary};
-  if (o.request.kind == "probe") {
-    args.insert(args.end(), {"probe", "--config", (dir / "request.json").string(), "--out", dir.string(), "--analysis",
-                             o.request.analyses});
-  } else {
-    const bool resume = fs::exists(dir / "run" / "checkpoint.safetensors");
-    args.insert(args.end(), {"train", "--run", (dir / "run").string()});
-    if (resume) args.push_back("--resume");
-    else args.insert(args.end(), {"--config", (dir / "request.json").string()});
+  const auto commands = stages(binary, o);
+  std::vector<std::string> args;
+  if (commands.size() == 1) {
+    args = commands[0];
+  } else {  // several stages: one shell runs them in order and stops at the first failure
+    std::string script;
+    for (const auto& command : commands) {
+      if (!script.empty()) script += " && ";
+      for (size_t i = 0; i < command.size(); ++i) {
+        if (i) script += ' ';
+        script += quoted(command[i]);
+      }
+    }
+    args = {"/bin/sh", "-c", script};
   }
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
@@ -93,9 +127,9 @@ pid_t launch(const std::string& binary, const RunOutcome& o, int threads) {
   posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, binary.c_str(), &actions, nullptr, argv.data(), envp.data());
+  const int rc = posix_spawn(&pid, args[0].c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) fail("cannot start {}: error {}", binary, rc);
+  if (rc != 0) fail("cannot start {}: error {}", args[0], rc);
   return pid;
 }
 

@@ -6,14 +6,18 @@
 #include <iostream>
 
 #include "common/error.h"
-#include "study/why_pre_ln.h"
+#include "study/catalog.h"
 
 namespace normlab::study {
 
 namespace fs = std::filesystem;
 
 namespace {
-const std::array kStudies = {&kWhyPreLn};
+const std::array kStudies = {
+    &kWhyPreLn,      &kGradByDepth,      &kStreamAtInit,       &kWarmupGrid,     &kModelUpdate,    &kOneStep,
+    &kDepthVariance, &kLayerImportance,  &kGradBalance,        &kRmsEquivalence, &kMassiveActivations, &kDytAlpha,
+    &kLeaderboard,
+};
 }  // namespace
 
 std::span<const Study* const> all_studies() { return kStudies; }
@@ -26,13 +30,16 @@ const Study& find_study(std::string_view name) {
   fail("unknown study '{}' (known: {}; `normlab study list` describes each)", name, list);
 }
 
-fs::path run_study(const Study& study, const StudyOptions& options, const RunnerOptions& runner) {
+fs::path run_study(const Study& study, const StudyOptions& given, const RunnerOptions& runner) {
+  StudyOptions options = given;
+  if (options.seeds <= 0) options.seeds = options.quick ? 1 : study.default_seeds;
   std::vector<RunRequest> requests = study.plan(options);
   for (RunRequest& r : requests)
     for (const auto& o : options.overrides) apply_override(r.config, o);
   const auto outcomes = run_grid(options.dir, requests, runner);
   write_summary_csv(options.dir / "summary.csv", outcomes);
   Report report = study.judge(options, outcomes);
+  report.name = study.name, report.title = study.title, report.claim = study.claim, report.source = study.source;
   for (const RunOutcome& o : outcomes) report.run_dirs.push_back(fs::relative(o.dir, options.dir).string());
   return write_report(options.dir, report);
 }

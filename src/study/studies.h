@@ -13,14 +13,18 @@ namespace normlab::study {
 
 struct StudyOptions {
   bool quick = false;                  // the ~3-minute preset (tests use it)
-  int seeds = 1;
+  int seeds = 0;                       // 0: the study's default_seeds
   std::vector<std::string> overrides;  // key=value, applied to every run's config
   std::filesystem::path dir;           // the study directory
 };
 
 struct Study {
-  std::string_view name, paper, claim, cost;
+  std::string_view name;
+  std::string_view title, claim, source;  // the report's heading, the claim tested, the papers (with sections)
+  std::string_view cost;                  // the presets' run time on 2 cores
+  int default_seeds = 1;  // seeds when --seeds is not given (the quick preset always uses 1)
   std::vector<RunRequest> (*plan)(const StudyOptions& options);
+  // The report's setup, evidence, verdict and rule, charts and tables (run_study adds the rest).
   Report (*judge)(const StudyOptions& options, const std::vector<RunOutcome>& outcomes);
 };
 

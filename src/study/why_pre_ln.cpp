@@ -3,9 +3,10 @@
 //     Post-LN and shrinks (≈ 1/√L) for Pre-LN.
 //  B. Xiong §3.2 / DeepNet: deep Post-LN without warm-up stalls where Pre-LN trains; warm-up rescues it.
 //  C. Curse of Depth: Pre-LN's residual stream grows with depth during training.
-#include "study/why_pre_ln.h"
-
 #include <cmath>
+
+#include "study/catalog.h"
+#include "study/kit.h"
 
 namespace normlab::study {
 
@@ -16,18 +17,11 @@ struct Preset {
 };
 Preset preset(const StudyOptions& o) { return o.quick ? Preset{2, 6, 60, 20} : Preset{6, 12, 500, 100}; }
 
+// Xavier init with unit-variance inputs: the regime of Xiong's analysis. With GPT-2's small init the
+// Post-LN depth effect mostly disappears (claims-and-peers.md Part 1B).
 Json base_config(int layers, const std::string& placement, int steps, int warmup, uint64_t seed) {
-  // Xavier init with unit-variance inputs (fairseq: embeddings N(0, d^(-1/2)) scaled by √d, the tied
-  // head seeing the small ones): the regime of Xiong's analysis. With GPT-2's small init the Post-LN
-  // depth effect mostly disappears (claims-and-peers.md Part 1B).
-  return Json{{"model",
-               {{"placement", placement}, {"n_layers", layers}, {"d_model", 64}, {"n_heads", 4}, {"d_ff", 256},
-                {"max_seq_len", 64}, {"embed_scale", "sqrt_d"}, {"init", {{"scheme", "xavier"}, {"embed_std", 0.0}}}}},
-              {"train",
-               {{"batch_size", 16}, {"seq_len", 64}, {"steps", steps}, {"lr", 1e-3}, {"schedule", "constant"},
-                {"warmup", warmup}, {"beta2", 0.98}, {"clip", 0.0}, {"weight_decay", 0.0}, {"log_every", 10},
-                {"eval_every", 0}, {"eval_batches", 4}, {"checkpoint_every", 0}, {"seed", seed},
-                {"probe_every", std::max(10, steps / 5)}}}};
+  Json config = small_lm(placement, layers, steps, seed, warmup, std::max(10, steps / 5));
+  return use_xavier(config);
 }
 
 std::string id_of(const std::string& part, const std::string& placement, int layers, int warmup, int seed) {
@@ -50,18 +44,12 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
   return runs;
 }
 
-const RunOutcome* find(const std::vector<RunOutcome>& runs, const std::string& id) {
-  for (const RunOutcome& r : runs)
-    if (r.request.id == id) return &r;
-  return nullptr;
-}
-
 // The fc2 weight gradient of the last layer at init, averaged over seeds.
 double last_fc2_grad(const std::vector<RunOutcome>& runs, const std::string& placement, int layers, int seeds) {
   double sum = 0;
   int n = 0;
   for (int seed = 1; seed <= seeds; ++seed) {
-    const RunOutcome* r = find(runs, id_of("init", placement, layers, -1, seed));
+    const RunOutcome* r = find_run(runs, id_of("init", placement, layers, -1, seed));
     if (!r || r->status != RunStatus::finished) continue;
     Json a = read_analysis(r->dir, "grad-init");
     const std::string want = fmt::format("layers.{}.ffn.fc2.weight", layers - 1);
@@ -75,7 +63,7 @@ double final_loss(const std::vector<RunOutcome>& runs, const std::string& placem
   double sum = 0;
   int n = 0;
   for (int seed = 1; seed <= seeds; ++seed) {
-    const RunOutcome* r = find(runs, id_of("train", placement, layers, warmup, seed));
+    const RunOutcome* r = find_run(runs, id_of("train", placement, layers, warmup, seed));
     if (!r) continue;
     if (r->status == RunStatus::diverged) return INFINITY;
     const double f = read_train_curve(r->dir / "run").final_loss();
@@ -84,18 +72,9 @@ double final_loss(const std::vector<RunOutcome>& runs, const std::string& placem
   return n ? sum / n : NAN;
 }
 
-std::string num(double v) { return fmt::format("{:.3f}", v); }
-
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const Preset p = preset(o);
   Report r;
-  r.name = "why-pre-ln";
-  r.title = "Why Pre-LN won: gradients at init, warm-up, and the growing stream";
-  r.claim = "At init Post-LN's last-layer gradient does not shrink with depth while Pre-LN's falls like 1/√L; deep "
-            "Post-LN without warm-up stalls where Pre-LN trains, and warm-up rescues it; Pre-LN pays with a residual "
-            "stream whose size grows with depth.";
-  r.source = "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745), Thm 1, "
-             "Fig. 3, §3.2; Wang et al. 2022, DeepNet (arXiv 2203.00555); Sun et al. 2025, The Curse of Depth (arXiv 2502.05795).";
   r.setup = fmt::format("Decoder-only LMs on the King James Bible (data/kjv), d 64, 4 heads, d_ff 256, T 64, batch 16, "
                         "Xavier init, embeddings N(0, d^-1/2)·√d (fairseq), Adam lr 1e-3 (β2 0.98), no clipping, constant lr after "
                         "warm-up; depths {} and {}; {} steps; {} seed(s){}.",
@@ -124,7 +103,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   // C. the stream grows with depth (Pre-LN, without warm-up, at the last probe)
   double growth = NAN;
   Json stream;
-  if (const RunOutcome* run = find(runs, id_of("train", "pre", p.deep, 0, 1))) stream = last_probe(run->dir / "run", "stream");
+  if (const RunOutcome* run = find_run(runs, id_of("train", "pre", p.deep, 0, 1))) stream = last_probe(run->dir / "run", "stream");
   if (!stream.is_null() && stream["mean_square"].size() > 1) {
     const auto& ms = stream["mean_square"];
     growth = ms[ms.size() - 1].get<double>() / ms[1].get<double>();
@@ -147,36 +126,19 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Chart curves{fmt::format("B. training loss at depth {}", p.deep), "step", "loss"};
   for (const char* placement : {"post", "pre"})
     for (int warmup : {0, p.warmup})
-      if (const RunOutcome* run = find(runs, id_of("train", placement, p.deep, warmup, 1))) {
-        TrainCurve c = read_train_curve(run->dir / "run");
-        curves.series.push_back({fmt::format("{}-LN, warm-up {}", placement == std::string("post") ? "Post" : "Pre", warmup), c.step, c.loss});
-      }
+      curves.series.push_back(loss_series(fmt::format("{}-LN, warm-up {}", placement == std::string("post") ? "Post" : "Pre", warmup),
+                                          find_run(runs, id_of("train", placement, p.deep, warmup, 1))));
   r.charts.push_back(curves);
 
   Chart depth{"C. stream mean square by layer after training (warm-up 0)", "layer", "E[x²]"};
   depth.log_y = true;
   for (const char* placement : {"post", "pre"})
-    if (const RunOutcome* run = find(runs, id_of("train", placement, p.deep, 0, 1))) {
-      Json s = last_probe(run->dir / "run", "stream");
-      if (s.is_null()) continue;
-      Series series{placement == std::string("post") ? "Post-LN" : "Pre-LN", {}, {}};
-      for (size_t i = 0; i < s["layer"].size(); ++i) {
-        series.x.push_back(s["layer"][i].get<double>());
-        series.y.push_back(s["mean_square"][i].get<double>());
-      }
-      depth.series.push_back(series);
-    }
+    if (const RunOutcome* run = find_run(runs, id_of("train", placement, p.deep, 0, 1)))
+      depth.series.push_back(layer_series(placement == std::string("post") ? "Post-LN" : "Pre-LN",
+                                          last_probe(run->dir / "run", "stream"), "mean_square"));
   r.charts.push_back(depth);
 
-  Table grid{"Training runs", {"run", "status", "final loss", "seconds"}};
-  for (const RunOutcome& run : runs) {
-    if (run.request.kind != "train") continue;
-    const double f = read_train_curve(run.dir / "run").final_loss();
-    const bool stalled = run.status == RunStatus::finished && std::isfinite(pre0) && f - pre0 > 0.2;
-    grid.rows.push_back({run.request.id, status_name(run.status), num(f), fmt::format("{:.0f}", run.seconds)});
-    grid.row_class.push_back(run.status == RunStatus::diverged ? "diverged" : stalled ? "stalled" : "trained");
-  }
-  r.tables.push_back(grid);
+  r.tables.push_back(outcome_table("Training runs", runs));
   return r;
 }
 
@@ -184,9 +146,13 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 
 extern const Study kWhyPreLn{
     .name = "why-pre-ln",
-    .paper = "Xiong et al. 2020 (arXiv 2002.04745); Wang et al. 2022 (DeepNet); Sun et al. 2025 (Curse of Depth)",
-    .claim = "Post-LN's gradient at init ignores depth while Pre-LN's shrinks; deep Post-LN needs warm-up; Pre-LN's stream grows",
-    .cost = "default ~5-10 min on 2 cores, --quick ~1 min",
+    .title = "Why Pre-LN won: gradients at init, warm-up, and the growing stream",
+    .claim = "At init Post-LN's last-layer gradient does not shrink with depth while Pre-LN's falls like 1/√L; deep "
+        "Post-LN without warm-up stalls where Pre-LN trains, and warm-up rescues it; Pre-LN pays with a residual "
+        "stream whose size grows with depth.",
+    .source = "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745), Thm 1, "
+        "Fig. 3, §3.2; Wang et al. 2022, DeepNet (arXiv 2203.00555); Sun et al. 2025, The Curse of Depth (arXiv 2502.05795).",
+    .cost = "default ~3 min on 2 cores, --quick ~25 s",
     .plan = plan,
     .judge = judge,
 };

@@ -173,7 +173,7 @@ TrainSummary Trainer::run() {
         *options_.progress << fmt::format("step {:>6} | spike: loss z {:.1f}, grad-norm z {:.1f}{}\n", step, loss_z, grad_z,
                                           skipped ? " (update skipped)" : "");
     }
-    const bool probing = probes && step % t.probe_every == 0;
+    const bool probing = probes && (step == 1 || step % t.probe_every == 0);  // step 1: the state at init
     if (probing) probes->after_backward(step, loss, grad_norm);
     if (!(spike && t.spike_skip)) {
       const double clip_scale = t.clip > 0 && grad_norm > t.clip ? t.clip / grad_norm : 1.0;

@@ -202,5 +202,69 @@ TEST(ProbeAnalyses, GradientNormsAtInitForReZeroVanishInsideEveryBranch) {
   EXPECT_GT(branch, 0);
 }
 
+// Pre-LN with bias-free LayerNorm and untied embeddings, its weights moved off their init (unit gains
+// and zero biases would make the identities easy), against its Pre-RMSNorm and Pre-CRMSNorm forms.
+TEST(ProbeAnalyses, NormEquivalenceFindsTheThreeFormsEqualToRounding) {
+  const train::RunConfig c = tiny_run({{"placement", "pre"}, {"tied_embeddings", false}, {"norm", {{"type", "layernorm"}, {"bias", false}}}});
+  auto m = fresh_model(c);
+  for (engine::TensorId id : m->graph.parameters()) {
+    float* w = m->graph.data<float>(id);
+    for (int64_t i = 0; i < m->graph.shape(id).numel(); ++i) w[i] += 0.1f * static_cast<float>(std::sin(3.0 * static_cast<double>(i) + 1.0));
+  }
+  const Json r = norm_equivalence(*m, make_loader(c));
+  ASSERT_EQ(r.at("variant").size(), 4u) << r.dump();
+  for (size_t i = 0; i < 4; ++i) {
+    const bool f64 = r["precision"][i] == "fp64", rms = r["variant"][i] == "pre_rms";
+    EXPECT_EQ(r["variant"][i].get<std::string>(), i % 2 == 0 ? "pre_rms" : "pre_crms");
+    EXPECT_LE(r["logits_max_error"][i].get<double>(), f64 ? 1e-12 : 1e-5) << r.dump();
+    EXPECT_LE(r["loss_error"][i].get<double>(), f64 ? 1e-12 : 1e-5) << r.dump();
+    if (rms) EXPECT_LE(r["grad_max_rel_error"][i].get<double>(), f64 ? 1e-10 : 1e-3) << r.dump();
+    else EXPECT_TRUE(r["grad_max_rel_error"][i].is_null());
+  }
+}
+
+TEST(ProbeAnalyses, NormEquivalenceRefusesModelsItCannotCompare) {
+  for (const json& model : {json{{"placement", "post"}}, json{{"placement", "pre"}}}) {
+    const train::RunConfig c = tiny_run(model);
+    auto m = fresh_model(c);
+    try {
+      norm_equivalence(*m, make_loader(c));
+      ADD_FAILURE() << "accepted " << model.dump();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("model.norm.bias=false, model.tied_embeddings=false"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// stream-init is the mean of the stream statistic over fresh inits × batches, as a direct loop computes it.
+TEST(ProbeAnalyses, StreamAtInitEqualsADirectComputation) {
+  const train::RunConfig c = tiny_run({{"placement", "pre"}, {"n_layers", 3}});
+  const train::Loader loader = make_loader(c);
+  AnalysisSettings s;
+  s.seeds = 2;
+  s.batches = 2;
+  const Json r = stream_at_init(c, loader, s);
+  ASSERT_EQ(r.at("mean_square").size(), 4u);
+  auto m = model::build_model(c.model, c.train.batch_size, c.train.seq_len);
+  std::vector<double> expected(4, 0.0);
+  train::Batch batch;
+  for (int seed = 0; seed < s.seeds; ++seed) {
+    model::initialize(*m, c.train.seed + static_cast<uint64_t>(seed));
+    for (int b = 0; b < s.batches; ++b) {
+      loader.train_batch(b + 1, seed, batch);
+      m->set_batch(batch.tokens.data(), batch.targets.data());
+      m->forward(false);
+      for (size_t l = 0; l < 4; ++l) {
+        const auto v = values(m->graph, m->landmarks.layer_inputs[l]);
+        expected[l] += l2(v) * l2(v) / static_cast<double>(v.size()) / (s.seeds * s.batches);
+      }
+    }
+  }
+  for (size_t l = 0; l < 4; ++l) {
+    EXPECT_EQ(r["layer"][l].get<int>(), static_cast<int>(l));
+    EXPECT_NEAR(r["mean_square"][l].get<double>(), expected[l], 1e-9 * expected[l]) << "layer " << l;
+  }
+}
+
 }  // namespace
 }  // namespace normlab::probe

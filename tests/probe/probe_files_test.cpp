@@ -55,7 +55,7 @@ TEST(ProbeFiles, JsonlRecordsFollowTheSchemaAndTheCsvHoldsTheSameNumbers) {
   ASSERT_TRUE(fs::exists(run / "probe_reference.safetensors"));
 
   const std::vector<std::string> lines = lines_of(run / "probes.jsonl");
-  ASSERT_EQ(lines.size(), 3 * kFamilies.size());
+  ASSERT_EQ(lines.size(), 4 * kFamilies.size());
   std::vector<json> records;
   for (const auto& line : lines) {
     json j = json::parse(line, nullptr, false);
@@ -67,8 +67,9 @@ TEST(ProbeFiles, JsonlRecordsFollowTheSchemaAndTheCsvHoldsTheSameNumbers) {
   }
   for (size_t i = 0; i < records.size(); ++i) {
     const json& r = records[i];
-    // Probe steps 2, 4, 6; at each, the families in the documented order.
-    EXPECT_EQ(r["step"].get<int>(), 2 * static_cast<int>(i / kFamilies.size() + 1)) << lines[i];
+    // Probe steps 1 (the state at init), 2, 4, 6; at each, the families in the documented order.
+    const int probe = static_cast<int>(i / kFamilies.size());
+    EXPECT_EQ(r["step"].get<int>(), probe == 0 ? 1 : 2 * probe) << lines[i];
     EXPECT_EQ(r["family"].get<std::string>(), kFamilies[i % kFamilies.size()]) << lines[i];
     // Columns: arrays of equal length; the loss and model_update families carry single values.
     size_t length = 0;

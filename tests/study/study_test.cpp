@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <regex>
+#include <sstream>
 #include <thread>
 
 #include "study/report.h"
@@ -59,7 +60,10 @@ TEST(StudyReport, EveryChartIsDrawnInChromiumWithoutErrors) {
   r.charts.push_back({"loss", "step", "loss", {{"a", {1, 2, 3}, {3, 2, 1}}, {"b", {1, 2, 3}, {2, 2, 2}}}});
   r.charts.push_back({"log", "layer", "E[x²]", {{"a", {0, 1, 2}, {1, 10, 100}}}, true});
   r.tables.push_back({"runs", {"run", "loss"}, {{"a", "1.0"}, {"b", "2.0"}}, {"trained", "diverged"}});
+  r.tables.push_back({"grid", {"cell", "lr 1e-3"}, {{"post", "stalled 5.912"}}});
   expect_rendered(render_in_chromium(write_report(tmp.path(), r), "synthetic-report"));
+  // A grid cell that starts with an outcome is coloured by it.
+  EXPECT_NE(slurp(tmp / "report.html").find("<td class=\"stalled\">stalled 5.912</td>"), std::string::npos);
   // The Markdown summary carries the verdict and the table.
   const std::string md = slurp(tmp / "report.md");
   EXPECT_NE(md.find("Verdict: reproduced"), std::string::npos);
@@ -114,6 +118,20 @@ TEST(StudyRunner, AKilledSweepFinishesOnlyTheRemainingRuns) {
   EXPECT_NE(slurp(dir / "summary.csv").find("placement-peri_s1,train,finished"), std::string::npos);
 }
 
+// The evidence lines (the "- " list under the verdict) carry measured numbers, not placeholders.
+void expect_measured_evidence(const std::string& md) {
+  std::istringstream in(md);
+  int lines = 0;
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with("- ")) {
+      ++lines;
+      EXPECT_EQ(line.find("n/a"), std::string::npos) << line;
+      EXPECT_EQ(line.find("nan"), std::string::npos) << line;
+      EXPECT_TRUE(std::regex_search(line, std::regex("[0-9]"))) << line;
+    }
+  EXPECT_GT(lines, 0) << md;
+}
+
 TEST(StudyFlagship, QuickPresetJudgesRealRunsAndRenders) {
   TempDir tmp("study");
   const auto r = run_cli({"study", "why-pre-ln", "--quick", "--out", (tmp / "flagship").string(), "--set",
@@ -124,11 +142,63 @@ TEST(StudyFlagship, QuickPresetJudgesRealRunsAndRenders) {
   std::smatch verdict;
   ASSERT_TRUE(std::regex_search(md, verdict, std::regex("## Verdict: (reproduced|not reproduced|inconclusive)")));
   // The evidence lines carry measured numbers, not placeholders.
-  EXPECT_EQ(md.find("nan"), std::string::npos) << md;
+  expect_measured_evidence(md);
   EXPECT_NE(md.find("A. last-layer fc2 gradient at init"), std::string::npos);
   for (const char* run : {"train-post-L6-w0-s1", "train-pre-L6-w20-s1", "init-pre-L2-s1"})
     EXPECT_NE(slurp(tmp / "flagship" / "summary.csv").find(std::string(run) + ","), std::string::npos) << run;
   expect_rendered(render_in_chromium(tmp / "flagship" / "report.html", "why-pre-ln-quick"));
+}
+
+// Every other study: its quick preset runs for real on the tiny corpus, every run finishes, the
+// report states a verdict with measured evidence, and it renders in chromium with every chart drawn.
+class StudyQuick : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StudyQuick, RunsJudgesAndRenders) {
+  const std::string name = GetParam();
+  TempDir tmp("study");
+  const fs::path dir = tmp / name;
+  const auto r = run_cli({"study", name, "--quick", "--out", dir.string(), "--set", "data.dir=" + tiny_data_dir().string(),
+                          "--jobs", "2"},
+                         tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string md = slurp(dir / "report.md");
+  EXPECT_TRUE(std::regex_search(md, std::regex("## Verdict: (reproduced|not reproduced|inconclusive)"))) << md;
+  EXPECT_NE(md.find("**Rule.**"), std::string::npos);
+  expect_measured_evidence(md);
+  // summary.csv: a header and one finished run per line.
+  std::istringstream csv(slurp(dir / "summary.csv"));
+  std::string line;
+  std::getline(csv, line);
+  int runs = 0;
+  while (std::getline(csv, line)) {
+    ++runs;
+    EXPECT_NE(line.find(",finished,"), std::string::npos) << line;
+  }
+  EXPECT_GT(runs, 0);
+  expect_rendered(render_in_chromium(dir / "report.html", name + "-quick"));
+}
+
+std::vector<std::string> other_studies() {
+  std::vector<std::string> names;
+  for (const Study* s : all_studies())
+    if (s->name != "why-pre-ln") names.emplace_back(s->name);
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, StudyQuick, ::testing::ValuesIn(other_studies()), [](const auto& info) {
+  std::string n = info.param;
+  for (char& c : n)
+    if (c == '-') c = '_';
+  return n;
+});
+
+TEST(StudyCli, ListsEveryStudyWithItsPaperAndCost) {
+  const auto r = run_cli({"study", "list"}, fs::current_path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const Study* s : all_studies()) {
+    EXPECT_NE(r.out.find(std::string(s->name)), std::string::npos) << s->name;
+    EXPECT_NE(r.out.find(std::string(s->source)), std::string::npos) << s->name;
+  }
 }
 
 }  // namespace

@@ -1,0 +1,106 @@
+// Gradient balance across depth during training. NormFormer (Shleifer et al. 2021, §3, Fig. 2):
+// Pre-LN's early layers get much larger gradients than its late layers, and NormFormer's extra norms
+// and scales even them out. Mix-LN (Li et al. 2025) puts Post-LN in the first layers for the same
+// reason; HybridNorm (Zhuo et al. 2025: QKV-norm in attention, Post-LN FFN) claims the same balance.
+#include <cmath>
+#include <cstdio>
+
+#include "study/catalog.h"
+#include "study/kit.h"
+
+namespace normlab::study {
+
+namespace {
+
+TrainPreset preset(const StudyOptions& o) { return o.quick ? TrainPreset{4, 30, 10} : TrainPreset{12, 400, 40}; }
+
+constexpr Arm kArms[] = {{"pre", "Pre-LN"}, {"normformer", "NormFormer"}, {"mixln", "Mix-LN"}, {"hybridnorm", "HybridNorm"}};
+
+std::vector<RunRequest> plan(const StudyOptions& o) {
+  const TrainPreset p = preset(o);
+  std::vector<RunRequest> runs;
+  for (int seed = 1; seed <= o.seeds; ++seed)
+    for (const Arm& a : kArms)
+      runs.push_back({seed_id(a.id, seed), small_lm(a.id, p.layers, p.steps, static_cast<uint64_t>(seed), p.steps / 10, p.probe_every), "train", ""});
+  return runs;
+}
+
+// Per layer: √(Σ ‖∂L/∂W‖²) over the layer's parameters, averaged over every probe step of the run.
+std::vector<double> layer_grads(const RunOutcome* run, int layers) {
+  std::vector<double> sum(static_cast<size_t>(layers), 0.0);
+  if (!run) return std::vector<double>(static_cast<size_t>(layers), NAN);
+  const auto records = probe_records(run->dir / "run", "param");
+  for (const Json& j : records) {
+    std::vector<double> sq(static_cast<size_t>(layers), 0.0);
+    for (size_t i = 0; i < j["name"].size(); ++i) {
+      const std::string name = j["name"][i].get<std::string>();
+      int layer = -1;
+      if (std::sscanf(name.c_str(), "layers.%d.", &layer) == 1 && layer >= 0 && layer < layers)
+        sq[static_cast<size_t>(layer)] += std::pow(j["grad_norm"][i].get<double>(), 2);
+    }
+    for (int l = 0; l < layers; ++l) sum[static_cast<size_t>(l)] += std::sqrt(sq[static_cast<size_t>(l)]) / static_cast<double>(records.size());
+  }
+  if (records.empty()) return std::vector<double>(static_cast<size_t>(layers), NAN);
+  return sum;
+}
+
+Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
+  const TrainPreset p = preset(o);
+  Report r;
+  r.setup = fmt::format("{} layers, d 64, 4 heads, d_ff 256, T 64, batch 16, each placement's default init (GPT-2 base), Adam lr "
+                        "1e-3 (β2 0.98), {} warm-up steps, {} steps; the gradient norm of each layer (all its parameters) "
+                        "averaged over the probes every {} steps; {} seed(s){}.",
+                        p.layers, p.steps / 10, p.steps, p.probe_every, o.seeds, o.quick ? " (quick preset)" : "");
+  Chart chart{"gradient norm per layer, averaged over training", "layer", "‖∂L/∂θ_layer‖"};
+  chart.log_y = true;
+  Table table{"Balance", {"placement", "first layer", "last layer", "first ÷ last", "|ln(first ÷ last)|", "val loss"}};
+  std::vector<double> ratios, imbalance;
+  for (const Arm& a : kArms) {
+    std::vector<double> first, last;
+    for (int seed = 1; seed <= o.seeds; ++seed) {
+      const auto g = layer_grads(find_run(runs, seed_id(a.id, seed)), p.layers);
+      first.push_back(g.front()), last.push_back(g.back());
+      if (seed == 1) chart.series.push_back(indexed_series(a.label, g));
+    }
+    const double ratio = mean(first) / mean(last);
+    ratios.push_back(ratio);
+    imbalance.push_back(std::abs(std::log(ratio)));
+    table.rows.push_back({a.label, num(mean(first)), num(mean(last)), num(ratio), num(imbalance.back()),
+                          num(mean_val_loss(runs, a.id, o.seeds))});
+  }
+  r.charts.push_back(chart);
+  r.tables = {table, outcome_table("Runs", runs)};
+
+  const bool a = ratios[0] > 1.5;
+  std::vector<bool> holds = {a};
+  r.evidence.push_back(fmt::format("A. Pre-LN first ÷ last layer gradient: {} — {}", num(ratios[0]),
+                                   a ? "early layers get more (holds)" : "not above 1.5 (does not hold)"));
+  for (size_t i = 1; i < std::size(kArms); ++i) {
+    const bool flatter = imbalance[i] < imbalance[0];
+    holds.push_back(flatter);
+    r.evidence.push_back(fmt::format("{}. {}: |ln(first ÷ last)| = {} vs Pre-LN's {} — {}", char('A' + i), kArms[i].label,
+                                     num(imbalance[i]), num(imbalance[0]), flatter ? "more balanced (holds)" : "not more balanced (does not hold)"));
+  }
+  r.verdict = combine_verdicts(holds);
+  r.verdict_rule = "Per layer, the norm of the gradient of all its parameters, averaged over the probe steps; seeds averaged. "
+                   "A: Pre-LN's first-layer gradient > 1.5× its last layer's; B, C, D: NormFormer's, Mix-LN's and "
+                   "HybridNorm's imbalance |ln(first ÷ last)| is below Pre-LN's. All hold: reproduced; none: not reproduced; "
+                   "otherwise inconclusive.";
+  return r;
+}
+
+}  // namespace
+
+extern const Study kGradBalance{
+    .name = "grad-balance",
+    .title = "Per-layer gradient norms during training: Pre-LN, NormFormer, Mix-LN, HybridNorm",
+    .claim = "During training Pre-LN's early layers receive much larger gradients than its late layers; NormFormer, Mix-LN and "
+        "HybridNorm balance the gradient across depth.",
+    .source = "Shleifer et al. 2021, NormFormer (arXiv 2110.09456), §3, Fig. 2; Li et al. 2025, Mix-LN (arXiv 2412.13795); Zhuo "
+        "et al. 2025, HybridNorm (arXiv 2503.04598).",
+    .cost = "default ~5 min on 2 cores, --quick ~25 s",
+    .plan = plan,
+    .judge = judge,
+};
+
+}  // namespace normlab::study

@@ -1,0 +1,68 @@
+#pragma once
+// What the studies share: the small model they train, finding runs and averaging them over seeds,
+// reading what a run wrote (losses, probes, analyses), and the table of training outcomes.
+#include <fmt/ranges.h>
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "study/report.h"
+#include "study/runner.h"
+
+namespace normlab::study {
+
+// A small decoder LM on the configured corpus: d 64, 4 heads, d_ff 256, T 64, batch 16, GPT-2 init;
+// Adam (β2 0.98) at lr 1e-3, constant after `warmup`, no clipping or weight decay; probes every
+// `probe_every` steps (0: off); one validation pass at the end.
+Json small_lm(const std::string& placement, int layers, int steps, uint64_t seed, int warmup = 0, int probe_every = 0);
+// Xiong's regime (fairseq): Xavier matrices, embeddings N(0, d^-1/2) scaled by √d, so the stream
+// starts with unit variance.
+Json& use_xavier(Json& config);
+
+// One configuration of a study (a placement, an init ...), run once per seed as "<id>-s<seed>".
+struct Arm {
+  const char* id;
+  const char* label;
+};
+std::string seed_id(const std::string& arm, int seed);
+// The size of a study's training runs.
+struct TrainPreset {
+  int layers, steps, probe_every = 0;
+};
+
+const RunOutcome* find_run(const std::vector<RunOutcome>& runs, const std::string& id);
+// The mean of value(seed) over seeds 1..n, skipping NaN (NaN if none is finite).
+double seed_mean(int seeds, const std::function<double(int)>& value);
+
+// What a training run reached: its final losses (NaN if missing) and the outcome class.
+struct TrainResult {
+  std::string outcome;  // trained | stalled | diverged | failed | missing
+  double final_loss = NAN, val_loss = NAN, unigram = NAN;
+  double seconds = NAN;  // the training's wall time (summary.json)
+};
+// Stalled: finished, but the final training loss is within 0.25 nats of the unigram entropy or above.
+TrainResult train_result(const RunOutcome* run);
+inline constexpr const char* kStalledRule =
+    "stalled = finished with a final training loss (mean of the last 3 logs) above the corpus's unigram entropy − 0.25 nats";
+// The table of training runs: run, outcome, final train loss, val loss, seconds; rows coloured.
+Table outcome_table(const std::string& title, const std::vector<RunOutcome>& runs);
+
+// Every probes.jsonl record of a family, in step order.
+std::vector<Json> probe_records(const std::filesystem::path& run_dir, const std::string& family);
+// A column of a record (or of an analysis result) as numbers.
+std::vector<double> numbers(const Json& column);
+// The series y = record[column] against record["layer"].
+Series layer_series(const std::string& label, const Json& record, const std::string& column);
+
+// y against its index 0, 1, 2 ... (layers).
+Series indexed_series(const std::string& label, const std::vector<double>& y);
+// A training run's loss curve (empty if the run is missing).
+Series loss_series(const std::string& label, const RunOutcome* run);
+// An arm's final validation loss, averaged over seeds.
+double mean_val_loss(const std::vector<RunOutcome>& runs, const std::string& arm, int seeds);
+
+double mean(const std::vector<double>& v);
+std::string num(double v);  // 3 decimals, or 3 significant digits when small
+
+}  // namespace normlab::study

@@ -1,0 +1,116 @@
+// After training, how much does each layer matter? Two measures: the angular distance between the
+// stream entering layer ℓ and leaving it (Gromov et al. 2024), and the validation-loss increase when
+// layer ℓ is skipped. The Curse of Depth (Sun et al. 2025, Figs. 3 and 7) and Mix-LN (Li et al. 2025)
+// report that deep Pre-LN layers barely turn the stream and are cheap to drop, that in Post-LN the
+// early layers are the cheap ones, and that LayerNorm Scaling spreads the work more evenly.
+#include <cmath>
+
+#include "study/catalog.h"
+#include "study/kit.h"
+
+namespace normlab::study {
+
+namespace {
+
+TrainPreset preset(const StudyOptions& o) { return o.quick ? TrainPreset{4, 30} : TrainPreset{12, 500}; }
+
+constexpr Arm kArms[] = {{"pre", "Pre-LN"}, {"post", "Post-LN"}, {"lns", "LayerNorm Scaling"}};
+
+std::vector<RunRequest> plan(const StudyOptions& o) {
+  const TrainPreset p = preset(o);
+  std::vector<RunRequest> runs;
+  for (int seed = 1; seed <= o.seeds; ++seed)
+    for (const Arm& a : kArms)
+      runs.push_back({seed_id(a.id, seed),
+                      small_lm(a.id, p.layers, p.steps, static_cast<uint64_t>(seed), p.steps / 10), "train",
+                      "angular,layer-drop"});
+  return runs;
+}
+
+// Per layer, seeds averaged: an analysis column (angular_distance or delta_loss).
+std::vector<double> per_layer(const std::vector<RunOutcome>& runs, const std::string& placement, const std::string& analysis,
+                              const std::string& column, int layers, int seeds) {
+  std::vector<double> out(static_cast<size_t>(layers));
+  for (int l = 0; l < layers; ++l)
+    out[static_cast<size_t>(l)] = seed_mean(seeds, [&](int seed) -> double {
+      const RunOutcome* r = find_run(runs, seed_id(placement, seed));
+      if (!r || r->status != RunStatus::finished) return NAN;
+      const auto v = numbers(read_analysis(r->dir, analysis)[column]);
+      return static_cast<size_t>(l) < v.size() ? v[static_cast<size_t>(l)] : NAN;
+    });
+  return out;
+}
+
+// The mean over the first half of the layers and over the second.
+std::pair<double, double> halves(const std::vector<double>& v) {
+  const size_t h = v.size() / 2;
+  return {mean({v.begin(), v.begin() + static_cast<std::ptrdiff_t>(h)}), mean({v.begin() + static_cast<std::ptrdiff_t>(h), v.end()})};
+}
+
+Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
+  const TrainPreset p = preset(o);
+  Report r;
+  r.setup = fmt::format("{} layers, d 64, 4 heads, d_ff 256, T 64, batch 16, GPT-2 init, Adam lr 1e-3 (β2 0.98), {} warm-up "
+                        "steps, {} steps; then normlab probe --analysis angular,layer-drop on the final checkpoint (4 "
+                        "validation batches); {} seed(s){}.",
+                        p.layers, p.steps / 10, p.steps, o.seeds, o.quick ? " (quick preset)" : "");
+  Chart angular{"angular distance between the stream entering and leaving layer ℓ", "layer ℓ", "arccos(cos)/π"};
+  Chart drop{"validation-loss increase when layer ℓ is skipped", "layer ℓ", "Δloss (nats)"};
+  Table table{"Halves of the stack (means over layers)",
+              {"placement", "angular, first half", "angular, second half", "Δloss, first half", "Δloss, second half",
+               "second-half share of Δloss"}};
+  struct Halves {
+    std::pair<double, double> angle, loss;
+  };
+  std::vector<Halves> h;
+  for (const Arm& a : kArms) {
+    const auto ang = per_layer(runs, a.id, "angular", "angular_distance", p.layers, o.seeds);
+    const auto dl = per_layer(runs, a.id, "layer-drop", "delta_loss", p.layers, o.seeds);
+    angular.series.push_back(indexed_series(a.label, ang));
+    drop.series.push_back(indexed_series(a.label, dl));
+    h.push_back({halves(ang), halves(dl)});
+    const auto& hl = h.back().loss;
+    table.rows.push_back({a.label, num(h.back().angle.first), num(h.back().angle.second), num(hl.first), num(hl.second),
+                          num(hl.second / (hl.first + hl.second))});
+  }
+  r.charts = {angular, drop};
+  r.tables = {table, outcome_table("Training runs", runs)};
+
+  const Halves pre = h[0], post = h[1], lns = h[2];
+  const auto share = [](const std::pair<double, double>& x) { return x.second / (x.first + x.second); };
+  const bool a = pre.angle.second < pre.angle.first, b = pre.loss.second < pre.loss.first;
+  const bool c = post.loss.first < post.loss.second, d = share(lns.loss) > share(pre.loss);
+  r.evidence = {
+      fmt::format("A. Pre-LN angular distance: first half {}, second half {} — {}", num(pre.angle.first), num(pre.angle.second),
+                  a ? "deep layers turn the stream less (holds)" : "does not hold"),
+      fmt::format("B. Pre-LN layer-drop Δloss: first half {}, second half {} — {}", num(pre.loss.first), num(pre.loss.second),
+                  b ? "deep layers are cheaper to drop (holds)" : "does not hold"),
+      fmt::format("C. Post-LN layer-drop Δloss: first half {}, second half {} — {}", num(post.loss.first), num(post.loss.second),
+                  c ? "early layers are cheaper to drop (holds)" : "does not hold"),
+      fmt::format("D. second-half share of the total Δloss: LayerNorm Scaling {} vs Pre-LN {} — {}", num(share(lns.loss)),
+                  num(share(pre.loss)), d ? "deep layers matter more with LNS (holds)" : "does not hold"),
+  };
+  r.verdict = combine_verdicts({a, b, c, d});
+  r.verdict_rule = "Layers split into the first and second half of the stack, values averaged over layers and seeds. A: Pre-LN's "
+                   "mean angular distance is lower in the second half; B: Pre-LN's mean layer-drop Δloss is lower in the "
+                   "second half; C: Post-LN's is lower in the first half; D: the second half's share of the summed Δloss is "
+                   "larger for LayerNorm Scaling than for Pre-LN. All hold: reproduced; none: not reproduced; otherwise "
+                   "inconclusive.";
+  return r;
+}
+
+}  // namespace
+
+extern const Study kLayerImportance{
+    .name = "layer-importance",
+    .title = "Which layers matter after training: angular distance and layer-drop Δloss",
+    .claim = "In a trained Pre-LN model the deep layers barely turn the stream and are cheap to drop; in Post-LN the early "
+        "layers are the cheap ones; LayerNorm Scaling makes the deep layers matter more than in Pre-LN.",
+    .source = "Sun et al. 2025, The Curse of Depth (arXiv 2502.05795), Figs. 3, 7; Li et al. 2025, Mix-LN (arXiv 2412.13795), "
+        "Fig. 1; Gromov et al. 2024 (angular distance).",
+    .cost = "default ~5 min on 2 cores, --quick ~25 s",
+    .plan = plan,
+    .judge = judge,
+};
+
+}  // namespace normlab::study

@@ -1,0 +1,141 @@
+// Every placement in the registry trained on the same token budget under one learning-rate rule per
+// family, over several seeds: final validation loss with its spread, and which ones diverged or
+// stalled. The headline tested is the survey's starting point (Pre-LN displaced Post-LN because it
+// trains reliably); the table is the reference a user compares a new variant against.
+#include <algorithm>
+#include <cmath>
+
+#include "model/placement.h"
+#include "study/catalog.h"
+#include "study/kit.h"
+
+namespace normlab::study {
+
+namespace {
+
+TrainPreset preset(const StudyOptions& o) { return o.quick ? TrainPreset{2, 20} : TrainPreset{6, 300}; }
+
+// The rule, decided before any run (not tuned here): 1e-3 for the families whose stream is not
+// normalized after the residual add, 5e-4 for those that normalize it (Post-LN and its repairs,
+// which Xiong et al. show need smaller steps or warm-up) and for the norm-free ones (no norm bounds
+// their activations); every family gets 10% linear warm-up, then cosine decay, and clipping at 1.
+struct Family {
+  const char* name;
+  double lr;
+  std::vector<std::string_view> members;
+};
+const std::vector<Family>& families() {
+  static const std::vector<Family> f = {
+      {"post-norm", 5e-4, {"post", "dlcl_post", "admin", "deepnorm", "residual", "mixln", "hybridnorm", "hybridnorm_star"}},
+      {"norm-free", 5e-4, {"rezero", "tfixup", "dyt"}},
+  };
+  return f;
+}
+std::pair<std::string, double> family_of(std::string_view placement) {
+  for (const Family& f : families())
+    if (std::find(f.members.begin(), f.members.end(), placement) != f.members.end()) return {f.name, f.lr};
+  return {"pre-norm", 1e-3};
+}
+
+std::vector<RunRequest> plan(const StudyOptions& o) {
+  const TrainPreset p = preset(o);
+  std::vector<RunRequest> runs;
+  for (int seed = 1; seed <= o.seeds; ++seed)
+    for (const std::string& placement : model::placement_names()) {
+      Json config = small_lm(placement, p.layers, p.steps, static_cast<uint64_t>(seed), p.steps / 10);
+      config["train"]["lr"] = family_of(placement).second;
+      config["train"]["schedule"] = "cosine";
+      config["train"]["clip"] = 1.0;
+      runs.push_back({seed_id(placement, seed), config, "train", ""});
+    }
+  return runs;
+}
+
+struct Entry {
+  std::string placement, family;
+  double lr, mean, sd, lo, hi;
+  int trained = 0, diverged = 0, other = 0;
+};
+
+Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
+  const TrainPreset p = preset(o);
+  Report r;
+  r.setup = fmt::format("All {} placements; {} layers, d 64, 4 heads, d_ff 256, T 64, batch 16, each placement's default init; "
+                        "{} steps of 16 × 64 tokens; Adam (β2 0.98), 10% linear warm-up then cosine decay, clipping at 1; "
+                        "lr by family: pre-norm 1e-3, post-norm 5e-4, norm-free 5e-4 (a fixed rule, not tuned here); "
+                        "final validation loss on 4 batches; {} seed(s){}.",
+                        model::placement_names().size(), p.layers, p.steps, o.seeds, o.quick ? " (quick preset)" : "");
+  std::vector<Entry> entries;
+  for (const std::string& placement : model::placement_names()) {
+    const auto [family, lr] = family_of(placement);
+    Entry e{placement, family, lr, NAN, NAN, INFINITY, -INFINITY};
+    std::vector<double> vals;
+    for (int seed = 1; seed <= o.seeds; ++seed) {
+      const TrainResult t = train_result(find_run(runs, seed_id(placement, seed)));
+      e.trained += t.outcome == "trained", e.diverged += t.outcome == "diverged";
+      e.other += t.outcome != "trained" && t.outcome != "diverged";
+      if (t.outcome != "diverged" && std::isfinite(t.val_loss)) vals.push_back(t.val_loss);
+    }
+    if (!vals.empty()) {
+      e.mean = mean(vals);
+      double ss = 0;
+      for (double v : vals) ss += (v - e.mean) * (v - e.mean), e.lo = std::min(e.lo, v), e.hi = std::max(e.hi, v);
+      e.sd = vals.size() > 1 ? std::sqrt(ss / static_cast<double>(vals.size() - 1)) : 0;
+    }
+    entries.push_back(e);
+  }
+  std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
+    return (std::isnan(a.mean) ? INFINITY : a.mean) < (std::isnan(b.mean) ? INFINITY : b.mean);
+  });
+  Table table{"Ranking by mean final validation loss", {"rank", "placement", "family", "lr", "val loss (mean)", "± sd",
+                                                        "min – max", "runs trained / diverged / stalled or failed"}};
+  Chart bars{"final validation loss by rank (mean over seeds)", "rank", "val loss"};
+  Series means{"mean", {}, {}}, lows{"min", {}, {}}, highs{"max", {}, {}};
+  int diverged = 0, not_trained = 0;
+  double pre = NAN, post = NAN;
+  for (size_t i = 0; i < entries.size(); ++i) {
+    const Entry& e = entries[i];
+    table.rows.push_back({std::to_string(i + 1), e.placement, e.family, fmt::format("{:g}", e.lr), num(e.mean), num(e.sd),
+                          std::isfinite(e.lo) ? num(e.lo) + " – " + num(e.hi) : "n/a",
+                          fmt::format("{} / {} / {}", e.trained, e.diverged, e.other)});
+    table.row_class.push_back(e.diverged ? "diverged" : e.other ? "stalled" : "trained");
+    means.x.push_back(double(i + 1)), means.y.push_back(e.mean);
+    lows.x.push_back(double(i + 1)), lows.y.push_back(std::isfinite(e.lo) ? e.lo : NAN);
+    highs.x.push_back(double(i + 1)), highs.y.push_back(std::isfinite(e.hi) ? e.hi : NAN);
+    diverged += e.diverged, not_trained += e.diverged + e.other;
+    if (e.placement == "pre") pre = e.mean;
+    if (e.placement == "post") post = e.mean;
+  }
+  bars.series = {means, lows, highs};
+  r.charts.push_back(bars);
+  r.tables = {table, outcome_table("Every run", runs)};
+
+  const bool a = not_trained == 0, b = pre < post;
+  r.evidence = {
+      fmt::format("A. runs that diverged: {}; that stalled or failed: {} (of {}) — {}", diverged, not_trained - diverged,
+                  entries.size() * static_cast<size_t>(o.seeds), a ? "every placement trains (holds)" : "does not hold"),
+      fmt::format("B. Pre-LN val loss {} vs Post-LN {} — {}", num(pre), num(post), b ? "Pre-LN lower (holds)" : "does not hold"),
+      fmt::format("best: {} ({}); worst: {} ({})", entries.front().placement, num(entries.front().mean), entries.back().placement,
+                  num(entries.back().mean)),
+  };
+  r.verdict = combine_verdicts({a, b});
+  r.verdict_rule = std::string("A: every run of every placement trained (") + kStalledRule +
+                   "; diverged = non-finite); B: Pre-LN's mean final validation loss is below Post-LN's. Both: reproduced; "
+                   "neither: not reproduced; otherwise inconclusive.";
+  return r;
+}
+
+}  // namespace
+
+extern const Study kLeaderboard{
+    .name = "leaderboard",
+    .title = "Leaderboard: every placement, same budget, same learning-rate rule",
+    .claim = "Under one shared training rule every placement trains (none diverges or stalls), and Pre-LN ends below Post-LN.",
+    .source = "The survey's starting point: Xiong et al. 2020 (arXiv 2002.04745) and the variants' own papers (normlab variants).",
+    .cost = "default ~12 min on 2 cores (26 × 2 runs), --quick ~40 s",
+    .default_seeds = 2,
+    .plan = plan,
+    .judge = judge,
+};
+
+}  // namespace normlab::study

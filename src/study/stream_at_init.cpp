@@ -1,0 +1,113 @@
+// Xiong et al. 2020, Lemma 2: at initialization (Xavier, unit-variance inputs, d × d FFN matrices)
+// the Pre-LN stream entering layer l has (1 + l/2) ≤ E‖x_l‖²/d ≤ (1 + 3l/2), while every Post-LN
+// layer input is a LayerNorm output with E‖x‖²/d = 1. A d_ff = 4d Pre-LN model is shown beside it:
+// Xavier on a non-square fc1 gives hidden variance 0.4, so the lower bound is not expected there.
+#include <cmath>
+
+#include "study/catalog.h"
+#include "study/kit.h"
+
+namespace normlab::study {
+
+namespace {
+
+int depth(const StudyOptions& o) { return o.quick ? 8 : 24; }
+
+struct Case {
+  const char* id;
+  const char* placement;
+  int ffn_multiple;
+  const char* label;
+};
+constexpr Case kCases[] = {{"pre", "pre", 1, "Pre-LN, d_ff = d"}, {"post", "post", 1, "Post-LN, d_ff = d"},
+                           {"pre-ffn4", "pre", 4, "Pre-LN, d_ff = 4d"}};
+
+std::vector<RunRequest> plan(const StudyOptions& o) {
+  std::vector<RunRequest> runs;
+  for (int seed = 1; seed <= o.seeds; ++seed)
+    for (const Case& c : kCases) {
+      // The lemma's inputs: no position table (RoPE), no biases, unit-variance token embeddings.
+      Json config = small_lm(c.placement, depth(o), 1, static_cast<uint64_t>(seed));
+      use_xavier(config);
+      config["model"]["d_ff"] = 64 * c.ffn_multiple;
+      config["model"]["positions"] = "rope";
+      config["model"]["bias"] = false;
+      runs.push_back({seed_id(c.id, seed), config, "probe", "stream-init"});
+    }
+  return runs;
+}
+
+// E‖x_l‖²/d for l = 0..L, averaged over seeds.
+std::vector<double> profile(const std::vector<RunOutcome>& runs, const std::string& id, int layers, int seeds) {
+  std::vector<double> out(static_cast<size_t>(layers + 1));
+  for (int l = 0; l <= layers; ++l)
+    out[static_cast<size_t>(l)] = seed_mean(seeds, [&](int seed) -> double {
+      const RunOutcome* r = find_run(runs, seed_id(id, seed));
+      if (!r || r->status != RunStatus::finished) return NAN;
+      const auto ms = numbers(read_analysis(r->dir, "stream-init")["mean_square"]);
+      return static_cast<size_t>(l) < ms.size() ? ms[static_cast<size_t>(l)] : NAN;
+    });
+  return out;
+}
+
+Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
+  const int L = depth(o);
+  Report r;
+  r.setup = fmt::format("normlab probe --analysis stream-init (mean of 3 inits × 4 batches per run); {} layers, d 64, 4 heads, "
+                        "d_ff = d (the lemma's assumption) and 4d for contrast, RoPE (no position table), no biases, Xavier "
+                        "init, unit-variance embeddings; {} seed(s){}.",
+                        L, o.seeds, o.quick ? " (quick preset)" : "");
+  const auto pre = profile(runs, "pre", L, o.seeds), post = profile(runs, "post", L, o.seeds),
+             wide = profile(runs, "pre-ffn4", L, o.seeds);
+
+  Chart chart{"E‖x_l‖²/d entering layer l at init", "layer l", "E‖x‖²/d"};
+  Series lower{"lemma lower bound 1 + l/2", {}, {}}, upper{"lemma upper bound 1 + 3l/2", {}, {}};
+  Table table{"E‖x_l‖²/d at init", {"l", "1 + l/2", "Pre-LN (d_ff = d)", "1 + 3l/2", "Post-LN", "Pre-LN (d_ff = 4d)"}};
+  int inside = 0, post_unit = 0;
+  for (int l = 0; l <= L; ++l) {
+    const size_t i = static_cast<size_t>(l);
+    lower.x.push_back(l), lower.y.push_back(1 + l / 2.0);
+    upper.x.push_back(l), upper.y.push_back(1 + 1.5 * l);
+    if (l >= 1) {
+      inside += pre[i] >= 1 + l / 2.0 && pre[i] <= 1 + 1.5 * l;
+      post_unit += std::abs(post[i] - 1.0) <= 0.05;
+    }
+    table.rows.push_back({std::to_string(l), num(1 + l / 2.0), num(pre[i]), num(1 + 1.5 * l), num(post[i]), num(wide[i])});
+  }
+  chart.series = {lower, upper};
+  for (const auto& [label, p] : {std::pair{"Pre-LN, d_ff = d", &pre}, {"Post-LN", &post}, {"Pre-LN, d_ff = 4d", &wide}})
+    chart.series.push_back(indexed_series(label, *p));
+  r.charts.push_back(chart);
+  r.tables.push_back(table);
+
+  const double slope = (pre[static_cast<size_t>(L)] - pre[0]) / L, wide_slope = (wide[static_cast<size_t>(L)] - wide[0]) / L;
+  const bool a = inside == L, b = post_unit == L;
+  r.evidence = {
+      fmt::format("A. Pre-LN (d_ff = d): {} of {} layers inside [1 + l/2, 1 + 3l/2]; mean growth {} per layer (lemma: "
+                  "between 0.5 and 1.5); E‖x_{}‖²/d = {} — {}",
+                  inside, L, num(slope), L, num(pre[static_cast<size_t>(L)]), a ? "holds" : "does not hold"),
+      fmt::format("B. Post-LN: {} of {} layer inputs with E‖x‖²/d within 1 ± 0.05 — {}", post_unit, L, b ? "holds" : "does not hold"),
+      fmt::format("Contrast (not in the verdict): Pre-LN with d_ff = 4d grows {} per layer, to {} at l = {}", num(wide_slope),
+                  num(wide[static_cast<size_t>(L)]), L),
+  };
+  r.verdict = combine_verdicts({a, b});
+  r.verdict_rule = "A: the Pre-LN (d_ff = d) mean square lies inside [1 + l/2, 1 + 3l/2] at every layer l = 1..L; B: every "
+                   "Post-LN layer input (l ≥ 1) has mean square within 1 ± 0.05. Both: reproduced; neither: not reproduced; "
+                   "otherwise inconclusive. The d_ff = 4d model is not part of the lemma and is shown for contrast.";
+  return r;
+}
+
+}  // namespace
+
+extern const Study kStreamAtInit{
+    .name = "stream-at-init",
+    .title = "Residual-stream mean square by layer at initialization (Xiong's Lemma 2)",
+    .claim = "At init, Pre-LN's stream grows linearly with depth, (1 + l/2) ≤ E‖x_l‖²/d ≤ (1 + 3l/2), while every Post-LN "
+        "layer input has E‖x‖²/d = 1.",
+    .source = "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745), Lemma 2.",
+    .cost = "default ~30 s on 2 cores, --quick ~10 s",
+    .plan = plan,
+    .judge = judge,
+};
+
+}  // namespace normlab::study

@@ -1,0 +1,132 @@
+// Which cells of learning rate × warm-up × depth train, stall or diverge, for Post-LN, Pre-LN and the
+// two Post-LN repairs that keep the norm after the residual: DeepNorm (a up-weighted residual and a
+// down-scaled init) and Admin (a profiled residual weight ω).
+//   Xiong et al. 2020 §3.2: Post-LN needs warm-up, Pre-LN does not.
+//   Wang et al. 2022 (DeepNet) §3 and Liu et al. 2020 (Admin): both repairs train deep Post-LN stably.
+#include <algorithm>
+#include <cmath>
+
+#include "study/catalog.h"
+#include "study/kit.h"
+
+namespace normlab::study {
+
+namespace {
+
+struct Grid {
+  std::vector<double> lrs;
+  std::vector<int> warmups, depths;
+  int steps;
+};
+Grid grid(const StudyOptions& o) {
+  if (o.quick) return {{1e-3}, {0, 10}, {6}, 30};
+  return {{3e-4, 1e-3, 3e-3}, {0, 150}, {6, 12}, 300};
+}
+constexpr const char* kPlacements[] = {"post", "pre", "deepnorm", "admin"};
+
+std::string id_of(const std::string& placement, int layers, double lr, int warmup, int seed) {
+  return fmt::format("{}-L{}-lr{:g}-w{}-s{}", placement, layers, lr, warmup, seed);
+}
+
+std::vector<RunRequest> plan(const StudyOptions& o) {
+  const Grid g = grid(o);
+  std::vector<RunRequest> runs;
+  for (int seed = 1; seed <= o.seeds; ++seed)
+    for (int layers : g.depths)
+      for (const char* placement : kPlacements)
+        for (double lr : g.lrs)
+          for (int warmup : g.warmups) {
+            Json config = small_lm(placement, layers, g.steps, static_cast<uint64_t>(seed), warmup);
+            use_xavier(config);
+            config["train"]["lr"] = lr;
+            runs.push_back({id_of(placement, layers, lr, warmup, seed), config, "train", ""});
+          }
+  return runs;
+}
+
+// A cell's outcome over seeds: the worst one (diverged > failed > stalled > trained), with the mean loss.
+TrainResult cell(const std::vector<RunOutcome>& runs, const std::string& placement, int layers, double lr, int warmup, int seeds) {
+  static const std::vector<std::string> order = {"trained", "stalled", "failed", "diverged", "missing"};
+  TrainResult worst{"trained"};
+  worst.final_loss = seed_mean(seeds, [&](int seed) -> double {
+    const TrainResult r = train_result(find_run(runs, id_of(placement, layers, lr, warmup, seed)));
+    if (std::find(order.begin(), order.end(), r.outcome) > std::find(order.begin(), order.end(), worst.outcome)) worst.outcome = r.outcome;
+    return r.final_loss;
+  });
+  return worst;
+}
+
+Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
+  const Grid g = grid(o);
+  const int deep = g.depths.back(), shallow = g.depths.front();
+  Report r;
+  r.setup = fmt::format("d 64, 4 heads, d_ff 256, T 64, batch 16, Xavier init with unit-variance embeddings, Adam β2 0.98, no "
+                        "clipping, linear warm-up then constant lr; lr {{{}}} × warm-up {{{}}} steps × depth {{{}}}; {} steps; "
+                        "{} seed(s) (a cell shows its worst seed){}.",
+                        fmt::join(g.lrs, ", "), fmt::join(g.warmups, ", "), fmt::join(g.depths, ", "), g.steps, o.seeds,
+                        o.quick ? " (quick preset)" : "");
+
+  std::vector<std::string> header = {"placement", "depth", "warm-up"};
+  for (double lr : g.lrs) header.push_back(fmt::format("lr {:g}", lr));
+  Table table{std::string("Outcome and final training loss per cell (") + kStalledRule + ")", header};
+  bool post_fails = false, rescued = false, repairs_train = true, shallow_post_trains = true;
+  std::vector<std::string> failures;
+  for (const char* placement : kPlacements)
+    for (int layers : g.depths)
+      for (int warmup : g.warmups) {
+        std::vector<std::string> row = {placement, std::to_string(layers), std::to_string(warmup)};
+        for (double lr : g.lrs) {
+          const TrainResult c = cell(runs, placement, layers, lr, warmup, o.seeds);
+          row.push_back(c.outcome + " " + num(c.final_loss));
+          const bool ok = c.outcome == "trained";
+          const std::string p = placement;
+          if (p == "post" && layers == deep && warmup == 0 && lr >= 1e-3 && !ok) {
+            post_fails = true;
+            const TrainResult warmed = cell(runs, placement, layers, lr, g.warmups.back(), o.seeds);
+            rescued = rescued || warmed.outcome == "trained";
+          }
+          if (p == "post" && layers == shallow && warmup == 0 && std::abs(lr - 1e-3) < 1e-12) shallow_post_trains = ok;
+          if (p != "post" && !ok) repairs_train = false, failures.push_back(fmt::format("{} L{} lr {:g} w{}", p, layers, lr, warmup));
+        }
+        table.rows.push_back(row);
+      }
+  r.tables.push_back(table);
+
+  for (int warmup : g.warmups) {
+    Chart curves{fmt::format("training loss at depth {}, lr 1e-3, warm-up {}", deep, warmup), "step", "loss"};
+    for (const char* placement : kPlacements) curves.series.push_back(loss_series(placement, find_run(runs, id_of(placement, deep, 1e-3, warmup, 1))));
+    r.charts.push_back(curves);
+  }
+  r.tables.push_back(outcome_table("Every run", runs));
+
+  r.evidence = {
+      fmt::format("A. Post-LN at depth {} without warm-up, lr ≥ 1e-3: {}", deep, post_fails ? "fails in at least one cell (holds)" : "trains in every cell (does not hold)"),
+      fmt::format("B. warm-up ({} steps) turns a failing deep Post-LN cell into a trained one: {}", g.warmups.back(),
+                  rescued ? "yes (holds)" : "no (does not hold)"),
+      fmt::format("C. Pre-LN, DeepNorm and Admin train in every cell: {}", repairs_train ? "yes (holds)" : "no, failing: " + fmt::format("{}", fmt::join(failures, "; ")) + " (does not hold)"),
+      fmt::format("D. Post-LN at depth {}, lr 1e-3, no warm-up trains: {}", shallow, shallow_post_trains ? "yes (holds)" : "no (does not hold)"),
+  };
+  r.verdict = combine_verdicts({post_fails, rescued, repairs_train, shallow_post_trains});
+  r.verdict_rule = std::string("Each cell is classified trained / stalled / diverged (") + kStalledRule +
+                   "; diverged = a non-finite loss or gradient). A: some deep Post-LN cell without warm-up at lr ≥ 1e-3 "
+                   "fails; B: one of those cells trains with the longest warm-up; C: every Pre-LN, DeepNorm and Admin cell "
+                   "trains; D: the shallowest Post-LN trains at lr 1e-3 without warm-up. All hold: reproduced; none: not "
+                   "reproduced; otherwise inconclusive.";
+  return r;
+}
+
+}  // namespace
+
+extern const Study kWarmupGrid{
+    .name = "warmup-grid",
+    .title = "Learning rate × warm-up × depth: where Post-LN, Pre-LN, DeepNorm and Admin train",
+    .claim = "Deep Post-LN fails (stalls or diverges) without warm-up at the usual learning rates and warm-up rescues it; "
+        "Pre-LN, DeepNorm and Admin train in every cell; shallow Post-LN trains without warm-up.",
+    .source = "Xiong et al. 2020 (arXiv 2002.04745) §3.2; Wang et al. 2022, DeepNet (arXiv 2203.00555) §3, §5; Liu et al. "
+        "2020, Admin (arXiv 2004.08249).",
+    .cost = "default ~15 min on 2 cores (48 runs), --quick ~40 s",
+    .plan = plan,
+    .judge = judge,
+};
+
+}  // namespace normlab::study
