@@ -56,15 +56,25 @@ std::string cell_tag(const std::string& cell) {
   return "<td>";
 }
 
+// A Markdown table cell: a literal '|' (as in |ln x| or max|x|) would end the cell.
+std::string md_cell(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (c == '|') out += '\\';
+    out += c;
+  }
+  return out;
+}
+
 std::string markdown_table(const Table& t) {
   std::string md = "\n**" + t.title + "**\n\n|";
-  for (const auto& h : t.header) md += " " + h + " |";
+  for (const auto& h : t.header) md.append(" ").append(md_cell(h)).append(" |");
   md += "\n|";
   for (size_t i = 0; i < t.header.size(); ++i) md += "---|";
   md += "\n";
   for (const auto& row : t.rows) {
     md += "|";
-    for (const auto& cell : row) md += " " + cell + " |";
+    for (const auto& cell : row) md.append(" ").append(md_cell(cell)).append(" |");
     md += "\n";
   }
   return md;

@@ -60,7 +60,7 @@ TEST(StudyReport, EveryChartIsDrawnInChromiumWithoutErrors) {
   r.charts.push_back({"loss", "step", "loss", {{"a", {1, 2, 3}, {3, 2, 1}}, {"b", {1, 2, 3}, {2, 2, 2}}}});
   r.charts.push_back({"log", "layer", "E[x²]", {{"a", {0, 1, 2}, {1, 10, 100}}}, true});
   r.tables.push_back({"runs", {"run", "loss"}, {{"a", "1.0"}, {"b", "2.0"}}, {"trained", "diverged"}});
-  r.tables.push_back({"grid", {"cell", "lr 1e-3"}, {{"post", "stalled 5.912"}}});
+  r.tables.push_back({"grid", {"cell", "max|x|"}, {{"post", "stalled 5.912"}}});
   expect_rendered(render_in_chromium(write_report(tmp.path(), r), "synthetic-report"));
   // A grid cell that starts with an outcome is coloured by it.
   EXPECT_NE(slurp(tmp / "report.html").find("<td class=\"stalled\">stalled 5.912</td>"), std::string::npos);
@@ -68,6 +68,7 @@ TEST(StudyReport, EveryChartIsDrawnInChromiumWithoutErrors) {
   const std::string md = slurp(tmp / "report.md");
   EXPECT_NE(md.find("Verdict: reproduced"), std::string::npos);
   EXPECT_NE(md.find("| b | 2.0 |"), std::string::npos);
+  EXPECT_NE(md.find("| cell | max\\|x\\| |"), std::string::npos) << "a '|' inside a cell is escaped";
 }
 
 TEST(StudyVerdict, CombinesSubClaims) {
