@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "study/kit.h"
 #include "study/report.h"
 #include "study/studies.h"
 #include "train/tiny_corpus.h"
@@ -75,6 +76,34 @@ TEST(StudyVerdict, CombinesSubClaims) {
   EXPECT_EQ(combine_verdicts({true, true}), "reproduced");
   EXPECT_EQ(combine_verdicts({false, false}), "not reproduced");
   EXPECT_EQ(combine_verdicts({true, false}), "inconclusive");
+}
+
+// The outcome classes of kit.h: diverged from the runner's status, stalled when the final training
+// loss (mean of the last 3 logs) is above the unigram entropy − 0.25, else trained.
+TEST(StudyKit, ClassifiesRunsAsTrainedStalledOrDiverged) {
+  TempDir tmp("study");
+  const auto fake_run = [&](const std::string& id, std::vector<double> losses, RunStatus status) {
+    RunOutcome o{{id, Json::object()}, tmp / id, status};
+    fs::create_directories(o.dir / "run");
+    std::string metrics;
+    for (size_t i = 0; i < losses.size(); ++i)
+      metrics += Json{{"type", "train"}, {"step", 10 * (i + 1)}, {"loss", losses[i]}}.dump() + "\n";
+    spit(o.dir / "run" / "metrics.jsonl", metrics + Json{{"type", "eval"}, {"step", 40}, {"val_loss", 4.5}}.dump() + "\n");
+    spit(o.dir / "run" / "summary.json", Json{{"val_loss", 4.5}, {"unigram_entropy_nats", 6.0}, {"seconds", 2.0}}.dump());
+    return o;
+  };
+  const RunOutcome trained = fake_run("a", {7.0, 6.0, 5.8, 5.7, 5.6}, RunStatus::finished);  // last 3: 5.7
+  const RunOutcome stalled = fake_run("b", {7.0, 6.0, 5.8, 5.8, 5.8}, RunStatus::finished);  // 5.8 > 6 − 0.25
+  const RunOutcome diverged = fake_run("c", {7.0}, RunStatus::diverged);
+  EXPECT_EQ(train_result(&trained).outcome, "trained");
+  EXPECT_NEAR(train_result(&trained).final_loss, 5.7, 1e-12);
+  EXPECT_EQ(train_result(&trained).val_loss, 4.5);
+  EXPECT_EQ(train_result(&stalled).outcome, "stalled");
+  EXPECT_EQ(train_result(&diverged).outcome, "diverged");
+  EXPECT_EQ(train_result(nullptr).outcome, "missing");
+  const Table t = outcome_table("runs", {trained, stalled, diverged});
+  EXPECT_EQ(t.row_class, (std::vector<std::string>{"trained", "stalled", "diverged"}));
+  EXPECT_EQ(seed_mean(3, [](int seed) { return seed == 2 ? NAN : double(seed); }), 2.0);
 }
 
 Json sweep_file(int steps) {
