@@ -108,7 +108,7 @@ extern const Study kDepthVariance{
         "Scaling and GPAS keep the deep layers' variance much lower.",
     .source = "Sun et al. 2025, The Curse of Depth in Large Language Models (arXiv 2502.05795), Fig. 4; Chen et al. 2025, "
         "GPAS (arXiv 2506.22049).",
-    .cost = "default ~4 min on 2 cores, --quick ~20 s",
+    .cost = "default ~4 min on 2 cores, --quick ~15 s",
     .plan = plan,
     .judge = judge,
 };

@@ -98,7 +98,7 @@ extern const Study kGradBalance{
         "HybridNorm balance the gradient across depth.",
     .source = "Shleifer et al. 2021, NormFormer (arXiv 2110.09456), §3, Fig. 2; Li et al. 2025, Mix-LN (arXiv 2412.13795); Zhuo "
         "et al. 2025, HybridNorm (arXiv 2503.04598).",
-    .cost = "default ~5 min on 2 cores, --quick ~25 s",
+    .cost = "default ~3 min on 2 cores, --quick ~15 s",
     .plan = plan,
     .judge = judge,
 };

@@ -127,7 +127,7 @@ extern const Study kGradByDepth{
     .claim = "At init, Post-LN's last-layer FFN gradient is independent of depth and Post-LN's gradients grow toward the top "
         "layers; Pre-LN's last-layer gradient shrinks like 1/√L.",
     .source = "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745), Thm 1 and Fig. 3.",
-    .cost = "default ~2 min on 2 cores, --quick ~20 s",
+    .cost = "default ~1 min on 2 cores, --quick ~15 s",
     .plan = plan,
     .judge = judge,
 };

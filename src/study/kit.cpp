@@ -47,7 +47,8 @@ double seed_mean(int seeds, const std::function<double(int)>& value) {
 TrainResult train_result(const RunOutcome* run) {
   TrainResult r;
   if (!run) return r.outcome = "missing", r;
-  r.final_loss = read_train_curve(run->dir / "run").final_loss();
+  const TrainCurve curve = read_train_curve(run->dir / "run");
+  r.final_loss = curve.final_loss();
   const fs::path summary = run->dir / "run" / "summary.json";
   if (fs::exists(summary)) {
     const Json s = Json::parse(io::read_file(summary), nullptr, false);
@@ -59,7 +60,8 @@ TrainResult train_result(const RunOutcome* run) {
   }
   if (run->status == RunStatus::diverged) r.outcome = "diverged";
   else if (run->status == RunStatus::failed) r.outcome = "failed";
-  else r.outcome = r.final_loss > r.unigram - 0.25 ? "stalled" : "trained";
+  else if (!(r.final_loss > r.unigram - 0.25)) r.outcome = "trained";
+  else r.outcome = curve.recent_drop() < 0.1 ? "stalled" : "slow";
   return r;
 }
 
@@ -106,6 +108,12 @@ Series loss_series(const std::string& label, const RunOutcome* run) {
   if (!run) return {label, {}, {}};
   const TrainCurve c = read_train_curve(run->dir / "run");
   return {label, c.step, c.loss};
+}
+
+bool all_trained(const std::vector<RunOutcome>& runs, const std::string& arm, int seeds) {
+  for (int seed = 1; seed <= seeds; ++seed)
+    if (train_result(find_run(runs, seed_id(arm, seed))).outcome != "trained") return false;
+  return true;
 }
 
 double mean_val_loss(const std::vector<RunOutcome>& runs, const std::string& arm, int seeds) {

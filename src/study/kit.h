@@ -37,14 +37,19 @@ double seed_mean(int seeds, const std::function<double(int)>& value);
 
 // What a training run reached: its final losses (NaN if missing) and the outcome class.
 struct TrainResult {
-  std::string outcome;  // trained | stalled | diverged | failed | missing
+  std::string outcome;  // trained | slow | stalled | diverged | failed | missing
   double final_loss = NAN, val_loss = NAN, unigram = NAN;
   double seconds = NAN;  // the training's wall time (summary.json)
 };
-// Stalled: finished, but the final training loss is within 0.25 nats of the unigram entropy or above.
+// A finished run whose final training loss is above the unigram entropy − 0.25 nats is stalled if its
+// loss has plateaued (the last quarter of the logs is < 0.1 nats below the quarter before), else slow:
+// still learning, only short of budget. Measured on the warm-up grid: stalled runs moved < 0.04 nats,
+// slow ones 0.35–0.39.
 TrainResult train_result(const RunOutcome* run);
 inline constexpr const char* kStalledRule =
-    "stalled = finished with a final training loss (mean of the last 3 logs) above the corpus's unigram entropy − 0.25 nats";
+    "stalled = finished with a final training loss (mean of the last 3 logs) above the corpus's unigram entropy − 0.25 "
+    "nats and a plateau (the last quarter of the logged losses < 0.1 nats below the quarter before); slow = above that "
+    "line but still falling";
 // The table of training runs: run, outcome, final train loss, val loss, seconds; rows coloured.
 Table outcome_table(const std::string& title, const std::vector<RunOutcome>& runs);
 
@@ -59,6 +64,8 @@ Series layer_series(const std::string& label, const Json& record, const std::str
 Series indexed_series(const std::string& label, const std::vector<double>& y);
 // A training run's loss curve (empty if the run is missing).
 Series loss_series(const std::string& label, const RunOutcome* run);
+// Whether every seed of an arm trained (a stalled model's layers tell nothing about a trained one's).
+bool all_trained(const std::vector<RunOutcome>& runs, const std::string& arm, int seeds);
 // An arm's final validation loss, averaged over seeds.
 double mean_val_loss(const std::vector<RunOutcome>& runs, const std::string& arm, int seeds);
 

@@ -54,7 +54,7 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 struct Entry {
   std::string placement, family;
   double lr, mean, sd, lo, hi;
-  int trained = 0, diverged = 0, other = 0;
+  int trained = 0, slow = 0, diverged = 0, other = 0;  // other: stalled or failed
 };
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
@@ -72,8 +72,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     std::vector<double> vals;
     for (int seed = 1; seed <= o.seeds; ++seed) {
       const TrainResult t = train_result(find_run(runs, seed_id(placement, seed)));
-      e.trained += t.outcome == "trained", e.diverged += t.outcome == "diverged";
-      e.other += t.outcome != "trained" && t.outcome != "diverged";
+      e.trained += t.outcome == "trained", e.slow += t.outcome == "slow", e.diverged += t.outcome == "diverged";
+      e.other += t.outcome == "stalled" || t.outcome == "failed" || t.outcome == "missing";
       if (t.outcome != "diverged" && std::isfinite(t.val_loss)) vals.push_back(t.val_loss);
     }
     if (!vals.empty()) {
@@ -88,7 +88,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     return (std::isnan(a.mean) ? INFINITY : a.mean) < (std::isnan(b.mean) ? INFINITY : b.mean);
   });
   Table table{"Ranking by mean final validation loss", {"rank", "placement", "family", "lr", "val loss (mean)", "± sd",
-                                                        "min – max", "runs trained / diverged / stalled or failed"}};
+                                                        "min – max", "runs trained / slow / stalled or failed / diverged"}};
   Chart bars{"final validation loss by rank (mean over seeds)", "rank", "val loss"};
   Series means{"mean", {}, {}}, lows{"min", {}, {}}, highs{"max", {}, {}};
   int diverged = 0, not_trained = 0;
@@ -97,8 +97,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     const Entry& e = entries[i];
     table.rows.push_back({std::to_string(i + 1), e.placement, e.family, fmt::format("{:g}", e.lr), num(e.mean), num(e.sd),
                           std::isfinite(e.lo) ? num(e.lo) + " – " + num(e.hi) : "n/a",
-                          fmt::format("{} / {} / {}", e.trained, e.diverged, e.other)});
-    table.row_class.push_back(e.diverged ? "diverged" : e.other ? "stalled" : "trained");
+                          fmt::format("{} / {} / {} / {}", e.trained, e.slow, e.other, e.diverged)});
+    table.row_class.push_back(e.diverged ? "diverged" : e.other ? "stalled" : e.slow ? "slow" : "trained");
     means.x.push_back(double(i + 1)), means.y.push_back(e.mean);
     lows.x.push_back(double(i + 1)), lows.y.push_back(std::isfinite(e.lo) ? e.lo : NAN);
     highs.x.push_back(double(i + 1)), highs.y.push_back(std::isfinite(e.hi) ? e.hi : NAN);
@@ -119,7 +119,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
                   num(entries.back().mean)),
   };
   r.verdict = combine_verdicts({a, b});
-  r.verdict_rule = std::string("A: every run of every placement trained (") + kStalledRule +
+  r.verdict_rule = std::string("A: no run of any placement stalled, failed or diverged (") + kStalledRule +
                    "; diverged = non-finite); B: Pre-LN's mean final validation loss is below Post-LN's. Both: reproduced; "
                    "neither: not reproduced; otherwise inconclusive.";
   return r;
@@ -132,7 +132,7 @@ extern const Study kLeaderboard{
     .title = "Leaderboard: every placement, same budget, same learning-rate rule",
     .claim = "Under one shared training rule every placement trains (none diverges or stalls), and Pre-LN ends below Post-LN.",
     .source = "The survey's starting point: Xiong et al. 2020 (arXiv 2002.04745) and the variants' own papers (normlab variants).",
-    .cost = "default ~12 min on 2 cores (26 × 2 runs), --quick ~40 s",
+    .cost = "default ~14 min on 2 cores (26 × 2 runs), --quick ~25 s",
     .default_seeds = 2,
     .plan = plan,
     .judge = judge,

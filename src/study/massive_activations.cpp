@@ -103,7 +103,7 @@ extern const Study kMassiveActivations{
     .claim = "In Pre-LN the largest hidden-state magnitudes grow during training, most in the deep layers; Peri-LN, which also "
         "normalizes each branch's output, keeps them bounded.",
     .source = "Kim et al. 2025, Peri-LN: Revisiting Normalization Layer in the Transformer Architecture (arXiv 2502.02732), §3–4.",
-    .cost = "default ~4 min on 2 cores, --quick ~15 s",
+    .cost = "default ~3 min on 2 cores, --quick ~10 s",
     .plan = plan,
     .judge = judge,
 };

@@ -125,7 +125,7 @@ extern const Study kModelUpdate{
     .claim = "Post-LN's model update ‖F(θ_t) − F(θ_0)‖ jumps early in training and its LayerNorm inputs grow; warm-up damps "
         "the jump, and DeepNorm's update stays smaller.",
     .source = "Wang et al. 2022, DeepNet: Scaling Transformers to 1,000 Layers (arXiv 2203.00555), §3, Figs. 4–5.",
-    .cost = "default ~3 min on 2 cores, --quick ~20 s",
+    .cost = "default ~2.5 min on 2 cores, --quick ~20 s",
     .plan = plan,
     .judge = judge,
 };

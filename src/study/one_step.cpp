@@ -106,7 +106,7 @@ extern const Study kOneStep{
     .claim = "After one optimizer step from init, Post-LN's output change ‖F(W) − F(W*)‖² grows about linearly with the number "
         "of sub-layers N, while Pre-LN's and Admin's grow only about logarithmically.",
     .source = "Liu et al. 2020, Understanding the Difficulty of Training Transformers (Admin, arXiv 2004.08249), Thm 2, Fig. 4.",
-    .cost = "default ~1 min on 2 cores, --quick ~15 s",
+    .cost = "default ~10 s on 2 cores, --quick ~10 s",
     .plan = plan,
     .judge = judge,
 };

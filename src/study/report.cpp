@@ -49,9 +49,9 @@ Json chart_config(const Chart& c) {
               {"y", {{"type", c.log_y ? "logarithmic" : "linear"}, {"title", {{"display", true}, {"text", c.y_label}}}}}}}}}};
 }
 
-// A grid cell that starts with an outcome (trained, stalled, diverged, failed) is coloured by it.
+// A grid cell that starts with an outcome (trained, slow, stalled, diverged, failed) is coloured by it.
 std::string cell_tag(const std::string& cell) {
-  for (const char* outcome : {"trained", "stalled", "diverged", "failed"})
+  for (const char* outcome : {"trained", "slow", "stalled", "diverged", "failed"})
     if (cell.starts_with(outcome)) return fmt::format("<td class=\"{}\">", outcome);
   return "<td>";
 }
@@ -98,6 +98,7 @@ body { font-family: sans-serif; max-width: 1000px; margin: 2em auto; color: #222
 .reproduced { background: #d4edda; } .not-reproduced { background: #f8d7da; } .inconclusive { background: #fff3cd; }
 table { border-collapse: collapse; margin: 1em 0; } td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 tr.trained, td.trained { background: #d4edda; } tr.stalled, td.stalled { background: #fff3cd; }
+tr.slow, td.slow { background: #e2f0fb; }
 tr.diverged, td.diverged, td.failed { background: #f8d7da; }
 canvas { margin: 1em 0; border: 1px solid #eee; }
 </style>

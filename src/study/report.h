@@ -24,7 +24,7 @@ struct Table {
   std::string title;
   std::vector<std::string> header;
   std::vector<std::vector<std::string>> rows;
-  std::vector<std::string> row_class;  // optional per row: trained | stalled | diverged (coloured)
+  std::vector<std::string> row_class;  // optional per row: trained | slow | stalled | diverged (coloured)
 };
 
 struct Report {

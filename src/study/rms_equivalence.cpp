@@ -106,7 +106,7 @@ extern const Study kRmsEquivalence{
     .claim = "A Pre-LN Transformer computes exactly the same function as its Pre-RMSNorm form (same weights, centred branches) "
         "and its Pre-CRMSNorm form (converted weights), with equal gradients for Pre-RMSNorm; the RMS forms train faster.",
     .source = "Jiang, Gu, Zhu, Pan 2023, Pre-RMSNorm and Pre-CRMSNorm Transformers (NeurIPS 2023, arXiv 2305.14858).",
-    .cost = "default ~2 min on 2 cores, --quick ~20 s",
+    .cost = "default ~1 min on 2 cores (--jobs 1 for clean timings), --quick ~15 s",
     .plan = plan,
     .judge = judge,
 };

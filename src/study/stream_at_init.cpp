@@ -105,7 +105,7 @@ extern const Study kStreamAtInit{
     .claim = "At init, Pre-LN's stream grows linearly with depth, (1 + l/2) ≤ E‖x_l‖²/d ≤ (1 + 3l/2), while every Post-LN "
         "layer input has E‖x‖²/d = 1.",
     .source = "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745), Lemma 2.",
-    .cost = "default ~30 s on 2 cores, --quick ~10 s",
+    .cost = "default ~10 s on 2 cores, --quick ~5 s",
     .plan = plan,
     .judge = judge,
 };

@@ -52,6 +52,14 @@ double TrainCurve::final_loss() const {
   return s / static_cast<double>(n);
 }
 
+double TrainCurve::recent_drop() const {
+  const size_t q = loss.size() / 4;
+  if (q == 0) return NAN;
+  double before = 0, last = 0;
+  for (size_t i = 0; i < q; ++i) before += loss[loss.size() - 2 * q + i], last += loss[loss.size() - q + i];
+  return (before - last) / static_cast<double>(q);
+}
+
 TrainCurve read_train_curve(const fs::path& run_dir) {
   TrainCurve c;
   std::ifstream in(run_dir / "metrics.jsonl");

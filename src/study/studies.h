@@ -37,7 +37,8 @@ std::filesystem::path run_study(const Study& study, const StudyOptions& options,
 // Reading what runs wrote.
 struct TrainCurve {
   std::vector<double> step, loss;
-  double final_loss() const;  // mean of the last three logged losses (NaN if none)
+  double final_loss() const;   // mean of the last three logged losses (NaN if none)
+  double recent_drop() const;  // mean loss of the next-to-last quarter of the logs minus the last quarter's
 };
 TrainCurve read_train_curve(const std::filesystem::path& run_dir);
 // The last probes.jsonl record of `family` (empty JSON if none).

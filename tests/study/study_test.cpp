@@ -78,8 +78,8 @@ TEST(StudyVerdict, CombinesSubClaims) {
   EXPECT_EQ(combine_verdicts({true, false}), "inconclusive");
 }
 
-// The outcome classes of kit.h: diverged from the runner's status, stalled when the final training
-// loss (mean of the last 3 logs) is above the unigram entropy − 0.25, else trained.
+// The outcome classes of kit.h: diverged from the runner's status; trained when the final training loss
+// (mean of the last 3 logs) is below the unigram entropy − 0.25; above it, stalled or slow.
 TEST(StudyKit, ClassifiesRunsAsTrainedStalledOrDiverged) {
   TempDir tmp("study");
   const auto fake_run = [&](const std::string& id, std::vector<double> losses, RunStatus status) {
@@ -93,16 +93,20 @@ TEST(StudyKit, ClassifiesRunsAsTrainedStalledOrDiverged) {
     return o;
   };
   const RunOutcome trained = fake_run("a", {7.0, 6.0, 5.8, 5.7, 5.6}, RunStatus::finished);  // last 3: 5.7
-  const RunOutcome stalled = fake_run("b", {7.0, 6.0, 5.8, 5.8, 5.8}, RunStatus::finished);  // 5.8 > 6 − 0.25
+  // Above 6 − 0.25 = 5.75: on a plateau (the last quarter of the logs no lower than the one before) is
+  // stalled; still falling by ≥ 0.1 per quarter is slow.
+  const RunOutcome stalled = fake_run("b", {7.0, 6.0, 5.8, 5.8, 5.8, 5.8, 5.8, 5.8}, RunStatus::finished);
+  const RunOutcome slow = fake_run("d", {7.0, 6.6, 6.4, 6.2, 6.0, 5.9, 5.8, 5.8}, RunStatus::finished);
   const RunOutcome diverged = fake_run("c", {7.0}, RunStatus::diverged);
   EXPECT_EQ(train_result(&trained).outcome, "trained");
   EXPECT_NEAR(train_result(&trained).final_loss, 5.7, 1e-12);
   EXPECT_EQ(train_result(&trained).val_loss, 4.5);
   EXPECT_EQ(train_result(&stalled).outcome, "stalled");
+  EXPECT_EQ(train_result(&slow).outcome, "slow");
   EXPECT_EQ(train_result(&diverged).outcome, "diverged");
   EXPECT_EQ(train_result(nullptr).outcome, "missing");
-  const Table t = outcome_table("runs", {trained, stalled, diverged});
-  EXPECT_EQ(t.row_class, (std::vector<std::string>{"trained", "stalled", "diverged"}));
+  const Table t = outcome_table("runs", {trained, stalled, diverged, slow});
+  EXPECT_EQ(t.row_class, (std::vector<std::string>{"trained", "stalled", "diverged", "slow"}));
   EXPECT_EQ(seed_mean(3, [](int seed) { return seed == 2 ? NAN : double(seed); }), 2.0);
 }
 
@@ -174,7 +178,7 @@ TEST(StudyFlagship, QuickPresetJudgesRealRunsAndRenders) {
   // The evidence lines carry measured numbers, not placeholders.
   expect_measured_evidence(md);
   EXPECT_NE(md.find("A. last-layer fc2 gradient at init"), std::string::npos);
-  for (const char* run : {"train-post-L6-w0-s1", "train-pre-L6-w20-s1", "init-pre-L2-s1"})
+  for (const char* run : {"train-post-L6-w0-s1", "train-pre-L6-w30-s1", "xavier-post-L6-w30-s1", "init-pre-L2-s1"})
     EXPECT_NE(slurp(tmp / "flagship" / "summary.csv").find(std::string(run) + ","), std::string::npos) << run;
   expect_rendered(render_in_chromium(tmp / "flagship" / "report.html", "why-pre-ln-quick"));
 }
