@@ -114,42 +114,70 @@ Json sweep_file(int steps) {
   return Json{{"base", tiny_config_doc(steps)}, {"grid", {{"model.placement", {"pre", "post", "peri"}}}}, {"seeds", 1}};
 }
 
-TEST(StudyRunner, AKilledSweepFinishesOnlyTheRemainingRuns) {
-  TempDir tmp("study");
-  spit(tmp / "sweep.json", sweep_file(400).dump());
-  const fs::path dir = tmp / "sweep";
-  // Start the sweep one run at a time, and kill it once the first run is done.
+// Starts `normlab args...` in its own process group, waits until `first_done` exists (its first run
+// has finished), then kills the whole group (the grid and its running child) without warning.
+void run_then_kill_after_first(const std::vector<std::string>& args, const fs::path& first_done) {
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
     setpgid(0, 0);
-    execl(NORMLAB_BINARY, NORMLAB_BINARY, "sweep", (tmp / "sweep.json").c_str(), "--out", dir.c_str(), "--jobs", "1",
-          static_cast<char*>(nullptr));
+    std::vector<char*> argv{const_cast<char*>(NORMLAB_BINARY)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(NORMLAB_BINARY, argv.data());
     _exit(127);
   }
-  const auto finished = [&] {
-    int n = 0;
-    for (const char* p : {"pre", "post", "peri"}) n += fs::exists(dir / "runs" / (std::string("placement-") + p + "_s1") / "status.json");
-    return n;
-  };
-  for (int i = 0; i < 600 && finished() < 1; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ASSERT_EQ(finished(), 1) << "the first run did not finish in time";
-  kill(-pid, SIGKILL);  // the sweep and its running child
+  for (int i = 0; i < 900 && !fs::exists(first_done); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  kill(-pid, SIGKILL);
   waitpid(pid, nullptr, 0);
+  ASSERT_TRUE(fs::exists(first_done)) << "the first run did not finish in time";
+}
+
+int finished_runs(const fs::path& dir) {
+  int n = 0;
+  for (const auto& run : fs::directory_iterator(dir / "runs")) n += fs::exists(run.path() / "status.json");
+  return n;
+}
+
+TEST(StudyRunner, AKilledSweepFinishesOnlyTheRemainingRuns) {
+  TempDir tmp("study");
+  spit(tmp / "sweep.json", sweep_file(400).dump());
+  const fs::path dir = tmp / "sweep";
   const fs::path first = dir / "runs" / "placement-pre_s1" / "status.json";
+  run_then_kill_after_first({"sweep", (tmp / "sweep.json").string(), "--out", dir.string(), "--jobs", "1"}, first);
+  ASSERT_EQ(finished_runs(dir), 1);
   const std::string first_status = slurp(first);
   const auto first_time = fs::last_write_time(first);
 
   const auto r = run_cli({"sweep", (tmp / "sweep.json").string(), "--out", dir.string()}, tmp.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.err.find("1 of 3 runs already done"), std::string::npos) << r.err;
-  EXPECT_EQ(finished(), 3);
+  EXPECT_EQ(finished_runs(dir), 3);
   EXPECT_EQ(slurp(first), first_status);
   EXPECT_EQ(fs::last_write_time(first), first_time) << "the finished run was run again";
   // A rerun of a complete sweep runs nothing.
   const auto again = run_cli({"sweep", (tmp / "sweep.json").string(), "--out", dir.string()}, tmp.path());
   EXPECT_NE(again.err.find("3 of 3 runs already done"), std::string::npos) << again.err;
   EXPECT_NE(slurp(dir / "summary.csv").find("placement-peri_s1,train,finished"), std::string::npos);
+}
+
+// The same for a named study whose runs train and then probe their checkpoint (two stages per run).
+TEST(StudyRunner, AKilledStudyFinishesOnlyTheRemainingRuns) {
+  TempDir tmp("study");
+  const fs::path dir = tmp / "importance";
+  const std::vector<std::string> args = {"study", "layer-importance", "--quick", "--out", dir.string(), "--set",
+                                         "data.dir=" + tiny_data_dir().string(), "--jobs", "1"};
+  const fs::path first = dir / "runs" / "pre-s1" / "status.json";
+  run_then_kill_after_first(args, first);
+  ASSERT_EQ(finished_runs(dir), 1);
+  const auto first_time = fs::last_write_time(first);
+  const auto r = run_cli(args, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("1 of 3 runs already done"), std::string::npos) << r.err;
+  EXPECT_EQ(finished_runs(dir), 3);
+  EXPECT_EQ(fs::last_write_time(first), first_time) << "the finished run was run again";
+  for (const char* run : {"pre-s1", "post-s1", "lns-s1"})
+    EXPECT_NE(slurp(dir / "runs" / run / "analysis.jsonl").find("layer-drop"), std::string::npos) << run;
 }
 
 // The evidence lines (the "- " list under the verdict) carry measured numbers, not placeholders.
