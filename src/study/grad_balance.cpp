@@ -18,11 +18,7 @@ constexpr Arm kArms[] = {{"pre", "Pre-LN"}, {"normformer", "NormFormer"}, {"mixl
 
 std::vector<RunRequest> plan(const StudyOptions& o) {
   const TrainPreset p = preset(o);
-  std::vector<RunRequest> runs;
-  for (int seed = 1; seed <= o.seeds; ++seed)
-    for (const Arm& a : kArms)
-      runs.push_back({seed_id(a.id, seed), small_lm(a.id, p.layers, p.steps, static_cast<uint64_t>(seed), p.steps / 10, p.probe_every), "train", ""});
-  return runs;
+  return placement_runs(o.seeds, kArms, p, p.steps / 10);
 }
 
 // Per layer: √(Σ ‖∂L/∂W‖²) over the layer's parameters, averaged over every probe step of the run.

@@ -28,6 +28,16 @@ Json& use_xavier(Json& config) {
 
 std::string seed_id(const std::string& arm, int seed) { return fmt::format("{}-s{}", arm, seed); }
 
+std::vector<RunRequest> placement_runs(int seeds, std::span<const Arm> arms, const TrainPreset& p, int warmup,
+                                       const std::string& analyses) {
+  std::vector<RunRequest> runs;
+  for (int seed = 1; seed <= seeds; ++seed)
+    for (const Arm& a : arms)
+      runs.push_back({seed_id(a.id, seed), small_lm(a.id, p.layers, p.steps, static_cast<uint64_t>(seed), warmup, p.probe_every),
+                      "train", analyses});
+  return runs;
+}
+
 const RunOutcome* find_run(const std::vector<RunOutcome>& runs, const std::string& id) {
   for (const RunOutcome& r : runs)
     if (r.request.id == id) return &r;

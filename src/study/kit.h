@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,11 @@ std::string seed_id(const std::string& arm, int seed);
 struct TrainPreset {
   int layers, steps, probe_every = 0;
 };
+
+// One training run of small_lm per seed and arm, the arm's id being the placement: "<arm>-s<seed>",
+// with `analyses` of its final checkpoint (none if empty).
+std::vector<RunRequest> placement_runs(int seeds, std::span<const Arm> arms, const TrainPreset& p, int warmup,
+                                       const std::string& analyses = "");
 
 const RunOutcome* find_run(const std::vector<RunOutcome>& runs, const std::string& id);
 // The mean of value(seed) over seeds 1..n, skipping NaN (NaN if none is finite).

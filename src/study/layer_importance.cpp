@@ -20,13 +20,7 @@ constexpr Arm kArms[] = {{"pre", "Pre-LN"}, {"post", "Post-LN"}, {"lns", "LayerN
 // with a 10% warm-up (6.04 nats after 500 steps, measured), and an untrained model's layers say nothing.
 std::vector<RunRequest> plan(const StudyOptions& o) {
   const TrainPreset p = preset(o);
-  std::vector<RunRequest> runs;
-  for (int seed = 1; seed <= o.seeds; ++seed)
-    for (const Arm& a : kArms)
-      runs.push_back({seed_id(a.id, seed),
-                      small_lm(a.id, p.layers, p.steps, static_cast<uint64_t>(seed), p.steps / 2), "train",
-                      "angular,layer-drop"});
-  return runs;
+  return placement_runs(o.seeds, kArms, p, p.steps / 2, "angular,layer-drop");
 }
 
 // Per layer, seeds averaged: an analysis column (angular_distance or delta_loss).

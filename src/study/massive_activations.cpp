@@ -17,12 +17,7 @@ constexpr Arm kArms[] = {{"pre", "Pre-LN"}, {"peri", "Peri-LN"}};
 
 std::vector<RunRequest> plan(const StudyOptions& o) {
   const TrainPreset p = preset(o);
-  std::vector<RunRequest> runs;
-  for (int seed = 1; seed <= o.seeds; ++seed)
-    for (const Arm& a : kArms)
-      runs.push_back({seed_id(a.id, seed),
-                      small_lm(a.id, p.layers, p.steps, static_cast<uint64_t>(seed), p.steps / 10, p.probe_every), "train", ""});
-  return runs;
+  return placement_runs(o.seeds, kArms, p, p.steps / 10);
 }
 
 // max|x| of the stream entering each layer (and leaving the stack), at every probe step.
