@@ -179,8 +179,19 @@ void copy_parameters(const Model& from, Model& to) {
   for (TensorId id : to.graph.parameters()) {
     const eng::TensorSpec& dst = to.graph.spec(id);
     const eng::TensorSpec& src = from.graph.spec(from.graph.at(dst.name));
-    if (src.bytes() != dst.bytes() || src.dtype != dst.dtype) fail("internal: parameter '{}' differs between models", dst.name);
-    std::memcpy(dst.data, src.data, dst.bytes());
+    if (src.shape != dst.shape) fail("internal: parameter '{}' differs between models", dst.name);
+    if (src.dtype == dst.dtype) {
+      std::memcpy(dst.data, src.data, dst.bytes());
+      continue;
+    }
+    const int64_t n = dst.shape.numel();
+    eng::dispatch_float(dst.dtype, [&]<typename To>() {
+      eng::dispatch_float(src.dtype, [&]<typename From>() {
+        const From* s = static_cast<const From*>(src.data);
+        To* d = static_cast<To*>(dst.data);
+        for (int64_t i = 0; i < n; ++i) d[i] = static_cast<To>(s[i]);
+      });
+    });
   }
 }
 

@@ -38,7 +38,8 @@ struct Model {
 // skip_layer ≥ 0 leaves that layer out (its input passes straight on): the layer-drop probe.
 std::unique_ptr<Model> build_model(const ModelConfig& config, int batch, int seq,
                                    engine::DType dtype = engine::DType::f32, int skip_layer = -1);
-// Copies every parameter of `to` from the parameter of the same name in `from`.
+// Copies every parameter of `to` from the parameter of the same name in `from`, converting between
+// precisions when the two models differ (an fp64 copy of an fp32 model).
 void copy_parameters(const Model& from, Model& to);
 
 }  // namespace normlab::model

@@ -46,18 +46,6 @@ double parameter_grad_norm(const eng::Graph& g, eng::TensorId id) {
   return std::sqrt(tensor_stats(g, id, true).mean_square * static_cast<double>(g.shape(id).numel()));
 }
 
-// Copies every parameter of `from` into `to` by name, converting between precisions.
-void copy_parameters_converting(const model::Model& from, model::Model& to) {
-  std::vector<double> v;
-  for (eng::TensorId id : to.graph.parameters()) {
-    copy_values(from.graph, from.graph.at(to.graph.spec(id).name), v);
-    eng::dispatch_float(to.graph.float_type(), [&]<typename T>() {
-      T* d = to.graph.data<T>(id);
-      for (size_t i = 0; i < v.size(); ++i) d[i] = static_cast<T>(v[i]);
-    });
-  }
-}
-
 // max |a − b| / max(max |b|, 1): an error relative to the values' scale.
 double scaled_max_error(const std::vector<double>& a, const std::vector<double>& b) {
   double diff = 0, scale = 1;
@@ -110,7 +98,7 @@ Json norm_equivalence(const model::Model& pre_ln, const train::Loader& loader) {
   std::vector<double> want, got;
   for (eng::DType dtype : {eng::DType::f32, eng::DType::f64}) {
     auto ln = model::build_model(c, pre_ln.batch, pre_ln.seq, dtype);
-    copy_parameters_converting(pre_ln, *ln);
+    model::copy_parameters(pre_ln, *ln);
     auto rms = model::build_model(rms_config, pre_ln.batch, pre_ln.seq, dtype);
     model::copy_parameters(*ln, *rms);
     auto crms = model::build_model(crms_config, pre_ln.batch, pre_ln.seq, dtype);

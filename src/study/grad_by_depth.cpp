@@ -35,18 +35,19 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 // ‖∂L/∂W_fc2‖ of each layer (bottom to top), averaged over seeds.
 std::vector<double> fc2_profile(const std::vector<RunOutcome>& runs, const std::string& init, const std::string& placement,
                                 int layers, int seeds) {
-  std::vector<double> profile(static_cast<size_t>(layers));
-  for (int l = 0; l < layers; ++l)
-    profile[static_cast<size_t>(l)] = seed_mean(seeds, [&](int seed) -> double {
-      const RunOutcome* r = find_run(runs, id_of(init, placement, layers, seed));
-      if (!r || r->status != RunStatus::finished) return NAN;
-      const Json a = read_analysis(r->dir, "grad-init");
+  return seed_mean_each(seeds, static_cast<size_t>(layers), [&](int seed) {
+    std::vector<double> profile;
+    const RunOutcome* r = find_run(runs, id_of(init, placement, layers, seed));
+    if (!r || r->status != RunStatus::finished) return profile;
+    const Json a = read_analysis(r->dir, "grad-init");
+    profile.assign(static_cast<size_t>(layers), NAN);
+    for (int l = 0; l < layers; ++l) {
       const std::string want = fmt::format("layers.{}.ffn.fc2.weight", l);
       for (size_t i = 0; i < a["name"].size(); ++i)
-        if (a["name"][i] == want) return a["grad_norm"][i].get<double>();
-      return NAN;
-    });
-  return profile;
+        if (a["name"][i] == want) profile[static_cast<size_t>(l)] = a["grad_norm"][i].get<double>();
+    }
+    return profile;
+  });
 }
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {

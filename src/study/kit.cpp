@@ -54,6 +54,22 @@ double seed_mean(int seeds, const std::function<double(int)>& value) {
   return n ? sum / n : NAN;
 }
 
+std::vector<double> seed_mean_each(int seeds, size_t size, const std::function<std::vector<double>(int)>& values) {
+  std::vector<double> sum(size, 0.0), count(size, 0.0);
+  for (int seed = 1; seed <= seeds; ++seed) {
+    const std::vector<double> v = values(seed);
+    for (size_t i = 0; i < size && i < v.size(); ++i)
+      if (!std::isnan(v[i])) sum[i] += v[i], count[i] += 1;
+  }
+  for (size_t i = 0; i < size; ++i) sum[i] = count[i] > 0 ? sum[i] / count[i] : NAN;
+  return sum;
+}
+
+std::vector<double> analysis_column(const RunOutcome* run, const std::string& analysis, const std::string& column) {
+  if (!run || run->status != RunStatus::finished) return {};
+  return numbers(read_analysis(run->dir, analysis)[column]);
+}
+
 TrainResult train_result(const RunOutcome* run) {
   TrainResult r;
   if (!run) return r.outcome = "missing", r;

@@ -40,6 +40,11 @@ std::vector<RunRequest> placement_runs(int seeds, std::span<const Arm> arms, con
 const RunOutcome* find_run(const std::vector<RunOutcome>& runs, const std::string& id);
 // The mean of value(seed) over seeds 1..n, skipping NaN (NaN if none is finite).
 double seed_mean(int seeds, const std::function<double(int)>& value);
+// The same element by element for per-layer values: `size` entries, each the mean over the seeds whose
+// values(seed) has a non-NaN entry there (a missing run returns an empty vector).
+std::vector<double> seed_mean_each(int seeds, size_t size, const std::function<std::vector<double>(int)>& values);
+// A column of a finished probe run's analysis (empty if the run is missing or did not finish).
+std::vector<double> analysis_column(const RunOutcome* run, const std::string& analysis, const std::string& column);
 
 // What a training run reached: its final losses (NaN if missing) and the outcome class.
 struct TrainResult {

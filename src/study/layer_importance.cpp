@@ -26,15 +26,9 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 // Per layer, seeds averaged: an analysis column (angular_distance or delta_loss).
 std::vector<double> per_layer(const std::vector<RunOutcome>& runs, const std::string& placement, const std::string& analysis,
                               const std::string& column, int layers, int seeds) {
-  std::vector<double> out(static_cast<size_t>(layers));
-  for (int l = 0; l < layers; ++l)
-    out[static_cast<size_t>(l)] = seed_mean(seeds, [&](int seed) -> double {
-      const RunOutcome* r = find_run(runs, seed_id(placement, seed));
-      if (!r || r->status != RunStatus::finished) return NAN;
-      const auto v = numbers(read_analysis(r->dir, analysis)[column]);
-      return static_cast<size_t>(l) < v.size() ? v[static_cast<size_t>(l)] : NAN;
-    });
-  return out;
+  return seed_mean_each(seeds, static_cast<size_t>(layers), [&](int seed) {
+    return analysis_column(find_run(runs, seed_id(placement, seed)), analysis, column);
+  });
 }
 
 // The mean over the first half of the layers and over the second.

@@ -48,19 +48,24 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   };
   std::vector<Numbers> out;
   for (const Arm& a : kArms) {
-    const auto s1 = streams(runs, a.id, 1);
+    std::vector<std::vector<Json>> by_seed;  // index seed − 1: the run's stream records
+    for (int seed = 1; seed <= o.seeds; ++seed) by_seed.push_back(streams(runs, a.id, seed));
+    const auto& s1 = by_seed[0];
     if (!s1.empty()) profile.series.push_back(layer_series(a.label, s1.back(), "max_abs"));
     Series t{a.label, {}, {}};
     for (const Json& j : s1) t.x.push_back(j["step"].get<double>()), t.y.push_back(largest(j));
     over_time.series.push_back(t);
-    Numbers n{
-        seed_mean(o.seeds, [&](int seed) -> double { const auto s = streams(runs, a.id, seed); return s.empty() ? NAN : largest(s.back()) / largest(s.front()); }),
-        seed_mean(o.seeds, [&](int seed) -> double { const auto s = streams(runs, a.id, seed); return s.empty() ? NAN : largest(s.back()); }),
-        NAN, NAN};
-    const auto half = [&](bool second) {
+    // A statistic of one seed's run, averaged over seeds (runs without records skipped).
+    const auto over_seeds = [&](const std::function<double(const std::vector<Json>&)>& of) {
       return seed_mean(o.seeds, [&](int seed) -> double {
-        const auto s = streams(runs, a.id, seed);
-        if (s.empty()) return NAN;
+        const auto& s = by_seed[static_cast<size_t>(seed - 1)];
+        return s.empty() ? NAN : of(s);
+      });
+    };
+    Numbers n{over_seeds([](const auto& s) { return largest(s.back()) / largest(s.front()); }),
+              over_seeds([](const auto& s) { return largest(s.back()); }), NAN, NAN};
+    const auto half = [&](bool second) {
+      return over_seeds([second](const auto& s) {
         const auto v = numbers(s.back()["max_abs"]);  // L + 1 entries: layers 1..L are the layers' outputs
         const size_t h = 1 + (v.size() - 1) / 2;
         return second ? mean({v.begin() + static_cast<std::ptrdiff_t>(h), v.end()}) : mean({v.begin() + 1, v.begin() + static_cast<std::ptrdiff_t>(h)});

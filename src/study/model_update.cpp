@@ -57,11 +57,11 @@ Trace trace(const RunOutcome* run) {
   return t;
 }
 
-// The largest value among the probes up to `last_step`.
-double early_max(const Trace& t, const std::vector<double>& v, double last_step) {
+// The largest ‖ΔF‖ among the probes up to `last_step`.
+double early_max(const Trace& t, double last_step) {
   double m = NAN;
-  for (size_t i = 0; i < v.size() && i < t.step.size(); ++i)
-    if (t.step[i] <= last_step && !(v[i] <= m)) m = v[i];
+  for (size_t i = 0; i < t.update.size() && i < t.step.size(); ++i)
+    if (t.step[i] <= last_step && !(t.update[i] <= m)) m = t.update[i];
   return m;
 }
 
@@ -79,20 +79,17 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   struct Numbers {
     double early_update, growth;
   };
-  std::vector<Numbers> numbers_of;
+  std::vector<Numbers> numbers_of;  // per arm, seeds averaged
   for (const Variant& a : kArms) {
-    Numbers n{seed_mean(o.seeds, [&](int seed) -> double {
-                const Trace t = trace(find_run(runs, seed_id(a.id, seed)));
-                return early_max(t, t.update, early);
-              }),
-              seed_mean(o.seeds, [&](int seed) -> double {
-                const Trace t = trace(find_run(runs, seed_id(a.id, seed)));
-                return t.ln_input.size() > 1 ? t.ln_input.back() / t.ln_input.front() : NAN;
-              })};
-    numbers_of.push_back(n);
-    const Trace t = trace(find_run(runs, seed_id(a.id, 1)));
-    update.series.push_back({a.label, t.step, t.update});
-    inputs.series.push_back({a.label, t.step, t.ln_input});
+    std::vector<Trace> traces;  // index seed − 1
+    for (int seed = 1; seed <= o.seeds; ++seed) traces.push_back(trace(find_run(runs, seed_id(a.id, seed))));
+    numbers_of.push_back({seed_mean(o.seeds, [&](int seed) { return early_max(traces[static_cast<size_t>(seed - 1)], early); }),
+                          seed_mean(o.seeds, [&](int seed) -> double {
+                            const Trace& t = traces[static_cast<size_t>(seed - 1)];
+                            return t.ln_input.size() > 1 ? t.ln_input.back() / t.ln_input.front() : NAN;
+                          })});
+    update.series.push_back({a.label, traces[0].step, traces[0].update});
+    inputs.series.push_back({a.label, traces[0].step, traces[0].ln_input});
   }
   r.charts = {update, inputs};
   r.tables.push_back(outcome_table("Runs", runs));

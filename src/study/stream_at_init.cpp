@@ -39,15 +39,9 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 
 // E‖x_l‖²/d for l = 0..L, averaged over seeds.
 std::vector<double> profile(const std::vector<RunOutcome>& runs, const std::string& id, int layers, int seeds) {
-  std::vector<double> out(static_cast<size_t>(layers + 1));
-  for (int l = 0; l <= layers; ++l)
-    out[static_cast<size_t>(l)] = seed_mean(seeds, [&](int seed) -> double {
-      const RunOutcome* r = find_run(runs, seed_id(id, seed));
-      if (!r || r->status != RunStatus::finished) return NAN;
-      const auto ms = numbers(read_analysis(r->dir, "stream-init")["mean_square"]);
-      return static_cast<size_t>(l) < ms.size() ? ms[static_cast<size_t>(l)] : NAN;
-    });
-  return out;
+  return seed_mean_each(seeds, static_cast<size_t>(layers + 1), [&](int seed) {
+    return analysis_column(find_run(runs, seed_id(id, seed)), "stream-init", "mean_square");
+  });
 }
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
