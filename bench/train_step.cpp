@@ -17,6 +17,7 @@
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
+#include "engine/parallel.h"
 #include "model/config.h"
 #include "model/init.h"
 #include "model/transformer.h"
@@ -46,7 +47,7 @@ double process_cpu_ms() {
 }
 
 int run(const Options& o) {
-  train::set_threads(o.threads);
+  engine::set_threads(o.threads);
 
   model::ModelConfig cfg;
   cfg.vocab_size = o.vocab;

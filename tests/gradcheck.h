@@ -14,7 +14,7 @@ namespace normlab::testing {
 // Fills every parameter of g with N(0, std) (gains near 1 where `gain_like` says so).
 inline void randomize(engine::Graph& g, uint64_t seed, double std = 0.5) {
   for (engine::TensorId id : g.parameters()) {
-    model::Rng rng(model::hash_string(g.spec(id).name, seed));
+    Rng rng(hash_string(g.spec(id).name, seed));
     const bool gain = g.spec(id).role == engine::Role::norm_gain;
     double* d = g.data<double>(id);
     for (int64_t i = 0; i < g.shape(id).numel(); ++i) d[i] = (gain ? 1.0 : 0.0) + std * rng.normal();

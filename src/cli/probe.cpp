@@ -7,11 +7,11 @@
 
 #include "cli/commands.h"
 #include "cli/run_config.h"
+#include "analysis/analyses.h"
 #include "io/atomic_file.h"
 #include "model/init.h"
-#include "probe/analyses.h"
 #include "train/checkpoint.h"
-#include "train/trainer.h"
+#include "train/run.h"
 
 namespace normlab::cli {
 
@@ -89,7 +89,7 @@ void add_probe(CLI::App& app) {
   struct Args {
     ConfigSources sources;
     std::string run, out, analyses = "grad-init,one-step,angular,layer-drop,attention-entropy";
-    probe::AnalysisSettings settings;
+    analysis::AnalysisSettings settings;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("probe", "analyses of a checkpoint (--run) or of a freshly initialized config");
@@ -103,16 +103,11 @@ void add_probe(CLI::App& app) {
   cmd->add_option("--lr", args->settings.lr, "step size of one-step")->capture_default_str();
   cmd->add_option("--span", args->settings.span, "n of the angular distance between layers l and l+n")->capture_default_str();
   cmd->callback([args] {
-    train::RunConfig config;
-    if (!args->run.empty()) config = train::checkpoint_config(fs::path(args->run) / train::kCheckpointFile);
-    else config = load_run_config(args->sources);
-    train::set_threads(config.train.threads);
-    io::TokenData data = io::load_tokens(config.data_dir);
-    if (config.model.vocab_size == 0) config.model.vocab_size = data.vocab_size;
-    train::Loader loader(data.train, data.val, config.train.batch_size, config.train.seq_len, config.train.seed);
-    auto m = model::build_model(config.model, config.train.batch_size, config.train.seq_len);
-    if (!args->run.empty()) train::load_checkpoint(fs::path(args->run) / train::kCheckpointFile, *m, nullptr);
-    else model::initialize(*m, config.train.seed);
+    train::Run run = args->run.empty() ? train::build_run(load_run_config(args->sources)) : train::open_run(args->run);
+    if (args->run.empty()) model::initialize(*run.model, run.config.train.seed);
+    const train::RunConfig& config = run.config;
+    model::Model& m = *run.model;
+    const train::Loader& loader = *run.loader;
     const fs::path out = !args->out.empty() ? fs::path(args->out)
                          : !args->run.empty() ? fs::path(args->run)
                                               : fs::path("runs") / ("probe-" + config.model.placement);
@@ -123,18 +118,18 @@ void add_probe(CLI::App& app) {
     std::stringstream list(args->analyses);
     for (std::string name; std::getline(list, name, ',');) {
       Json result;
-      if (name == "grad-init") result = probe::gradient_norms_at_init(config, loader, args->settings);
-      else if (name == "one-step") result = probe::one_step_output_change(*m, loader, config, args->settings);
-      else if (name == "angular") result = probe::angular_distances(*m, loader, args->settings);
-      else if (name == "layer-drop") result = probe::layer_drop(*m, loader, args->settings);
-      else if (name == "attention-entropy") result = probe::attention_entropy(*m, loader, args->settings);
-      else if (name == "stream-init") result = probe::stream_at_init(config, loader, args->settings);
-      else if (name == "norm-equivalence") result = probe::norm_equivalence(*m, loader);
+      if (name == "grad-init") result = analysis::gradient_norms_at_init(config, loader, args->settings);
+      else if (name == "one-step") result = analysis::one_step_output_change(m, loader, config, args->settings);
+      else if (name == "angular") result = analysis::angular_distances(m, loader, args->settings);
+      else if (name == "layer-drop") result = analysis::layer_drop(m, loader, args->settings);
+      else if (name == "attention-entropy") result = analysis::attention_entropy(m, loader, args->settings);
+      else if (name == "stream-init") result = analysis::stream_at_init(config, loader, args->settings);
+      else if (name == "norm-equivalence") result = analysis::norm_equivalence(m, loader);
       else fail("--analysis: unknown analysis '{}' (known: grad-init, one-step, angular, layer-drop, attention-entropy, "
                 "stream-init, norm-equivalence)", name);
       if (name == "one-step" && !args->run.empty())  // one-step moved the weights: restore them
-        train::load_checkpoint(fs::path(args->run) / train::kCheckpointFile, *m, nullptr);
-      else if (name == "one-step") model::initialize(*m, config.train.seed);
+        train::load_checkpoint(fs::path(args->run) / train::kCheckpointFile, m, nullptr);
+      else if (name == "one-step") model::initialize(m, config.train.seed);
       print_table(name, result);
       jsonl += Json{{"analysis", name}, {"result", result}}.dump() + "\n";
       csv += csv_rows(name, result);

@@ -7,7 +7,6 @@
 #include "cli/commands.h"
 #include "cli/run_config.h"
 #include "io/corpus.h"
-#include "train/checkpoint.h"
 #include "train/trainer.h"
 
 namespace normlab::cli {
@@ -64,16 +63,10 @@ void add_eval(CLI::App& app) {
   cmd->add_option("-r,--run", args->run, "run directory")->required();
   cmd->add_option("--batches", args->batches, "evaluation batches")->capture_default_str();
   cmd->callback([args] {
-    const fs::path file = fs::path(args->run) / train::kCheckpointFile;
-    train::RunConfig config = train::checkpoint_config(file);
-    train::set_threads(config.train.threads);
-    io::TokenData data = io::load_tokens(config.data_dir);
-    auto m = model::build_model(config.model, config.train.batch_size, config.train.seq_len);
-    const int step = train::load_checkpoint(file, *m, nullptr);
-    train::Loader loader(data.train, data.val, config.train.batch_size, config.train.seq_len, config.train.seed);
-    const double loss = train::evaluate(*m, loader, args->batches);
+    train::Run run = train::open_run(args->run);
+    const double loss = train::evaluate(*run.model, *run.loader, args->batches);
     std::cout << fmt::format("step {}: validation loss {:.4f} nats/token (perplexity {:.2f}); unigram entropy {:.4f}\n",
-                             step, loss, std::exp(loss), data.unigram_entropy_nats);
+                             run.step, loss, std::exp(loss), run.data.unigram_entropy_nats);
   });
 }
 

@@ -6,6 +6,7 @@
 #include "cli/commands.h"
 #include "cli/run_config.h"
 #include "model/init.h"
+#include "model/norm.h"
 #include "model/placement.h"
 
 namespace normlab::cli {
@@ -28,6 +29,12 @@ void print_variant(const model::Placement& p) {
   }
 }
 
+void print_norm_type(const model::NormType& t) {
+  std::cout << fmt::format("  {:<14} {}\n", t.name, t.equation);
+  if (!t.paper.empty()) std::cout << fmt::format("  {:<14} {}\n", "", t.paper);
+  for (const model::NormParam& p : t.params) std::cout << fmt::format("  {:<14}   .{}: {}\n", "", p.suffix, p.init);
+}
+
 }  // namespace
 
 void add_variants(CLI::App& app) {
@@ -43,8 +50,9 @@ void add_variants(CLI::App& app) {
     }
     std::cout << "switches every placement accepts (model.options):\n";
     print_switches(model::common_switches());
-    std::cout << "\nnorm types (model.norm.type): layernorm, rmsnorm, rmsnorm_gemma, scalenorm, dyt, crmsnorm, none\n"
-                 "set one with e.g. --set model.placement=deepnorm --set model.options.deepnorm_init=torchscale\n";
+    std::cout << "\nnorm types (model.norm.type, e.g. --set model.norm.type=rmsnorm):\n";
+    for (const model::NormType* t : model::all_norm_types()) print_norm_type(*t);
+    std::cout << "\nset a switch with e.g. --set model.placement=deepnorm --set model.options.deepnorm_init=torchscale\n";
   });
 }
 

@@ -127,7 +127,7 @@ void Graph::plan() {
 void Graph::forward(bool training) {
   if (!planned_) plan();
   training_ = training;
-  for (const Node& n : nodes_) op_def(n.op).forward(*this, n);
+  for (const Node& n : nodes_) op_def(n.op).kernels.forward(*this, n);
 }
 
 void Graph::backward(TensorId loss, double loss_grad) {
@@ -135,7 +135,7 @@ void Graph::backward(TensorId loss, double loss_grad) {
   std::memset(act_grad_arena_.data(), 0, act_grad_arena_.size());
   dispatch_float(float_type_, [&]<typename T>() { *grad<T>(loss) = static_cast<T>(loss_grad); });
   for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
-    if (requires_grad(it->out)) op_def(it->op).backward(*this, *it);
+    if (requires_grad(it->out)) op_def(it->op).kernels.backward(*this, *it);
 }
 
 void Graph::zero_param_grads() { std::memset(grad_arena_.data(), 0, grad_arena_.size()); }
@@ -155,6 +155,21 @@ size_t Graph::parameter_count() const {
   size_t n = 0;
   for (TensorId p : parameters_) n += static_cast<size_t>(spec(p).shape.numel());
   return n;
+}
+
+void copy_to_f64(const Graph& g, TensorId id, std::vector<double>& dst, bool grad) {
+  const int64_t n = g.shape(id).numel();
+  dst.resize(static_cast<size_t>(n));
+  dispatch_float(g.float_type(), [&]<typename T>() {
+    const T* d = grad ? g.grad<T>(id) : g.data<T>(id);
+    for (int64_t i = 0; i < n; ++i) dst[static_cast<size_t>(i)] = static_cast<double>(d[i]);
+  });
+}
+
+std::vector<double> to_f64(const Graph& g, TensorId id, bool grad) {
+  std::vector<double> out;
+  copy_to_f64(g, id, out, grad);
+  return out;
 }
 
 }  // namespace normlab::engine

@@ -100,6 +100,11 @@ class Graph {
   uint64_t seed_ = 0;
 };
 
+// A float tensor's values (or its gradient) as fp64: into dst, resized (reused buffers do not allocate),
+// or as a new vector.
+void copy_to_f64(const Graph& g, TensorId id, std::vector<double>& dst, bool grad = false);
+std::vector<double> to_f64(const Graph& g, TensorId id, bool grad = false);
+
 // Calls fn.template operator()<T>() with T = float or double, by the graph's float type.
 template <typename Fn>
 void dispatch_float(DType t, Fn&& fn) {

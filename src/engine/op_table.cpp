@@ -1,21 +1,21 @@
-// The map of the engine: one row per op, in OpKind order.
+// The map of the engine: one row per op of NORMLAB_OPS, in OpKind order.
 #include <array>
 
 #include "engine/ops.h"
 
 namespace normlab::engine {
 
-extern const OpDef kEmbeddingOp, kPositionAddOp, kLinearOp, kLayerNormOp, kRmsNormOp, kAddOp, kScaleOp,
-    kGeluOp, kGatedOp, kRopeOp, kAttentionOp, kCrossEntropyOp, kDropoutOp, kScaleAddOp, kGpasOp, kDytOp, kScaleNormOp,
-    kCrmsNormOp, kCenterOp, kSoftcapOp, kPbRelaxOp;
+#define NORMLAB_OP_KERNELS(name) extern const OpKernels name##_kernels;
+NORMLAB_OPS(NORMLAB_OP_KERNELS)
+#undef NORMLAB_OP_KERNELS
 
 const OpDef& op_def(OpKind kind) {
-  static const std::array<const OpDef*, static_cast<size_t>(OpKind::count)> table = {
-      &kEmbeddingOp, &kPositionAddOp, &kLinearOp, &kLayerNormOp, &kRmsNormOp, &kAddOp,  &kScaleOp,
-      &kGeluOp,      &kGatedOp,       &kRopeOp,   &kAttentionOp, &kCrossEntropyOp, &kDropoutOp,
-      &kScaleAddOp,  &kGpasOp,        &kDytOp,    &kScaleNormOp, &kCrmsNormOp,  &kCenterOp, &kSoftcapOp, &kPbRelaxOp,
-  };
-  return *table[static_cast<size_t>(kind)];
+  static const std::array<OpDef, static_cast<size_t>(OpKind::count)> table = {{
+#define NORMLAB_OP_ROW(name) {OpKind::name, #name, name##_kernels},
+      NORMLAB_OPS(NORMLAB_OP_ROW)
+#undef NORMLAB_OP_ROW
+  }};
+  return table[static_cast<size_t>(kind)];
 }
 
 TensorId like(Graph& g, const std::string& name, TensorId x, std::initializer_list<TensorId> inputs) {

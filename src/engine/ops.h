@@ -1,6 +1,7 @@
 #pragma once
 // The op table: every operation the engine knows, each with its forward and backward written side by
-// side in ops/<name>.cpp and the derivative derived in a comment above the kernels. Builders append
+// side in ops/ (one file per op family: the norms of one kind, the element-wise ops, ...) and the
+// derivative derived in a comment above the kernels. Builders append
 // a node to the graph and return its output; kernels run later, when the graph replays the tape.
 //
 // Conventions: activations are [rows, width] with every leading axis folded into rows; backward
@@ -13,35 +14,48 @@
 
 namespace normlab::engine {
 
+// The list of ops, one line each: the enum, the names and the table are generated from it, so a
+// kind without kernels fails to link and no row can sit in the wrong place.
+#define NORMLAB_OPS(X)                                                                      \
+  X(embedding)     /* out[r] = table[ids[r]]                                           */ \
+  X(position_add)  /* out[b,t] = x[b,t] + pos[t]                                       */ \
+  X(linear)        /* y = x Wᵀ + b                                                     */ \
+  X(layer_norm)    /* y = γ ⊙ (x − μ)/√(v + ε) + β                                     */ \
+  X(rms_norm)      /* y = (γ + offset) ⊙ x/√(mean(x²) + ε)                             */ \
+  X(add)           /* y = α·a + β·b                                                    */ \
+  X(scale)         /* y = c·x                                                          */ \
+  X(gelu)          /* y = x·Φ(x)                                                       */ \
+  X(gated)         /* y = act(gate) ⊙ up, act = SiLU (SwiGLU) or GELU (GeGLU)          */ \
+  X(rope)          /* rotary positions on q or k                                       */ \
+  X(attention)     /* causal multi-head softmax attention                              */ \
+  X(cross_entropy) /* mean −log softmax(logits)[target]                                */ \
+  X(dropout)       /* inverted dropout, mask from a counter-based hash                 */ \
+  X(scale_add)     /* y = a + s ⊙ b, s a learnable scalar, vector or per-head vector   */ \
+  X(gpas)          /* y = x − SiLU(a)·sg(x)                                            */ \
+  X(dyt)           /* y = γ ⊙ tanh(α x) + β                                            */ \
+  X(scale_norm)    /* y = g · x / max(‖x‖₂, ε)   (g absent: plain L2 normalization)    */ \
+  X(crms_norm)     /* compressed RMSNorm of a zero-mean vector without its last coord. */ \
+  X(center)        /* y = x − mean(x)                                                  */ \
+  X(softcap)       /* y = c · tanh(x / c)                                              */ \
+  X(pb_relax)      /* y = x / (max|x| / 8), max over the whole tensor and detached     */
+
 enum class OpKind : uint8_t {
-  embedding,      // out[r] = table[ids[r]]
-  position_add,   // out[b,t] = x[b,t] + pos[t]
-  linear,         // y = x Wᵀ + b
-  layer_norm,     // y = γ ⊙ (x − μ)/√(v + ε) + β
-  rms_norm,       // y = (γ + offset) ⊙ x/√(mean(x²) + ε)
-  add,            // y = α·a + β·b
-  scale,          // y = c·x
-  gelu,           // y = x·Φ(x)
-  gated,          // y = act(gate) ⊙ up, act = SiLU (SwiGLU) or GELU (GeGLU)
-  rope,           // rotary positions on q or k
-  attention,      // causal multi-head softmax attention
-  cross_entropy,  // mean −log softmax(logits)[target]
-  dropout,        // inverted dropout, mask from a counter-based hash
-  scale_add,      // y = a + s ⊙ b, s a learnable scalar, vector or per-head vector
-  gpas,           // y = x − SiLU(a)·sg(x)
-  dyt,            // y = γ ⊙ tanh(α x) + β
-  scale_norm,     // y = g · x / max(‖x‖₂, ε)   (g absent: plain L2 normalization)
-  crms_norm,      // compressed RMSNorm of a zero-mean vector stored without its last coordinate
-  center,         // y = x − mean(x)
-  softcap,        // y = c · tanh(x / c)
-  pb_relax,       // y = x / (max|x| / 8), max over the whole tensor and detached
+#define NORMLAB_OP_KIND(name) name,
+  NORMLAB_OPS(NORMLAB_OP_KIND)
+#undef NORMLAB_OP_KIND
   count
 };
 
-struct OpDef {
-  const char* name;
+// What an op's file defines, as `extern const OpKernels <name>_kernels`.
+struct OpKernels {
   void (*forward)(Graph&, const Node&);
   void (*backward)(Graph&, const Node&);
+};
+
+struct OpDef {
+  OpKind kind;
+  const char* name;
+  OpKernels kernels;
 };
 const OpDef& op_def(OpKind kind);
 

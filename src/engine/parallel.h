@@ -10,6 +10,11 @@
 
 namespace normlab::engine {
 
+// The OpenMP thread count for every kernel from now on (train.threads); 0 leaves OpenMP's default.
+inline void set_threads(int threads) {
+  if (threads > 0) omp_set_num_threads(threads);
+}
+
 inline constexpr int64_t kReduceChunks = 32;
 
 // Workspace bytes reduce_rows needs for `accumulators` vectors of `width` elements of T.

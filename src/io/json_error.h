@@ -4,6 +4,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/error.h"
+
 namespace normlab::io::detail {
 
 // The exception's message without the "[json.exception.parse_error.101] " prefix, control
@@ -13,13 +15,7 @@ inline std::string json_error_text(const std::exception& e, std::size_t limit = 
   if (text.starts_with("[json.exception.")) {
     if (auto end = text.find("] "); end != std::string_view::npos) text.remove_prefix(end + 2);
   }
-  std::string out;
-  for (char c : text.substr(0, limit)) {
-    auto u = static_cast<unsigned char>(c);
-    out += (u < 0x20 || u == 0x7f) ? '?' : c;
-  }
-  if (text.size() > limit) out += "...";
-  return out;
+  return printable(text, limit);
 }
 
 }  // namespace normlab::io::detail

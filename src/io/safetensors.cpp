@@ -26,16 +26,6 @@ constexpr std::string_view kMetadataKey = "__metadata__";
 constexpr std::uint64_t kMaxHeaderBytes = 100'000'000;
 constexpr std::string_view kFix = "re-save it or resume from an earlier checkpoint";
 
-std::string printable(std::string_view text, std::size_t limit = 160) {
-  std::string out;
-  for (char c : text.substr(0, limit)) {
-    auto u = static_cast<unsigned char>(c);
-    out += (u < 0x20 || u == 0x7f) ? '?' : c;
-  }
-  if (text.size() > limit) out += "...";
-  return out;
-}
-
 // Multiplies with an overflow check against int64.
 bool checked_mul(std::uint64_t a, std::uint64_t b, std::uint64_t* out) {
   if (a != 0 && b > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) / a) return false;

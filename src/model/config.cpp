@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include "model/norm.h"
 #include "model/placement.h"
 
 namespace normlab::model {
@@ -53,7 +54,7 @@ ModelConfig read_model_config(const Json& user, const std::string& where) {
   r.read("d_ff", c.d_ff, 1, 1 << 18);
   r.read("max_seq_len", c.max_seq_len, 1, 1 << 16);
   r.section("norm", [&](ConfigReader& n) {
-    n.read("type", c.norm.type, {"layernorm", "rmsnorm", "rmsnorm_gemma", "scalenorm", "dyt", "crmsnorm", "none"});
+    n.read("type", c.norm.type, norm_type_names());
     n.read("eps", c.norm.eps, 0.0, 1.0);
     n.read("bias", c.norm.bias);
   });

@@ -9,7 +9,7 @@
 namespace normlab::model {
 
 struct NormConfig {
-  std::string type = "layernorm";  // layernorm | rmsnorm | rmsnorm_gemma | scalenorm | dyt | crmsnorm | none
+  std::string type = "layernorm";  // a registered norm type (norm.h, norms/registry.cpp)
   double eps = 1e-5;
   bool bias = true;                // LayerNorm β
 };

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "common/rng.h"
 #include "model/transformer.h"
 
 namespace normlab::model {
@@ -44,19 +45,5 @@ struct ParamStats {
   double mean, std, rms;
 };
 std::vector<ParamStats> parameter_stats(const Model& m);
-
-// Deterministic N(0, 1) and U(0, 1) streams (splitmix64 + Box-Muller), independent of the C++ library.
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  uint64_t next();
-  double uniform();  // [0, 1)
-  double normal();
-  uint64_t state() const { return state_; }
-
- private:
-  uint64_t state_;
-};
-uint64_t hash_string(const std::string& s, uint64_t seed);
 
 }  // namespace normlab::model

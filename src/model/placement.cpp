@@ -1,7 +1,5 @@
 #include "model/placement.h"
 
-#include <cmath>
-
 #include "common/error.h"
 
 namespace normlab::model {
@@ -36,36 +34,6 @@ Json option(const ModelConfig& c, const std::string& name) {
     for (const Switch& s : table)
       if (s.name == name) return Json::parse(s.default_json);
   fail("internal: option '{}' has no default; declare it in the placement's switches", name);
-}
-
-TensorId make_norm(Graph& g, const ModelConfig& c, const std::string& name, TensorId x, NormSpec spec) {
-  const std::string type = spec.type.empty() ? c.norm.type : spec.type;
-  const double eps = spec.eps >= 0 ? spec.eps : c.norm.eps;
-  const int64_t width = g.shape(x).last();
-  if (type == "none") return x;
-  if (option(c, "pb_relax").get<bool>()) x = eng::pb_relax(g, name + ".pb_relax", x);
-  auto gain = [&](double fallback) {
-    return g.parameter(name + ".weight", Shape{width}, Role::norm_gain, false, spec.gain_init >= 0 ? spec.gain_init : fallback);
-  };
-  auto bias = [&] { return c.norm.bias ? g.parameter(name + ".bias", Shape{width}, Role::norm_bias, false) : eng::kNoTensor; };
-  if (type == "layernorm") {
-    TensorId gamma = gain(1.0);
-    return eng::layer_norm(g, name + ".out", x, gamma, bias(), eps);
-  }
-  if (type == "rmsnorm") return eng::rms_norm(g, name + ".out", x, gain(1.0), eps);
-  if (type == "rmsnorm_gemma") return eng::rms_norm(g, name + ".out", x, gain(0.0), eps, 1.0);
-  if (type == "scalenorm") {
-    TensorId gs = g.parameter(name + ".weight", Shape{1}, Role::scalar, false, std::sqrt(static_cast<double>(width)));
-    return eng::scale_norm(g, name + ".out", x, gs, eps);
-  }
-  if (type == "dyt") {
-    const double a0 = spec.dyt_alpha > 0 ? spec.dyt_alpha : option(c, "dyt_alpha").get<double>();
-    TensorId alpha = g.parameter(name + ".alpha", Shape{1}, Role::scalar, false, a0);
-    TensorId gamma = gain(1.0);
-    return eng::dyt(g, name + ".out", x, alpha, gamma, bias());
-  }
-  if (type == "crmsnorm") return eng::crms_norm(g, name + ".out", x, eps);
-  fail("internal: norm type '{}' has no builder", type);
 }
 
 SubLayer Stack::sublayer(int layer, Branch branch) const { return SubLayer(g_, config_, layer, branch, &landmarks_); }

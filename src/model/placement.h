@@ -13,6 +13,7 @@
 #include "engine/graph.h"
 #include "engine/ops.h"
 #include "model/config.h"
+#include "model/norm.h"
 #include "model/transformer.h"
 
 namespace normlab::model {
@@ -32,17 +33,6 @@ struct BranchStyle {
   bool mid_norm = false;    // Sub-LN / NormFormer: a norm over d_ff before fc2
   HeadScale head_scale = HeadScale::none;  // NormFormer: γ_h per head (before W_O, or on W_O's output)
 };
-
-// Overrides of the configured norm for one slot.
-struct NormSpec {
-  std::string type;           // empty = model.norm.type
-  double eps = -1;            // < 0 = model.norm.eps
-  double gain_init = -1;      // < 0 = the type's default (1, or 0 for rmsnorm_gemma)
-  double dyt_alpha = -1;      // < 0 = options.dyt_alpha
-};
-
-// The configured norm of `name` (`name.weight`, `name.bias`, `name.alpha`) over the last axis of x.
-TensorId make_norm(Graph& g, const ModelConfig& c, const std::string& name, TensorId x, NormSpec spec = {});
 
 // Model-level verbs shared by the default layer loop and stack-level variants.
 class Stack {

@@ -29,7 +29,8 @@ struct Model {
   Model(const ModelConfig& c, int b, int t, engine::DType dtype) : config(c), batch(b), seq(t), graph(dtype) {}
   // Copies B·T token ids and targets into the graph's inputs.
   void set_batch(const int32_t* token_ids, const int32_t* target_ids);
-  // Forward (and, if training, backward) on the current inputs; returns the loss.
+  // Forward only, on the current inputs; returns the loss. training = true turns dropout on; the
+  // gradients come from graph.backward(loss) afterwards.
   double forward(bool training);
   double loss_value() const;
 };

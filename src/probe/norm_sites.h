@@ -1,5 +1,6 @@
 #pragma once
-// Every norm in a graph, found by op kind on the tape, so probes work for any placement.
+// Every norm in a graph, found on the tape by the op its norm type records (model/norm.h), so probes
+// work for any placement and any registered norm type.
 #include <string>
 #include <vector>
 
@@ -13,9 +14,9 @@ struct NormSite {
 };
 std::vector<NormSite> norm_sites(const engine::Graph& g);
 
-// inv_sigma: the mean over rows of the norm's 1/σ (1/RMS, or g/‖x‖ for ScaleNorm), i.e. the scale of
-// its Jacobian; input_rms: the mean of ‖x‖/√d over rows (DeepNet's LN-input size). DyT has no σ:
-// its inv_sigma is α (the slope at 0).
+// inv_sigma: the mean over rows of the norm's Jacobian scale, read by its norm type (1/σ; 1/RMS;
+// g/‖x‖ for ScaleNorm; α for DyT, which has no σ); input_rms: the mean of ‖x‖/√d over rows (DeepNet's
+// LN-input size).
 struct NormReading {
   double inv_sigma = 0, input_rms = 0;
 };

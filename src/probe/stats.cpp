@@ -23,13 +23,4 @@ TensorStats tensor_stats(const engine::Graph& g, engine::TensorId id, bool grad)
   return s;
 }
 
-void copy_values(const engine::Graph& g, engine::TensorId id, std::vector<double>& dst, bool grad) {
-  const int64_t n = g.shape(id).numel();
-  dst.resize(static_cast<size_t>(n));
-  engine::dispatch_float(g.float_type(), [&]<typename T>() {
-    const T* d = grad ? g.grad<T>(id) : g.data<T>(id);
-    for (int64_t i = 0; i < n; ++i) dst[static_cast<size_t>(i)] = d[i];
-  });
-}
-
 }  // namespace normlab::probe

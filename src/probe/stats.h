@@ -14,7 +14,5 @@ struct TensorStats {
 
 // Statistics of a tensor's values (grad = false) or of its gradient (grad = true).
 TensorStats tensor_stats(const engine::Graph& g, engine::TensorId id, bool grad = false);
-// Copies a float tensor's values (or its gradient) into dst (resized), as fp64.
-void copy_values(const engine::Graph& g, engine::TensorId id, std::vector<double>& dst, bool grad = false);
 
 }  // namespace normlab::probe

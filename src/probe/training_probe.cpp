@@ -73,7 +73,7 @@ void TrainingProbe::set_reference(const int32_t* tokens, const int32_t* targets)
   }
   m_.set_batch(tokens, targets);
   m_.forward(false);
-  copy_values(m_.graph, m_.logits, reference_logits_);
+  eng::copy_to_f64(m_.graph, m_.logits, reference_logits_);
   const auto& s = m_.graph.shape(m_.logits);
   io::write_safetensors(file, std::vector<io::TensorToWrite>{{"logits", io::Dtype::F64, {s[0], s[1], s[2]}, reference_logits_.data()}});
 }
@@ -151,7 +151,7 @@ void TrainingProbe::after_backward(int step, double loss, double grad_norm) {
     params["name"].push_back(p.name);
     params["weight_norm"].push_back(std::sqrt(tensor_stats(g, ids[i]).mean_square * n));
     params["grad_norm"].push_back(std::sqrt(tensor_stats(g, ids[i], true).mean_square * n));
-    copy_values(g, ids[i], before_update_[i]);
+    eng::copy_to_f64(g, ids[i], before_update_[i]);
     if (p.role == eng::Role::scalar) {  // ReZero α, GPAS gates, DyT α, ScaleNorm g, Admin ω (mean) ...
       double sum = 0;
       for (double v : before_update_[i]) sum += v;
@@ -169,7 +169,7 @@ void TrainingProbe::after_update(int step) {
   Json updates{{"name", Json::array()}, {"update_norm", Json::array()}, {"update_ratio", Json::array()}};
   const auto& ids = g.parameters();
   for (size_t i = 0; i < ids.size(); ++i) {
-    copy_values(g, ids[i], scratch_);
+    eng::copy_to_f64(g, ids[i], scratch_);
     double du = 0, w = 0;
     for (size_t j = 0; j < scratch_.size(); ++j) {
       du += (scratch_[j] - before_update_[i][j]) * (scratch_[j] - before_update_[i][j]);
@@ -184,7 +184,7 @@ void TrainingProbe::after_update(int step) {
   if (probe_tokens_.empty()) return;
   m_.set_batch(probe_tokens_.data(), probe_targets_.data());
   m_.forward(false);
-  copy_values(g, m_.logits, scratch_);
+  eng::copy_to_f64(g, m_.logits, scratch_);
   double diff = 0;
   for (size_t j = 0; j < scratch_.size(); ++j) diff += (scratch_[j] - reference_logits_[j]) * (scratch_[j] - reference_logits_[j]);
   write(step, "model_update", {{"logit_change_rms", std::sqrt(diff / static_cast<double>(scratch_.size()))}});

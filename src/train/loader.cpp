@@ -3,7 +3,7 @@
 #include <algorithm>
 
 #include "common/error.h"
-#include "model/init.h"
+#include "common/rng.h"
 
 namespace normlab::train {
 
@@ -25,7 +25,7 @@ void Loader::train_batch(int step, int micro, Batch& out) const {
   out.tokens.resize(static_cast<size_t>(batch_ * seq_));
   out.targets.resize(out.tokens.size());
   // The seed is hashed before the step enters, so neighbouring seeds draw unrelated windows.
-  model::Rng rng(model::Rng(seed_).next() ^ (static_cast<uint64_t>(step) * 1000003ULL + static_cast<uint64_t>(micro)));
+  Rng rng(Rng(seed_).next() ^ (static_cast<uint64_t>(step) * 1000003ULL + static_cast<uint64_t>(micro)));
   const uint64_t starts = train_.size() - static_cast<size_t>(seq_);
   for (int b = 0; b < batch_; ++b) fill(train_, b, static_cast<int64_t>(rng.next() % starts), out);
 }

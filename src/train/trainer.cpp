@@ -1,7 +1,5 @@
 #include "train/trainer.h"
 
-#include <omp.h>
-
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -20,10 +18,6 @@ namespace normlab::train {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-void set_threads(int threads) {
-  if (threads > 0) omp_set_num_threads(threads);
-}
 
 double evaluate(model::Model& m, const Loader& loader, int batches) {
   if (batches < 1) fail("the number of evaluation batches must be at least 1, got {}", batches);
@@ -53,19 +47,9 @@ void truncate_metrics(const fs::path& file, int step) {
 }  // namespace
 
 Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
-    : config_(std::move(config)), run_dir_(std::move(run_dir)), options_(options) {
-  set_threads(config_.train.threads);
-  data_ = io::load_tokens(config_.data_dir);
-  if (config_.model.vocab_size == 0) config_.model.vocab_size = data_.vocab_size;
-  if (config_.model.vocab_size != data_.vocab_size)
-    fail("model.vocab_size = {} but the token data in {} has a vocabulary of {}: remove model.vocab_size or re-run "
-         "normlab prepare with --vocab-size {}", config_.model.vocab_size, config_.data_dir, data_.vocab_size,
-         config_.model.vocab_size);
-  const TrainConfig& t = config_.train;
-  model_ = model::build_model(config_.model, t.batch_size, t.seq_len);
-  model_->graph.set_seed(t.seed);
-  optimizer_ = std::make_unique<AdamW>(model_->graph);
-  loader_ = std::make_unique<Loader>(data_.train, data_.val, t.batch_size, t.seq_len, t.seed);
+    : run_(build_run(std::move(config))), run_dir_(std::move(run_dir)), options_(options) {
+  run_.model->graph.set_seed(run_.config.train.seed);
+  optimizer_ = std::make_unique<AdamW>(run_.model->graph);
 
   const fs::path checkpoint = run_dir_ / kCheckpointFile;
   if (!options_.resume && fs::exists(checkpoint))
@@ -73,11 +57,11 @@ Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
          run_dir_.string());
   if (options_.resume && !fs::exists(checkpoint))
     fail("cannot resume: {} has no {} (train without --resume to start a new run)", run_dir_.string(), kCheckpointFile);
-  if (options_.resume && to_json(checkpoint_config(checkpoint)) != to_json(config_))
+  if (options_.resume && to_json(checkpoint_config(checkpoint)) != to_json(run_.config))
     fail("cannot resume: {}/config.json differs from the config stored in its checkpoint; restore it (the checkpoint's "
          "copy is in checkpoint.json) or start a new run", run_dir_.string());
   fs::create_directories(run_dir_);
-  io::write_file_atomic(run_dir_ / "config.json", to_json(config_).dump(2) + "\n");
+  io::write_file_atomic(run_dir_ / "config.json", to_json(run_.config).dump(2) + "\n");
 }
 
 Trainer::~Trainer() {
@@ -93,16 +77,16 @@ void Trainer::log_metrics(const Json& record) {
 void Trainer::progress_line(int step, double loss, double lr, double tokens_per_s, double eta_s) {
   if (!options_.progress) return;
   *options_.progress << fmt::format("step {:>6}/{} | loss {:.4f} | lr {:.2e} | {:.0f} tok/s | ETA {:.0f}s\n", step,
-                                    config_.train.steps, loss, lr, tokens_per_s, eta_s)
+                                    run_.config.train.steps, loss, lr, tokens_per_s, eta_s)
                      << std::flush;
 }
 
 void Trainer::stop_non_finite(int step, double loss, double grad_norm) {
-  const std::string where = probe::first_nonfinite(model_->graph);
+  const std::string where = probe::first_nonfinite(run_.model->graph);
   const std::string layer = probe::location_of(where);
   std::string saved = fmt::format("the checkpoint in {} is intact", run_dir_.string());
-  if (step > 1 && probe::parameters_finite(model_->graph)) {  // the state after step − 1, the last good one
-    save_checkpoint(run_dir_, *model_, *optimizer_, config_, step - 1);
+  if (step > 1 && probe::parameters_finite(run_.model->graph)) {  // the state after step − 1, the last good one
+    save_checkpoint(run_dir_, *run_.model, *optimizer_, run_.config, step - 1);
     saved = fmt::format("the last good state (step {}) is saved in {}", step - 1, (run_dir_ / kCheckpointFile).string());
   }
   log_metrics({{"type", "non_finite"}, {"step", step}, {"loss", loss}, {"grad_norm", grad_norm}, {"first", where}});
@@ -111,8 +95,8 @@ void Trainer::stop_non_finite(int step, double loss, double grad_norm) {
 }
 
 TrainSummary Trainer::run() {
-  const TrainConfig& t = config_.train;
-  model::Model& m = *model_;
+  const TrainConfig& t = run_.config.train;
+  model::Model& m = *run_.model;
   int start = 0;
   const fs::path metrics_file = run_dir_ / "metrics.jsonl";
   if (options_.resume) {
@@ -122,7 +106,7 @@ TrainSummary Trainer::run() {
     if (options_.progress) *options_.progress << fmt::format("resumed {} at step {}\n", run_dir_.string(), start);
   } else {
     Batch first;  // rules that profile a forward pass (Admin) see real text
-    loader_->train_batch(1, 0, first);
+    run_.loader->train_batch(1, 0, first);
     model::initialize(m, t.seed, first.tokens.data(), first.targets.data());
     std::error_code ignored;
     fs::remove(metrics_file, ignored);
@@ -134,7 +118,7 @@ TrainSummary Trainer::run() {
   if (t.probe_every > 0) {
     probes = std::make_unique<probe::TrainingProbe>(m, run_dir_, options_.resume);
     Batch reference;
-    loader_->eval_batch(0, 1, reference);
+    run_.loader->eval_batch(0, 1, reference);
     probes->set_reference(reference.tokens.data(), reference.targets.data());
   }
   probe::SpikeDetector loss_spikes(128, 20, t.spike_z), grad_spikes(128, 20, t.spike_z);
@@ -144,7 +128,7 @@ TrainSummary Trainer::run() {
   if (last <= start) fail("--stop-after {} is not after the checkpoint's step {}: give a later step", options_.stop_after, start);
   const double tokens_per_step = double(t.batch_size) * t.seq_len * t.grad_accum;
   TrainSummary summary;
-  summary.unigram_entropy = data_.unigram_entropy_nats;
+  summary.unigram_entropy = run_.data.unigram_entropy_nats;
   Batch batch;
   const auto begin = Clock::now();
   auto window_start = begin;
@@ -155,7 +139,7 @@ TrainSummary Trainer::run() {
     loss = 0;
     for (int micro = 0; micro < t.grad_accum; ++micro) {
       m.graph.set_step(static_cast<uint64_t>(step) * static_cast<uint64_t>(t.grad_accum) + static_cast<uint64_t>(micro));  // dropout masks
-      loader_->train_batch(step, micro, batch);
+      run_.loader->train_batch(step, micro, batch);
       m.set_batch(batch.tokens.data(), batch.targets.data());
       loss += m.forward(true) / t.grad_accum;
       m.graph.backward(m.loss, 1.0 / t.grad_accum);
@@ -195,12 +179,12 @@ TrainSummary Trainer::run() {
     }
     const bool final_step = step == t.steps;
     if ((t.eval_every > 0 && step % t.eval_every == 0) || final_step) {
-      summary.val_loss = evaluate(m, *loader_, t.eval_batches);
+      summary.val_loss = evaluate(m, *run_.loader, t.eval_batches);
       log_metrics({{"type", "eval"}, {"step", step}, {"val_loss", summary.val_loss}});
       if (options_.progress) *options_.progress << fmt::format("step {:>6} | val_loss {:.4f}\n", step, summary.val_loss);
     }
     if ((t.checkpoint_every > 0 && step % t.checkpoint_every == 0) || step == last)
-      save_checkpoint(run_dir_, m, *optimizer_, config_, step);
+      save_checkpoint(run_dir_, m, *optimizer_, run_.config, step);
   }
   summary.steps = last;
   summary.train_loss = loss;

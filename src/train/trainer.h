@@ -5,11 +5,8 @@
 #include <iosfwd>
 #include <memory>
 
-#include "io/corpus.h"
-#include "model/transformer.h"
 #include "train/adamw.h"
-#include "train/loader.h"
-#include "train/train_config.h"
+#include "train/run.h"
 
 namespace normlab::train {
 
@@ -33,27 +30,21 @@ class Trainer {
   Trainer(RunConfig config, std::filesystem::path run_dir, TrainOptions options);
   ~Trainer();
   TrainSummary run();
-  model::Model& model() { return *model_; }
+  model::Model& model() { return *run_.model; }
 
  private:
   void log_metrics(const Json& record);
   void progress_line(int step, double loss, double lr, double tokens_per_s, double eta_s);
   [[noreturn]] void stop_non_finite(int step, double loss, double grad_norm);
 
-  RunConfig config_;
+  Run run_;
   std::filesystem::path run_dir_;
   TrainOptions options_;
-  io::TokenData data_;
-  std::unique_ptr<model::Model> model_;
   std::unique_ptr<AdamW> optimizer_;
-  std::unique_ptr<Loader> loader_;
   std::FILE* metrics_ = nullptr;
 };
 
 // Mean validation loss over `batches` fixed batches.
 double evaluate(model::Model& m, const Loader& loader, int batches);
-
-// Applies train.threads (0 = leave OpenMP's default).
-void set_threads(int threads);
 
 }  // namespace normlab::train

@@ -39,14 +39,7 @@ std::unique_ptr<Model> build(const Json& config, eng::DType dtype) {
   return m;
 }
 
-std::vector<double> values(const eng::Graph& g, eng::TensorId id, bool grad = false) {
-  std::vector<double> out(static_cast<size_t>(g.shape(id).numel()));
-  eng::dispatch_float(g.float_type(), [&]<typename T>() {
-    const T* d = grad ? g.grad<T>(id) : g.data<T>(id);
-    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(d[i]);
-  });
-  return out;
-}
+std::vector<double> values(const eng::Graph& g, eng::TensorId id, bool grad = false) { return eng::to_f64(g, id, grad); }
 
 void set_values(eng::Graph& g, eng::TensorId id, const std::vector<double>& v) {
   eng::dispatch_float(g.float_type(), [&]<typename T>() {

@@ -42,15 +42,7 @@ std::unique_ptr<Model> initialized(const Json& config, uint64_t seed = 5, eng::D
   return m;
 }
 
-std::vector<double> values(const Model& m, const std::string& name) {
-  const eng::TensorId id = m.graph.at(name);
-  std::vector<double> out(static_cast<size_t>(m.graph.shape(id).numel()));
-  eng::dispatch_float(m.graph.float_type(), [&]<typename T>() {
-    const T* d = m.graph.data<T>(id);
-    for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(d[i]);
-  });
-  return out;
-}
+std::vector<double> values(const Model& m, const std::string& name) { return eng::to_f64(m.graph, m.graph.at(name)); }
 
 struct Moments {
   double mean = 0, std = 0, max_abs = 0, kurtosis = 0;

@@ -52,7 +52,7 @@ struct NormGraph {
   // x = c · (a fixed pattern with nonzero mean per row), then a forward pass.
   void run(double c) {
     double* d = g.data<double>(x);
-    model::Rng rng(7);
+    Rng rng(7);
     for (int64_t i = 0; i < kRows * kWidth; ++i) d[i] = c * (0.3 * static_cast<double>(i / kWidth) + rng.normal());
     g.forward(false);
   }

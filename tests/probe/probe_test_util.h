@@ -114,13 +114,7 @@ inline std::unique_ptr<model::Model> fresh_model(const train::RunConfig& c,
 
 // Every value of a float tensor (data or gradient) as fp64.
 inline std::vector<double> values(const engine::Graph& g, engine::TensorId id, bool grad = false) {
-  const int64_t n = g.shape(id).numel();
-  std::vector<double> out(static_cast<size_t>(n));
-  engine::dispatch_float(g.float_type(), [&]<typename T>() {
-    const T* d = grad ? g.grad<T>(id) : g.data<T>(id);
-    for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<double>(d[i]);
-  });
-  return out;
+  return engine::to_f64(g, id, grad);
 }
 
 inline double l2(const std::vector<double>& v) {

@@ -111,7 +111,7 @@ void backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<type
 
 }  // namespace
 
-extern const OpDef kAttentionOp{"attention", forward, backward};
+extern const OpKernels attention_kernels{forward, backward};
 
 TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads, double scale,
                    double softcap) {

@@ -57,7 +57,7 @@ void backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<type
 
 }  // namespace
 
-extern const OpDef kCrossEntropyOp{"cross_entropy", forward, backward};
+extern const OpKernels cross_entropy_kernels{forward, backward};
 
 TensorId cross_entropy(Graph& g, const std::string& name, TensorId logits, TensorId targets) {
   const int64_t rows = g.shape(logits).rows();

@@ -74,7 +74,7 @@ void backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<type
 
 }  // namespace
 
-extern const OpDef kDytOp{"dyt", forward, backward};
+extern const OpKernels dyt_kernels{forward, backward};
 
 TensorId dyt(Graph& g, const std::string& name, TensorId x, TensorId alpha, TensorId gain, TensorId bias) {
   Node n = make_node(OpKind::dyt, x, alpha, gain);

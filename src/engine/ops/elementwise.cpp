@@ -231,13 +231,13 @@ TensorId gated(Graph& g, const std::string& name, TensorId gate, TensorId up, Ga
 
 }  // namespace
 
-extern const OpDef kAddOp{"add", add_forward, add_backward};
-extern const OpDef kScaleOp{"scale", scale_forward, scale_backward};
-extern const OpDef kGeluOp{"gelu", gelu_forward, gelu_backward};
-extern const OpDef kGatedOp{"gated", gated_forward, gated_backward};
-extern const OpDef kCenterOp{"center", center_forward, center_backward};
-extern const OpDef kSoftcapOp{"softcap", softcap_forward, softcap_backward};
-extern const OpDef kDropoutOp{"dropout", dropout_forward, dropout_backward};
+extern const OpKernels add_kernels{add_forward, add_backward};
+extern const OpKernels scale_kernels{scale_forward, scale_backward};
+extern const OpKernels gelu_kernels{gelu_forward, gelu_backward};
+extern const OpKernels gated_kernels{gated_forward, gated_backward};
+extern const OpKernels center_kernels{center_forward, center_backward};
+extern const OpKernels softcap_kernels{softcap_forward, softcap_backward};
+extern const OpKernels dropout_kernels{dropout_forward, dropout_backward};
 
 TensorId add(Graph& g, const std::string& name, TensorId a, TensorId b, double alpha, double beta) {
   return binary(g, OpKind::add, name, a, b, alpha, beta);

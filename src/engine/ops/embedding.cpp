@@ -75,8 +75,8 @@ void position_backward(Graph& g, const Node& n) { dispatch_float(g.float_type(),
 
 }  // namespace
 
-extern const OpDef kEmbeddingOp{"embedding", embedding_forward, embedding_backward};
-extern const OpDef kPositionAddOp{"position_add", position_forward, position_backward};
+extern const OpKernels embedding_kernels{embedding_forward, embedding_backward};
+extern const OpKernels position_add_kernels{position_forward, position_backward};
 
 TensorId embedding(Graph& g, const std::string& name, TensorId ids, TensorId table) {
   const Shape& s = g.shape(ids);

@@ -104,7 +104,7 @@ void backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<type
 
 }  // namespace
 
-extern const OpDef kLayerNormOp{"layer_norm", forward, backward};
+extern const OpKernels layer_norm_kernels{forward, backward};
 
 TensorId layer_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, TensorId bias, double eps) {
   Node n = make_node(OpKind::layer_norm, x, gain, bias);

@@ -43,7 +43,7 @@ void backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<type
 
 }  // namespace
 
-extern const OpDef kLinearOp{"linear", forward, backward};
+extern const OpKernels linear_kernels{forward, backward};
 
 TensorId linear(Graph& g, const std::string& name, TensorId x, TensorId weight, TensorId bias) {
   Shape out_shape = g.shape(x);

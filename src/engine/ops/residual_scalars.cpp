@@ -118,8 +118,8 @@ size_t column_reduce_workspace(int64_t width) {
 
 }  // namespace
 
-extern const OpDef kScaleAddOp{"scale_add", scale_add_forward, scale_add_backward};
-extern const OpDef kGpasOp{"gpas", gpas_forward, gpas_backward};
+extern const OpKernels scale_add_kernels{scale_add_forward, scale_add_backward};
+extern const OpKernels gpas_kernels{gpas_forward, gpas_backward};
 
 TensorId scale_add(Graph& g, const std::string& name, TensorId a, TensorId b, TensorId p, ScaleMode mode, int64_t index) {
   const int64_t width = g.shape(b).last(), size = g.shape(p).numel();

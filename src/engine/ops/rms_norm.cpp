@@ -72,7 +72,7 @@ void backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<type
 
 }  // namespace
 
-extern const OpDef kRmsNormOp{"rms_norm", forward, backward};
+extern const OpKernels rms_norm_kernels{forward, backward};
 
 TensorId rms_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, double eps, double gain_offset) {
   Node n = make_node(OpKind::rms_norm, x, gain);

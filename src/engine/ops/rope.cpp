@@ -65,7 +65,7 @@ void backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<type
 
 }  // namespace
 
-extern const OpDef kRopeOp{"rope", forward, backward};
+extern const OpKernels rope_kernels{forward, backward};
 
 TensorId rope(Graph& g, const std::string& name, TensorId x, int64_t heads, double base) {
   const Shape& s = g.shape(x);

@@ -127,9 +127,9 @@ TensorId with_row_statistic(Graph& g, Node n, const std::string& name, TensorId 
 
 }  // namespace
 
-extern const OpDef kScaleNormOp{"scale_norm", scale_norm_forward, scale_norm_backward};
-extern const OpDef kCrmsNormOp{"crms_norm", crms_forward, crms_backward};
-extern const OpDef kPbRelaxOp{"pb_relax", pb_relax_forward, pb_relax_backward};
+extern const OpKernels scale_norm_kernels{scale_norm_forward, scale_norm_backward};
+extern const OpKernels crms_norm_kernels{crms_forward, crms_backward};
+extern const OpKernels pb_relax_kernels{pb_relax_forward, pb_relax_backward};
 
 TensorId scale_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, double eps) {
   Node n = make_node(OpKind::scale_norm, x, gain);

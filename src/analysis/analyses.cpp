@@ -1,4 +1,4 @@
-#include "probe/analyses.h"
+#include "analysis/analyses.h"
 
 #include <cmath>
 #include <numbers>
@@ -10,9 +10,10 @@
 #include "train/adamw.h"
 #include "train/trainer.h"
 
-namespace normlab::probe {
+namespace normlab::analysis {
 
 namespace eng = normlab::engine;
+using probe::tensor_stats;
 
 namespace {
 
@@ -106,21 +107,21 @@ Json norm_equivalence(const model::Model& pre_ln, const train::Loader& loader) {
     run(*ln, true);
     run(*rms, true);
     run(*crms, false);
-    copy_values(ln->graph, ln->logits, want);
+    eng::copy_to_f64(ln->graph, ln->logits, want);
 
     double largest = 0;
     for (eng::TensorId id : ln->graph.parameters()) largest = std::max(largest, parameter_grad_norm(ln->graph, id));
     double grad_error = 0;
     std::vector<double> g_ln, g_rms;
     for (eng::TensorId id : ln->graph.parameters()) {
-      copy_values(ln->graph, id, g_ln, true);
-      copy_values(rms->graph, rms->graph.at(ln->graph.spec(id).name), g_rms, true);
+      eng::copy_to_f64(ln->graph, id, g_ln, true);
+      eng::copy_to_f64(rms->graph, rms->graph.at(ln->graph.spec(id).name), g_rms, true);
       double diff2 = 0, ref2 = 0;
       for (size_t i = 0; i < g_ln.size(); ++i) diff2 += (g_rms[i] - g_ln[i]) * (g_rms[i] - g_ln[i]), ref2 += g_ln[i] * g_ln[i];
       grad_error = std::max(grad_error, std::sqrt(diff2) / std::max(std::sqrt(ref2), 1e-3 * largest));
     }
     for (const model::Model* m : {rms.get(), crms.get()}) {
-      copy_values(m->graph, m->logits, got);
+      eng::copy_to_f64(m->graph, m->logits, got);
       out["precision"].push_back(dtype == eng::DType::f64 ? "fp64" : "fp32");
       out["variant"].push_back(m->config.placement);
       out["logits_max_error"].push_back(scaled_max_error(got, want));
@@ -156,12 +157,12 @@ Json one_step_output_change(model::Model& m, const train::Loader& loader, const 
   m.graph.zero_param_grads();
   m.forward(false);
   std::vector<double> before, after;
-  copy_values(m.graph, m.logits, before);
+  eng::copy_to_f64(m.graph, m.logits, before);
   m.graph.backward(m.loss);
   train::AdamW opt(m.graph);  // a fresh optimizer: the first Adam step moves every weight by ≈ lr
   opt.step({s.lr, config.train.beta1, config.train.beta2, config.train.adam_eps, 0.0}, 1.0, 1);
   m.forward(false);
-  copy_values(m.graph, m.logits, after);
+  eng::copy_to_f64(m.graph, m.logits, after);
   double diff = 0;
   for (size_t i = 0; i < before.size(); ++i) diff += (after[i] - before[i]) * (after[i] - before[i]);
   return {{"lr", s.lr}, {"output_change_rms", std::sqrt(diff / static_cast<double>(before.size()))}};
@@ -176,8 +177,8 @@ Json angular_distances(model::Model& m, const train::Loader& loader, const Analy
   over_val_batches(m, loader, s.batches, [&] {
     m.forward(false);
     for (size_t l = 0; l < pairs; ++l) {
-      copy_values(m.graph, inputs[l], a);
-      copy_values(m.graph, inputs[l + static_cast<size_t>(s.span)], b);
+      eng::copy_to_f64(m.graph, inputs[l], a);
+      eng::copy_to_f64(m.graph, inputs[l + static_cast<size_t>(s.span)], b);
       const int64_t width = m.graph.shape(inputs[l]).last(), n = static_cast<int64_t>(a.size()) / width;
       for (int64_t r = 0; r < n; ++r) {
         double dot = 0, na = 0, nb = 0;
@@ -246,4 +247,4 @@ Json attention_entropy(model::Model& m, const train::Loader& loader, const Analy
   return out;
 }
 
-}  // namespace normlab::probe
+}  // namespace normlab::analysis

@@ -1,4 +1,4 @@
-// The on-demand analyses of `normlab probe` (src/probe/analyses.h), each on a case whose answer is
+// The on-demand analyses of `normlab probe` (src/analysis/analyses.h), each on a case whose answer is
 // known without running the analysis: ReZero at init is the identity map, q = k = 0 attends
 // uniformly, a step of size 0 changes nothing, and gradient norms at init equal a direct
 // forward/backward over the same inits and batches.
@@ -7,15 +7,15 @@
 #include <cmath>
 
 #include "common/error.h"
-#include "probe/analyses.h"
-#include "probe_test_util.h"
+#include "analysis/analyses.h"
+#include "probe/probe_test_util.h"
 #include "train/trainer.h"
 
-namespace normlab::probe {
+namespace normlab::analysis {
 namespace {
 
 using engine::Role;
-using namespace testing;
+using namespace probe::testing;
 
 // ReZero, 3 layers, every α = 0 after model::initialize: each block is exactly the identity.
 train::RunConfig rezero_config() { return tiny_run({{"placement", "rezero"}, {"n_layers", 3}}); }
@@ -267,4 +267,4 @@ TEST(ProbeAnalyses, StreamAtInitEqualsADirectComputation) {
 }
 
 }  // namespace
-}  // namespace normlab::probe
+}  // namespace normlab::analysis

@@ -9,7 +9,7 @@
 #include "train/loader.h"
 #include "train/train_config.h"
 
-namespace normlab::probe {
+namespace normlab::analysis {
 
 struct AnalysisSettings {
   int batches = 4;     // batches averaged per measurement
@@ -35,4 +35,4 @@ Json norm_equivalence(const model::Model& pre_ln, const train::Loader& loader);
 // Entropy of each head's attention distribution, averaged over queries and batches (nats).
 Json attention_entropy(model::Model& m, const train::Loader& loader, const AnalysisSettings& s);
 
-}  // namespace normlab::probe
+}  // namespace normlab::analysis

@@ -1,0 +1,45 @@
+#include "model/generate.h"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include "common/error.h"
+
+namespace normlab::model {
+
+Sampler::Sampler(int vocab, double temperature, int top_k, uint64_t seed)
+    : temperature_(temperature),
+      k_(top_k > 0 ? std::min<size_t>(static_cast<size_t>(top_k), static_cast<size_t>(vocab)) : static_cast<size_t>(vocab)),
+      rng_(seed),
+      ranked_(static_cast<size_t>(vocab)),
+      weights_(k_) {}
+
+int32_t Sampler::next(const float* logits) {
+  for (size_t v = 0; v < ranked_.size(); ++v) ranked_[v] = {logits[v], static_cast<int32_t>(v)};
+  std::partial_sort(ranked_.begin(), ranked_.begin() + static_cast<std::ptrdiff_t>(k_), ranked_.end(), std::greater<>());
+  if (temperature_ <= 0) return ranked_[0].second;
+  double total = 0;
+  for (size_t i = 0; i < k_; ++i) total += (weights_[i] = std::exp((ranked_[i].first - ranked_[0].first) / temperature_));
+  double u = rng_.uniform() * total;
+  for (size_t i = 0; i < k_; ++i)
+    if ((u -= weights_[i]) <= 0) return ranked_[i].second;
+  return ranked_[0].second;  // u beyond the total by rounding
+}
+
+void generate(Model& m, std::vector<int32_t>& ids, int count, Sampler& sampler) {
+  if (m.batch != 1) fail("internal: generate needs a model built for batch 1, got {}", m.batch);
+  if (m.graph.float_type() != engine::DType::f32) fail("internal: generate reads fp32 logits");
+  const size_t window = static_cast<size_t>(m.seq), vocab = static_cast<size_t>(m.config.vocab_size);
+  std::vector<int32_t> input(window), unused(window, 0);
+  for (int n = 0; n < count; ++n) {
+    const size_t context = std::min(ids.size(), window);
+    std::fill(input.begin(), input.end(), 0);
+    std::copy(ids.end() - static_cast<std::ptrdiff_t>(context), ids.end(), input.begin());
+    m.set_batch(input.data(), unused.data());
+    m.forward(false);
+    ids.push_back(sampler.next(m.graph.data<float>(m.logits) + (context - 1) * vocab));
+  }
+}
+
+}  // namespace normlab::model

@@ -1,0 +1,33 @@
+#include "train/run.h"
+
+#include "common/error.h"
+#include "engine/parallel.h"
+#include "train/checkpoint.h"
+
+namespace normlab::train {
+
+Run build_run(RunConfig config, int batch) {
+  engine::set_threads(config.train.threads);
+  Run run;
+  run.data = io::load_tokens(config.data_dir);
+  if (config.model.vocab_size == 0) config.model.vocab_size = run.data.vocab_size;
+  if (config.model.vocab_size != run.data.vocab_size)
+    fail("model.vocab_size = {} but the token data in {} has a vocabulary of {}: remove model.vocab_size or re-run "
+         "normlab prepare with --vocab-size {}", config.model.vocab_size, config.data_dir, run.data.vocab_size,
+         config.model.vocab_size);
+  const TrainConfig& t = config.train;
+  if (batch == 0) batch = t.batch_size;
+  run.model = model::build_model(config.model, batch, t.seq_len);
+  run.loader = std::make_unique<Loader>(run.data.train, run.data.val, batch, t.seq_len, t.seed);
+  run.config = std::move(config);
+  return run;
+}
+
+Run open_run(const std::filesystem::path& run_dir, int batch) {
+  const std::filesystem::path file = run_dir / kCheckpointFile;
+  Run run = build_run(checkpoint_config(file), batch);
+  run.step = load_checkpoint(file, *run.model, nullptr);
+  return run;
+}
+
+}  // namespace normlab::train

@@ -1,0 +1,31 @@
+#pragma once
+// Opening a run: config → threads → token data → model → checkpoint → loader. Train, eval, probe and
+// generate all start this way, so it is written once (llm.c's gpt2_build_from_checkpoint).
+#include <filesystem>
+#include <memory>
+
+#include "io/corpus.h"
+#include "model/transformer.h"
+#include "train/loader.h"
+#include "train/train_config.h"
+
+namespace normlab::train {
+
+struct Run {
+  RunConfig config;  // with model.vocab_size taken from the token data when it was 0
+  io::TokenData data;
+  std::unique_ptr<model::Model> model;
+  std::unique_ptr<Loader> loader;
+  int step = 0;  // the step of the loaded checkpoint; 0 when built from a config
+};
+
+// A run from its config: applies train.threads, loads the token data and checks the vocabulary
+// against it, builds the model for `batch` rows (0 = train.batch_size) of train.seq_len tokens and
+// the loader. The weights are left at zero: initialize them or load a checkpoint.
+Run build_run(RunConfig config, int batch = 0);
+
+// The run in run_dir from its checkpoint: the stored config, then its weights (not the optimizer's
+// moments, which only the trainer needs).
+Run open_run(const std::filesystem::path& run_dir, int batch = 0);
+
+}  // namespace normlab::train
