@@ -73,9 +73,33 @@ TEST(StudyReport, EveryChartIsDrawnInChromiumWithoutErrors) {
 }
 
 TEST(StudyVerdict, CombinesSubClaims) {
-  EXPECT_EQ(combine_verdicts({true, true}), "reproduced");
-  EXPECT_EQ(combine_verdicts({false, false}), "not reproduced");
-  EXPECT_EQ(combine_verdicts({true, false}), "inconclusive");
+  const Truth yes = Truth::holds, no = Truth::fails, unknown = Truth::undecided;
+  EXPECT_EQ(combine_verdicts({yes, yes}), "reproduced");
+  EXPECT_EQ(combine_verdicts({no, no}), "not reproduced");
+  EXPECT_EQ(combine_verdicts({yes, no}), "inconclusive");
+  EXPECT_EQ(combine_verdicts({yes, unknown}), "incomplete");
+  EXPECT_EQ(combine_verdicts({no, unknown}), "incomplete");
+  EXPECT_EQ(yes && unknown, unknown);
+  EXPECT_EQ(no && unknown, no);
+  EXPECT_EQ(yes || unknown, yes);
+  EXPECT_EQ(no || unknown, unknown);
+  EXPECT_EQ(!unknown, unknown);
+}
+
+// A comparison with a missing number (NaN) decides nothing, either way.
+TEST(StudyVerdict, NaNIsNoEvidence) {
+  EXPECT_EQ(greater(2, 1), Truth::holds);
+  EXPECT_EQ(greater(1, 2), Truth::fails);
+  EXPECT_EQ(less(NAN, 1), Truth::undecided);
+  EXPECT_EQ(greater(1, NAN), Truth::undecided);
+  EXPECT_EQ(between(NAN, 0, 1), Truth::undecided);
+  EXPECT_EQ(less(INFINITY, 1), Truth::fails);
+  EXPECT_TRUE(std::isnan(seed_mean(3, [](int seed) { return seed == 2 ? NAN : double(seed); })));
+  EXPECT_EQ(seed_mean(3, [](int seed) { return double(seed); }), 2.0);
+  const auto each = seed_mean_each(2, 2, [](int seed) { return seed == 1 ? std::vector<double>{1, 2} : std::vector<double>{3}; });
+  EXPECT_EQ(each[0], 2.0);
+  EXPECT_TRUE(std::isnan(each[1])) << "a seed without a value there";
+  EXPECT_EQ(said(Truth::undecided), "cannot decide: a number is missing");
 }
 
 // The outcome classes of kit.h: diverged from the runner's status; trained when the final training loss
@@ -98,6 +122,7 @@ TEST(StudyKit, ClassifiesRunsAsTrainedStalledOrDiverged) {
   const RunOutcome stalled = fake_run("b", {7.0, 6.0, 5.8, 5.8, 5.8, 5.8, 5.8, 5.8}, RunStatus::finished);
   const RunOutcome slow = fake_run("d", {7.0, 6.6, 6.4, 6.2, 6.0, 5.9, 5.8, 5.8}, RunStatus::finished);
   const RunOutcome diverged = fake_run("c", {7.0}, RunStatus::diverged);
+  const RunOutcome no_loss = fake_run("e", {NAN, NAN, NAN}, RunStatus::finished);
   EXPECT_EQ(train_result(&trained).outcome, "trained");
   EXPECT_NEAR(train_result(&trained).final_loss, 5.7, 1e-12);
   EXPECT_EQ(train_result(&trained).val_loss, 4.5);
@@ -105,9 +130,12 @@ TEST(StudyKit, ClassifiesRunsAsTrainedStalledOrDiverged) {
   EXPECT_EQ(train_result(&slow).outcome, "slow");
   EXPECT_EQ(train_result(&diverged).outcome, "diverged");
   EXPECT_EQ(train_result(nullptr).outcome, "missing");
+  EXPECT_EQ(train_result(&no_loss).outcome, "failed") << "a NaN final loss is not a trained run";
+  EXPECT_EQ(train_result(&no_loss).learned(), Truth::undecided);
+  EXPECT_EQ(train_result(&stalled).learned(), Truth::fails);
+  EXPECT_EQ(train_result(&slow).learned(), Truth::holds);
   const Table t = outcome_table("runs", {trained, stalled, diverged, slow});
   EXPECT_EQ(t.row_class, (std::vector<std::string>{"trained", "stalled", "diverged", "slow"}));
-  EXPECT_EQ(seed_mean(3, [](int seed) { return seed == 2 ? NAN : double(seed); }), 2.0);
 }
 
 Json sweep_file(int steps) {
