@@ -97,10 +97,13 @@ std::vector<RunRequest> plan_study(const Study& study, StudyOptions& options) {
     const Json fields = resolve_config(requests.front().config, fmt::format("study {}", study.name));
     for (const auto& o : options.overrides) check_override_key(fields, o);
   }
-  const std::string where = fmt::format("--set {}", fmt::join(options.overrides, " --set "));
   for (RunRequest& r : requests) {
     for (const auto& o : options.overrides) apply_override(r.config, o);
-    resolve_config(r.config, fmt::format("{} (run {}); nothing was run", where, r.id));
+    try {
+      resolve_config(r.config, "config");
+    } catch (const Error& e) {
+      fail("--set {}: {} (run {}); nothing was run", fmt::join(options.overrides, " --set "), e.what(), r.id);
+    }
   }
   return requests;
 }

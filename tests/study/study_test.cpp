@@ -282,6 +282,59 @@ INSTANTIATE_TEST_SUITE_P(All, StudyQuick, ::testing::ValuesIn(other_studies()), 
   return n;
 });
 
+// A typo in --set stops the study before any run starts, with one error naming the field.
+TEST(StudyCli, ABadOverrideStopsBeforeAnyRun) {
+  TempDir tmp("study");
+  const fs::path dir = tmp / "grid";
+  const auto r = run_cli({"study", "warmup-grid", "--quick", "--out", dir.string(), "--set", "train.lrr=1"}, tmp.path());
+  train::testing::expect_cli_error(r, {"--set train.lrr=1", "train.lrr is not a run-config field", "nothing was run"});
+  EXPECT_FALSE(fs::exists(dir / "runs"));
+  const auto typed = run_cli({"study", "warmup-grid", "--quick", "--out", dir.string(), "--set", "train.lr=fast"}, tmp.path());
+  train::testing::expect_cli_error(typed, {"train.lr: expected a number", "nothing was run"});
+  EXPECT_FALSE(fs::exists(dir / "runs"));
+}
+
+// A study with a run that fails reports incomplete, names the run and its error line, and exits 1;
+// a finished run is reused only while its request matches, and --fresh runs everything again.
+TEST(StudyCli, AFailedRunMakesTheStudyIncompleteAndReuseFollowsTheRequest) {
+  TempDir tmp("study");
+  const fs::path dir = tmp / "stream";
+  const std::vector<std::string> args = {"study", "stream-at-init", "--quick", "--out", dir.string(), "--set",
+                                         "data.dir=" + tiny_data_dir().string()};
+  const auto first = run_cli(args, tmp.path());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(finished_runs(dir), 3);
+  const std::string md = slurp(dir / "report.md");
+  EXPECT_NE(md.find("## Reproduce"), std::string::npos);
+  EXPECT_NE(md.find("data.dir=" + tiny_data_dir().string()), std::string::npos) << "the overrides are recorded";
+  EXPECT_NE(md.find("meta.json fnv1a64 "), std::string::npos) << "the corpus checksum is recorded";
+
+  // The probe cannot write its analysis.jsonl (a directory stands there): that run fails on rerun.
+  const fs::path broken = dir / "runs" / "post-s1";
+  fs::remove(broken / "status.json");
+  fs::remove(broken / "analysis.jsonl");
+  fs::create_directories(broken / "analysis.jsonl" / "blocker");
+  const auto failed = run_cli(args, tmp.path());
+  train::testing::expect_cli_error(failed, {"study stream-at-init is incomplete: 1 run(s) failed", "nothing was decided"});
+  EXPECT_NE(failed.err.find("2 of 3 runs already done"), std::string::npos) << failed.err;
+  EXPECT_NE(failed.err.find("study: failed run post-s1: "), std::string::npos) << failed.err;
+  const std::string incomplete = slurp(dir / "report.md");
+  EXPECT_NE(incomplete.find("## Verdict: incomplete"), std::string::npos) << incomplete;
+  EXPECT_NE(incomplete.find("* post-s1: "), std::string::npos) << incomplete;
+
+  // Another request (a different seed) against the stored finished runs: refused, naming --fresh.
+  std::vector<std::string> reseeded = args;
+  reseeded.insert(reseeded.end(), {"--set", "train.seed=7"});
+  fs::remove_all(broken / "analysis.jsonl");
+  const auto refused = run_cli(reseeded, tmp.path());
+  train::testing::expect_cli_error(refused, {"were made from another request", "config/train/seed was 1, now 7", "--fresh"});
+  reseeded.push_back("--fresh");
+  const auto fresh = run_cli(reseeded, tmp.path());
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+  EXPECT_EQ(fresh.err.find("already done"), std::string::npos) << fresh.err;
+  EXPECT_NE(slurp(dir / "runs" / "pre-s1" / "request.json").find("\"seed\": 7"), std::string::npos);
+}
+
 TEST(StudyCli, ListsEveryStudyWithItsPaperAndCost) {
   const auto r = run_cli({"study", "list"}, fs::current_path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
