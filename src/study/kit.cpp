@@ -98,7 +98,7 @@ constexpr const char* kSetupFields[] = {
 }  // namespace
 
 std::string config_summary(const std::vector<RunOutcome>& runs, const std::vector<std::string>& overrides) {
-  std::vector<std::string> order;  // fields in first-seen order
+  std::vector<std::string> order;  // fields in key order (the first run's, then any the others add)
   std::map<std::string, std::vector<std::string>> values;  // distinct values in first-seen order ("-": absent)
   std::vector<std::map<std::string, std::string>> flat;
   for (const RunOutcome& r : runs) {
