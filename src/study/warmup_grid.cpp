@@ -135,7 +135,7 @@ extern const Study kWarmupGrid{
         "Pre-LN, DeepNorm and Admin train in every cell; shallow Post-LN trains without warm-up.",
     .source = "Xiong et al. 2020 (arXiv 2002.04745) §3.2; Wang et al. 2022, DeepNet (arXiv 2203.00555) §3, §5; Liu et al. "
         "2020, Admin (arXiv 2004.08249).",
-    .cost = "default ~15 min on 2 cores (48 runs), --quick ~30 s",
+    .cost = "default ~15 min on 2 cores (48 runs), --quick ~50 s (16 runs)",
     .plan = plan,
     .judge = judge,
 };
