@@ -3,7 +3,9 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include "cli/commands.h"
 #include "io/atomic_file.h"
@@ -18,6 +20,28 @@ namespace {
 void add_runner_options(CLI::App* cmd, study::RunnerOptions& runner) {
   cmd->add_option("-j,--jobs", runner.jobs, "runs at once (separate processes)")->capture_default_str();
   cmd->add_option("--threads", runner.threads, "cores shared by the runs")->capture_default_str();
+  cmd->add_flag("--fresh", runner.fresh,
+                "discard the runs stored in the output directory and run them all again (by default a finished run is "
+                "reused when its request.json equals the plan's, and a different one stops the command)");
+}
+
+// This process's command line, as a shell would take it back.
+std::string command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), line, word;
+  std::istringstream words(all);
+  while (std::getline(words, word, '\0')) {
+    const bool plain = !word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == std::string::npos;
+    if (!line.empty()) line += ' ';
+    if (plain) {
+      line += word;
+    } else {
+      line += '\'';
+      for (char c : word) line += c == '\'' ? std::string("'\\''") : std::string(1, c);
+      line += '\'';
+    }
+  }
+  return line;
 }
 
 void print_study_list() {
@@ -81,8 +105,17 @@ void add_study(CLI::App& app) {
     const study::Study& s = study::find_study(args->name);
     args->options.dir = args->out.empty() ? fs::path("runs") / fmt::format("study-{}{}", s.name, args->options.quick ? "-quick" : "")
                                           : fs::path(args->out);
-    const fs::path report = study::run_study(s, args->options, args->runner);
-    std::cout << fmt::format("report: {}\nsummary: {}\n", report.string(), (args->options.dir / "report.md").string());
+    args->options.command_line = command_line();
+    const study::StudyResult result = study::run_study(s, args->options, args->runner);
+    std::cout << fmt::format("verdict: {}\nreport: {}\nsummary: {}\n", result.verdict, result.report.string(),
+                             (args->options.dir / "report.md").string());
+    if (result.verdict != "incomplete") return;
+    for (const std::string& f : result.failures) std::cerr << "study: failed run " << f << "\n";
+    if (!result.failures.empty())
+      fail("study {} is incomplete: {} run(s) failed (listed above and in {}); nothing was decided. Fix the cause and rerun "
+           "the same command: the finished runs are reused", s.name, result.failures.size(), (args->options.dir / "report.md").string());
+    fail("study {} is incomplete: a sub-claim lacks a number it needs (a run's files miss a record; see \"cannot decide\" in "
+         "{})", s.name, (args->options.dir / "report.md").string());
   });
 }
 

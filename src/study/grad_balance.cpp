@@ -3,6 +3,7 @@
 // and scales even them out. Mix-LN (Li et al. 2025) puts Post-LN in the first layers for the same
 // reason; HybridNorm (Zhuo et al. 2025: QKV-norm in attention, Post-LN FFN) claims the same balance.
 #include <cmath>
+#include <map>
 #include <cstdio>
 
 #include "study/catalog.h"
@@ -21,36 +22,38 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
   return placement_runs(o.seeds, kArms, p, p.steps / 10);
 }
 
-// Per layer: √(Σ ‖∂L/∂W‖²) over the layer's parameters, averaged over every probe step of the run.
+// Per layer: √(Σ ‖∂L/∂W‖²) over the layer's parameters, averaged over every probe step of the run
+// (NaN for a layer without a parameter in some record, and for every layer of a run without records).
 std::vector<double> layer_grads(const RunOutcome* run, int layers) {
-  std::vector<double> sum(static_cast<size_t>(layers), 0.0);
-  if (!run) return std::vector<double>(static_cast<size_t>(layers), NAN);
-  const auto records = probe_records(run->dir / "run", "param");
-  for (const Json& j : records) {
-    std::vector<double> sq(static_cast<size_t>(layers), 0.0);
-    for (size_t i = 0; i < j["name"].size(); ++i) {
-      const std::string name = j["name"][i].get<std::string>();
+  const size_t n = static_cast<size_t>(layers);
+  auto records = run ? probe_records(run->dir / "run", "param") : std::vector<Json>{};
+  if (records.empty()) return std::vector<double>(n, NAN);
+  std::vector<double> sum(n, 0.0);
+  for (Json& j : records) {
+    std::vector<double> sq(n, NAN);
+    const std::vector<double> norms = numbers(j, "grad_norm");
+    for (size_t i = 0; i < norms.size(); ++i) {
       int layer = -1;
-      if (std::sscanf(name.c_str(), "layers.%d.", &layer) == 1 && layer >= 0 && layer < layers)
-        sq[static_cast<size_t>(layer)] += std::pow(j["grad_norm"][i].get<double>(), 2);
+      if (j["name"][i].is_string() && std::sscanf(j["name"][i].get<std::string>().c_str(), "layers.%d.", &layer) == 1 &&
+          layer >= 0 && layer < layers) {
+        double& s = sq[static_cast<size_t>(layer)];
+        s = (std::isnan(s) ? 0.0 : s) + norms[i] * norms[i];
+      }
     }
-    for (int l = 0; l < layers; ++l) sum[static_cast<size_t>(l)] += std::sqrt(sq[static_cast<size_t>(l)]) / static_cast<double>(records.size());
+    for (size_t l = 0; l < n; ++l) sum[l] += std::sqrt(sq[l]) / static_cast<double>(records.size());
   }
-  if (records.empty()) return std::vector<double>(static_cast<size_t>(layers), NAN);
   return sum;
 }
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const TrainPreset p = preset(o);
   Report r;
-  r.setup = fmt::format("{} layers, d 64, 4 heads, d_ff 256, T 64, batch 16, each placement's default init (GPT-2 base), Adam lr "
-                        "1e-3 (β2 0.98), {} warm-up steps, {} steps; the gradient norm of each layer (all its parameters) "
-                        "averaged over the probes every {} steps; {} seed(s){}.",
-                        p.layers, p.steps / 10, p.steps, p.probe_every, o.seeds, o.quick ? " (quick preset)" : "");
+  r.setup = "Each placement's default init; the gradient norm of each layer (all its parameters) averaged over the probes "
+            "every train.probe_every steps.";
   Chart chart{"gradient norm per layer, averaged over training", "layer", "‖∂L/∂θ_layer‖"};
   chart.log_y = true;
   Table table{"Balance", {"placement", "first layer", "last layer", "first ÷ last", "|ln(first ÷ last)|", "val loss"}};
-  std::vector<double> ratios, imbalance;
+  std::map<std::string, double> ratios, imbalance;  // by arm id
   for (const Arm& a : kArms) {
     std::vector<double> first, last;
     for (int seed = 1; seed <= o.seeds; ++seed) {
@@ -58,24 +61,25 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       first.push_back(g.front()), last.push_back(g.back());
       if (seed == 1) chart.series.push_back(indexed_series(a.label, g));
     }
-    const double ratio = mean(first) / mean(last);
-    ratios.push_back(ratio);
-    imbalance.push_back(std::abs(std::log(ratio)));
-    table.rows.push_back({a.label, num(mean(first)), num(mean(last)), num(ratio), num(imbalance.back()),
+    const double ratio = ratios[a.id] = mean(first) / mean(last);
+    imbalance[a.id] = std::abs(std::log(ratio));
+    table.rows.push_back({a.label, num(mean(first)), num(mean(last)), num(ratio), num(imbalance[a.id]),
                           num(mean_val_loss(runs, a.id, o.seeds))});
   }
   r.charts.push_back(chart);
   r.tables = {table, outcome_table("Runs", runs)};
 
-  const bool a = ratios[0] > 1.5;
-  std::vector<bool> holds = {a};
-  r.evidence.push_back(fmt::format("A. Pre-LN first ÷ last layer gradient: {} — {}", num(ratios[0]),
-                                   a ? "early layers get more (holds)" : "not above 1.5 (does not hold)"));
-  for (size_t i = 1; i < std::size(kArms); ++i) {
-    const bool flatter = imbalance[i] < imbalance[0];
+  const Truth a = greater(ratios["pre"], 1.5);
+  std::vector<Truth> holds = {a};
+  r.evidence.push_back(fmt::format("A. Pre-LN first ÷ last layer gradient: {} — {}", num(ratios["pre"]),
+                                   said(a, "early layers get more (holds)", "not above 1.5 (does not hold)")));
+  char letter = 'B';
+  for (const Arm& arm : kArms) {
+    if (arm.id == std::string("pre")) continue;
+    const Truth flatter = less(imbalance[arm.id], imbalance["pre"]);
     holds.push_back(flatter);
-    r.evidence.push_back(fmt::format("{}. {}: |ln(first ÷ last)| = {} vs Pre-LN's {} — {}", char('A' + i), kArms[i].label,
-                                     num(imbalance[i]), num(imbalance[0]), flatter ? "more balanced (holds)" : "not more balanced (does not hold)"));
+    r.evidence.push_back(fmt::format("{}. {}: |ln(first ÷ last)| = {} vs Pre-LN's {} — {}", letter++, arm.label, num(imbalance[arm.id]),
+                                     num(imbalance["pre"]), said(flatter, "more balanced (holds)", "not more balanced (does not hold)")));
   }
   r.verdict = combine_verdicts(holds);
   r.verdict_rule = "Per layer, the norm of the gradient of all its parameters, averaged over the probe steps; seeds averaged. "

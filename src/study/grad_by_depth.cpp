@@ -36,15 +36,13 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 std::vector<double> fc2_profile(const std::vector<RunOutcome>& runs, const std::string& init, const std::string& placement,
                                 int layers, int seeds) {
   return seed_mean_each(seeds, static_cast<size_t>(layers), [&](int seed) {
-    std::vector<double> profile;
-    const RunOutcome* r = find_run(runs, id_of(init, placement, layers, seed));
-    if (!r || r->status != RunStatus::finished) return profile;
-    const Json a = read_analysis(r->dir, "grad-init");
-    profile.assign(static_cast<size_t>(layers), NAN);
+    Json a = run_analysis(find_run(runs, id_of(init, placement, layers, seed)), "grad-init");
+    std::vector<double> profile(static_cast<size_t>(layers), NAN);
+    const std::vector<double> norms = numbers(a, "grad_norm");
     for (int l = 0; l < layers; ++l) {
       const std::string want = fmt::format("layers.{}.ffn.fc2.weight", l);
-      for (size_t i = 0; i < a["name"].size(); ++i)
-        if (a["name"][i] == want) profile[static_cast<size_t>(l)] = a["grad_norm"][i].get<double>();
+      for (size_t i = 0; i < norms.size(); ++i)
+        if (a["name"][i] == want) profile[static_cast<size_t>(l)] = norms[i];
     }
     return profile;
   });
@@ -54,10 +52,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const std::vector<int> ds = depths(o);
   const int shallow = ds.front(), deep = ds.back();
   Report r;
-  r.setup = fmt::format("normlab probe --analysis grad-init (mean of 3 inits × 4 batches per run) on d 64, 4 heads, d_ff 256, "
-                        "T 64, batch 16; depths {}; {} seed(s); inits: Xavier with √d-scaled N(0, d^-1/2) embeddings "
-                        "(unit-variance stream, the theorem's regime) and GPT-2 N(0, 0.02){}.",
-                        fmt::join(ds, ", "), o.seeds, o.quick ? " (quick preset)" : "");
+  r.setup = "normlab probe --analysis grad-init on each config (mean of 3 inits × 4 batches per run); inits: Xavier with "
+            "√d-scaled N(0, d^-1/2) embeddings (unit-variance stream, the theorem's regime) and GPT-2 N(0, 0.02).";
 
   Chart last{"last-layer fc2 gradient norm at init against depth", "depth L", "‖∂L/∂W_fc2‖ (last layer)"};
   last.log_y = true;
@@ -96,16 +92,16 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.tables.push_back(table);
 
   const double expected = std::sqrt(double(shallow) / deep);
-  const bool a = post_x.depth_ratio > 0.67 && post_x.depth_ratio < 1.5;
-  const bool b = pre_x.depth_ratio > expected / 1.5 && pre_x.depth_ratio < expected * 1.5;
-  const bool c = post_x.top_over_bottom > 1.5;
+  const Truth a = between(post_x.depth_ratio, 0.67, 1.5);
+  const Truth b = between(pre_x.depth_ratio, expected / 1.5, expected * 1.5);
+  const Truth c = greater(post_x.top_over_bottom, 1.5);
   r.evidence = {
       fmt::format("A. Xavier, Post-LN last-layer gradient, depth {} → {}: ratio {} — {}", shallow, deep, num(post_x.depth_ratio),
-                  a ? "flat in depth (holds)" : "not flat (does not hold)"),
+                  said(a, "flat in depth (holds)", "not flat (does not hold)")),
       fmt::format("B. Xavier, Pre-LN last-layer gradient, depth {} → {}: ratio {} against √({}/{}) = {} — {}", shallow, deep,
-                  num(pre_x.depth_ratio), shallow, deep, num(expected), b ? "holds" : "does not hold"),
+                  num(pre_x.depth_ratio), shallow, deep, num(expected), said(b)),
       fmt::format("C. Xavier, Post-LN at depth {}: last-layer ÷ first-layer gradient {} (Pre-LN: {}) — {}", deep,
-                  num(post_x.top_over_bottom), num(pre_x.top_over_bottom), c ? "grows toward the top (holds)" : "does not hold"),
+                  num(post_x.top_over_bottom), num(pre_x.top_over_bottom), said(c, "grows toward the top (holds)")),
       fmt::format("Contrast (not in the verdict), GPT-2 init: Post-LN depth ratio {}, last ÷ first {}; Pre-LN depth ratio {}, "
                   "last ÷ first {}",
                   num(post_g.depth_ratio), num(post_g.top_over_bottom), num(pre_g.depth_ratio), num(pre_g.top_over_bottom)),

@@ -1,7 +1,10 @@
 #include "study/kit.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include "io/atomic_file.h"
 #include "study/studies.h"
@@ -10,12 +13,17 @@ namespace normlab::study {
 
 namespace fs = std::filesystem;
 
+namespace {
+// Every 10 steps, but at least 8 logs: the stalled/slow rule compares the last two quarters of them.
+int log_every(int steps) { return std::clamp(steps / 8, 1, 10); }
+}  // namespace
+
 Json small_lm(const std::string& placement, int layers, int steps, uint64_t seed, int warmup, int probe_every) {
   return Json{{"model",
                {{"placement", placement}, {"n_layers", layers}, {"d_model", 64}, {"n_heads", 4}, {"d_ff", 256}, {"max_seq_len", 64}}},
               {"train",
                {{"batch_size", 16}, {"seq_len", 64}, {"steps", steps}, {"lr", 1e-3}, {"schedule", "constant"},
-                {"warmup", warmup}, {"beta2", 0.98}, {"clip", 0.0}, {"weight_decay", 0.0}, {"log_every", 10},
+                {"warmup", warmup}, {"beta2", 0.98}, {"clip", 0.0}, {"weight_decay", 0.0}, {"log_every", log_every(steps)},
                 {"eval_every", 0}, {"eval_batches", 4}, {"checkpoint_every", 0}, {"seed", seed},
                 {"probe_every", probe_every}}}};
 }
@@ -46,28 +54,83 @@ const RunOutcome* find_run(const std::vector<RunOutcome>& runs, const std::strin
 
 double seed_mean(int seeds, const std::function<double(int)>& value) {
   double sum = 0;
-  int n = 0;
-  for (int seed = 1; seed <= seeds; ++seed) {
-    const double v = value(seed);
-    if (!std::isnan(v)) sum += v, ++n;
-  }
-  return n ? sum / n : NAN;
+  for (int seed = 1; seed <= seeds; ++seed) sum += value(seed);
+  return seeds > 0 ? sum / seeds : NAN;
 }
 
 std::vector<double> seed_mean_each(int seeds, size_t size, const std::function<std::vector<double>(int)>& values) {
-  std::vector<double> sum(size, 0.0), count(size, 0.0);
+  std::vector<double> sum(size, 0.0);
   for (int seed = 1; seed <= seeds; ++seed) {
-    const std::vector<double> v = values(seed);
-    for (size_t i = 0; i < size && i < v.size(); ++i)
-      if (!std::isnan(v[i])) sum[i] += v[i], count[i] += 1;
+    std::vector<double> v = values(seed);
+    v.resize(size, NAN);
+    for (size_t i = 0; i < size; ++i) sum[i] += v[i];
   }
-  for (size_t i = 0; i < size; ++i) sum[i] = count[i] > 0 ? sum[i] / count[i] : NAN;
+  for (double& x : sum) x = seeds > 0 ? x / seeds : NAN;
   return sum;
 }
 
+Truth greater(double a, double b) { return std::isnan(a) || std::isnan(b) ? Truth::undecided : truth(a > b); }
+Truth less(double a, double b) { return greater(b, a); }
+Truth between(double x, double lo, double hi) { return greater(x, lo) && less(x, hi); }
+
+std::string said(Truth t, std::string_view holds, std::string_view fails) {
+  return std::string(t == Truth::holds ? holds : t == Truth::fails ? fails : "cannot decide: a number is missing");
+}
+
+namespace {
+
+// The dotted keys of a JSON document's leaves ("train.lr") with their values as text.
+void flatten(const Json& j, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (j.is_object() && !j.empty()) {
+    for (const auto& [k, v] : j.items()) flatten(v, prefix.empty() ? k : prefix + "." + k, out);
+    return;
+  }
+  out[prefix] = j.is_string() ? j.get<std::string>() : j.dump();
+}
+
+// The fields that make a run's setup, shown even when every run shares them.
+constexpr const char* kSetupFields[] = {
+    "model.placement", "model.n_layers", "model.d_model", "model.n_heads", "model.d_ff", "model.norm.type",
+    "model.init.scheme", "model.embed_scale", "model.positions", "model.tied_embeddings", "train.batch_size",
+    "train.seq_len", "train.steps", "train.lr", "train.schedule", "train.warmup", "train.beta2", "train.clip",
+    "train.weight_decay", "train.probe_every", "train.seed", "data.dir"};
+
+}  // namespace
+
+std::string config_summary(const std::vector<RunOutcome>& runs, const std::vector<std::string>& overrides) {
+  std::vector<std::string> order;  // fields in key order (the first run's, then any the others add)
+  std::map<std::string, std::vector<std::string>> values;  // distinct values in first-seen order ("-": absent)
+  std::vector<std::map<std::string, std::string>> flat;
+  for (const RunOutcome& r : runs) {
+    flatten(r.config, "", flat.emplace_back());
+    for (const auto& [key, value] : flat.back())
+      if (!values.contains(key)) order.push_back(key), values[key];
+  }
+  for (const auto& f : flat)
+    for (const std::string& key : order) {
+      const auto it = f.find(key);
+      const std::string v = it == f.end() ? "-" : it->second;
+      auto& seen = values[key];
+      if (std::find(seen.begin(), seen.end(), v) == seen.end()) seen.push_back(v);
+    }
+  std::set<std::string> shown(std::begin(kSetupFields), std::end(kSetupFields));
+  for (const std::string& o : overrides) shown.insert(o.substr(0, o.find('=')));
+  std::vector<std::string> shared, varied;
+  for (const std::string& key : order) {
+    const auto& v = values[key];
+    if (v.size() > 1) varied.push_back(fmt::format("{} {{{}}}", key, fmt::join(v, ", ")));
+    else if (shown.contains(key)) shared.push_back(key + " " + v.front());
+  }
+  return fmt::format("{} runs. Every run: {}.{}", runs.size(), fmt::join(shared, ", "),
+                     varied.empty() ? "" : fmt::format(" Varied between runs: {}.", fmt::join(varied, "; ")));
+}
+
+Json run_analysis(const RunOutcome* run, const std::string& analysis) {
+  return run && run->status == RunStatus::finished ? read_analysis(run->dir, analysis) : Json();
+}
+
 std::vector<double> analysis_column(const RunOutcome* run, const std::string& analysis, const std::string& column) {
-  if (!run || run->status != RunStatus::finished) return {};
-  return numbers(read_analysis(run->dir, analysis)[column]);
+  return numbers(run_analysis(run, analysis)[column]);
 }
 
 TrainResult train_result(const RunOutcome* run) {
@@ -85,10 +148,15 @@ TrainResult train_result(const RunOutcome* run) {
     }
   }
   if (run->status == RunStatus::diverged) r.outcome = "diverged";
-  else if (run->status == RunStatus::failed) r.outcome = "failed";
-  else if (!(r.final_loss > r.unigram - 0.25)) r.outcome = "trained";
+  else if (run->status == RunStatus::failed || std::isnan(r.final_loss) || std::isnan(r.unigram)) r.outcome = "failed";
+  else if (r.final_loss <= r.unigram - 0.25) r.outcome = "trained";
   else r.outcome = curve.recent_drop() < 0.1 ? "stalled" : "slow";
   return r;
+}
+
+Truth TrainResult::learned() const {
+  if (outcome == "trained" || outcome == "slow") return Truth::holds;
+  return outcome == "stalled" || outcome == "diverged" ? Truth::fails : Truth::undecided;
 }
 
 Table outcome_table(const std::string& title, const std::vector<RunOutcome>& runs) {
@@ -119,9 +187,16 @@ std::vector<double> numbers(const Json& column) {
   return out;
 }
 
+double number(const Json& record, const std::string& key) {
+  return record.is_object() && record.contains(key) && record[key].is_number() ? record[key].get<double>() : NAN;
+}
+
+std::vector<double> numbers(const Json& record, const std::string& key) {
+  return record.is_object() && record.contains(key) ? numbers(record[key]) : std::vector<double>{};
+}
+
 Series layer_series(const std::string& label, const Json& record, const std::string& column) {
-  if (record.is_null()) return {label, {}, {}};
-  return {label, numbers(record["layer"]), numbers(record[column])};
+  return {label, numbers(record, "layer"), numbers(record, column)};
 }
 
 Series indexed_series(const std::string& label, const std::vector<double>& y) {
@@ -136,10 +211,13 @@ Series loss_series(const std::string& label, const RunOutcome* run) {
   return {label, c.step, c.loss};
 }
 
-bool all_trained(const std::vector<RunOutcome>& runs, const std::string& arm, int seeds) {
-  for (int seed = 1; seed <= seeds; ++seed)
-    if (train_result(find_run(runs, seed_id(arm, seed))).outcome != "trained") return false;
-  return true;
+Truth all_trained(const std::vector<RunOutcome>& runs, const std::string& arm, int seeds) {
+  Truth all = Truth::holds;
+  for (int seed = 1; seed <= seeds; ++seed) {
+    const TrainResult t = train_result(find_run(runs, seed_id(arm, seed)));
+    all = all && (t.learned() == Truth::undecided ? Truth::undecided : truth(t.outcome == "trained"));
+  }
+  return all;
 }
 
 double mean_val_loss(const std::vector<RunOutcome>& runs, const std::string& arm, int seeds) {

@@ -15,7 +15,8 @@ namespace normlab::study {
 
 // A small decoder LM on the configured corpus: d 64, 4 heads, d_ff 256, T 64, batch 16, GPT-2 init;
 // Adam (β2 0.98) at lr 1e-3, constant after `warmup`, no clipping or weight decay; probes every
-// `probe_every` steps (0: off); one validation pass at the end.
+// `probe_every` steps (0: off); the loss logged every 10 steps or more often, at least 8 times; one
+// validation pass at the end.
 Json small_lm(const std::string& placement, int layers, int steps, uint64_t seed, int warmup = 0, int probe_every = 0);
 // Xiong's regime (fairseq): Xavier matrices, embeddings N(0, d^-1/2) scaled by √d, so the stream
 // starts with unit variance.
@@ -38,11 +39,26 @@ std::vector<RunRequest> placement_runs(int seeds, std::span<const Arm> arms, con
                                        const std::string& analyses = "");
 
 const RunOutcome* find_run(const std::vector<RunOutcome>& runs, const std::string& id);
-// The mean of value(seed) over seeds 1..n, skipping NaN (NaN if none is finite).
+// The mean of value(seed) over seeds 1..n; NaN if any seed's value is NaN (a mean over fewer seeds
+// than planned is not the number a rule states).
 double seed_mean(int seeds, const std::function<double(int)>& value);
-// The same element by element for per-layer values: `size` entries, each the mean over the seeds whose
-// values(seed) has a non-NaN entry there (a missing run returns an empty vector).
+// The same element by element for per-layer values: `size` entries, each NaN unless every seed's
+// values(seed) has a number there (a missing run returns an empty vector).
 std::vector<double> seed_mean_each(int seeds, size_t size, const std::function<std::vector<double>(int)>& values);
+
+// Comparisons for sub-claims: undecided when either side is NaN, so a missing number is evidence
+// neither for nor against a claim (a bare `<` would count it against).
+Truth greater(double a, double b);
+Truth less(double a, double b);
+Truth between(double x, double lo, double hi);  // lo < x < hi
+// An evidence line's conclusion: `holds`, `fails`, or "cannot decide: a number is missing".
+std::string said(Truth t, std::string_view holds = "holds", std::string_view fails = "does not hold");
+
+// The runs' configs in one sentence, as --set keys: the model and training fields every run shares,
+// every field that varies between runs (with its values), and every field an override set.
+std::string config_summary(const std::vector<RunOutcome>& runs, const std::vector<std::string>& overrides);
+// One analysis of a finished probe run (null if the run is missing or did not finish).
+Json run_analysis(const RunOutcome* run, const std::string& analysis);
 // A column of a finished probe run's analysis (empty if the run is missing or did not finish).
 std::vector<double> analysis_column(const RunOutcome* run, const std::string& analysis, const std::string& column);
 
@@ -51,11 +67,14 @@ struct TrainResult {
   std::string outcome;  // trained | slow | stalled | diverged | failed | missing
   double final_loss = NAN, val_loss = NAN, unigram = NAN;
   double seconds = NAN;  // the training's wall time (summary.json)
+  // Whether the run learned: holds if trained or slow (still learning), fails if stalled or diverged,
+  // undecided if it failed or is missing.
+  Truth learned() const;
 };
 // A finished run whose final training loss is above the unigram entropy − 0.25 nats is stalled if its
 // loss has plateaued (the last quarter of the logs is < 0.1 nats below the quarter before), else slow:
 // still learning, only short of budget. Measured on the warm-up grid: stalled runs moved < 0.04 nats,
-// slow ones 0.35–0.39.
+// slow ones 0.35–0.39. A finished run without those numbers (no logged loss, no summary.json) failed.
 TrainResult train_result(const RunOutcome* run);
 inline constexpr const char* kStalledRule =
     "stalled = finished with a final training loss (mean of the last 3 logs) above the corpus's unigram entropy − 0.25 "
@@ -68,6 +87,10 @@ Table outcome_table(const std::string& title, const std::vector<RunOutcome>& run
 std::vector<Json> probe_records(const std::filesystem::path& run_dir, const std::string& family);
 // A column of a record (or of an analysis result) as numbers.
 std::vector<double> numbers(const Json& column);
+// record[key] as a number; NaN when the record is not an object, lacks the key, or holds no number there.
+double number(const Json& record, const std::string& key);
+// record[key] as numbers; empty when the record is not an object or lacks the key.
+std::vector<double> numbers(const Json& record, const std::string& key);
 // The series y = record[column] against record["layer"].
 Series layer_series(const std::string& label, const Json& record, const std::string& column);
 
@@ -75,8 +98,9 @@ Series layer_series(const std::string& label, const Json& record, const std::str
 Series indexed_series(const std::string& label, const std::vector<double>& y);
 // A training run's loss curve (empty if the run is missing).
 Series loss_series(const std::string& label, const RunOutcome* run);
-// Whether every seed of an arm trained (a stalled model's layers tell nothing about a trained one's).
-bool all_trained(const std::vector<RunOutcome>& runs, const std::string& arm, int seeds);
+// Whether every seed of an arm trained (a stalled model's layers tell nothing about a trained one's);
+// undecided if a seed failed or is missing.
+Truth all_trained(const std::vector<RunOutcome>& runs, const std::string& arm, int seeds);
 // An arm's final validation loss, averaged over seeds.
 double mean_val_loss(const std::vector<RunOutcome>& runs, const std::string& arm, int seeds);
 

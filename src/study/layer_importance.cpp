@@ -4,6 +4,7 @@
 // report that deep Pre-LN layers barely turn the stream and are cheap to drop, that in Post-LN the
 // early layers are the cheap ones, and that LayerNorm Scaling spreads the work more evenly.
 #include <cmath>
+#include <map>
 
 #include "study/catalog.h"
 #include "study/kit.h"
@@ -40,10 +41,7 @@ std::pair<double, double> halves(const std::vector<double>& v) {
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const TrainPreset p = preset(o);
   Report r;
-  r.setup = fmt::format("{} layers, d 64, 4 heads, d_ff 256, T 64, batch 16, GPT-2 init, Adam lr 1e-3 (β2 0.98), {} warm-up "
-                        "steps, {} steps; then normlab probe --analysis angular,layer-drop on the final checkpoint (4 "
-                        "validation batches); {} seed(s){}.",
-                        p.layers, p.steps / 2, p.steps, o.seeds, o.quick ? " (quick preset)" : "");
+  r.setup = "After training, normlab probe --analysis angular,layer-drop on the final checkpoint (4 validation batches).";
   Chart angular{"angular distance between the stream entering and leaving layer ℓ", "layer ℓ", "arccos(cos)/π"};
   Chart drop{"validation-loss increase when layer ℓ is skipped", "layer ℓ", "Δloss (nats)"};
   Table table{"Halves of the stack (means over layers)",
@@ -52,36 +50,35 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   struct Halves {
     std::pair<double, double> angle, loss;
   };
-  std::vector<Halves> h;
+  std::map<std::string, Halves> h;  // by arm id
   for (const Arm& a : kArms) {
     const auto ang = per_layer(runs, a.id, "angular", "angular_distance", p.layers, o.seeds);
     const auto dl = per_layer(runs, a.id, "layer-drop", "delta_loss", p.layers, o.seeds);
     angular.series.push_back(indexed_series(a.label, ang));
     drop.series.push_back(indexed_series(a.label, dl));
-    h.push_back({halves(ang), halves(dl)});
-    const auto& hl = h.back().loss;
-    table.rows.push_back({a.label, num(h.back().angle.first), num(h.back().angle.second), num(hl.first), num(hl.second),
-                          num(hl.second / (hl.first + hl.second))});
+    const Halves& arm = h[a.id] = {halves(ang), halves(dl)};
+    table.rows.push_back({a.label, num(arm.angle.first), num(arm.angle.second), num(arm.loss.first), num(arm.loss.second),
+                          num(arm.loss.second / (arm.loss.first + arm.loss.second))});
   }
   r.charts = {angular, drop};
   r.tables = {table, outcome_table("Training runs", runs)};
 
-  const Halves pre = h[0], post = h[1], lns = h[2];
+  const Halves pre = h["pre"], post = h["post"], lns = h["lns"];
   const auto share = [](const std::pair<double, double>& x) { return x.second / (x.first + x.second); };
-  const bool pre_ok = all_trained(runs, "pre", o.seeds), post_ok = all_trained(runs, "post", o.seeds),
-             lns_ok = all_trained(runs, "lns", o.seeds);
-  const auto untrained = [](bool ok) { return ok ? "" : " (not judged: the run did not train)"; };
-  const bool a = pre_ok && pre.angle.second < pre.angle.first, b = pre_ok && pre.loss.second < pre.loss.first;
-  const bool c = post_ok && post.loss.first < post.loss.second, d = pre_ok && lns_ok && share(lns.loss) > share(pre.loss);
+  const Truth pre_ok = all_trained(runs, "pre", o.seeds), post_ok = all_trained(runs, "post", o.seeds),
+              lns_ok = all_trained(runs, "lns", o.seeds);
+  const auto untrained = [](Truth ok) { return ok == Truth::fails ? " (not judged: the run did not train)" : ""; };
+  const Truth a = pre_ok && less(pre.angle.second, pre.angle.first), b = pre_ok && less(pre.loss.second, pre.loss.first);
+  const Truth c = post_ok && less(post.loss.first, post.loss.second), d = pre_ok && lns_ok && greater(share(lns.loss), share(pre.loss));
   r.evidence = {
       fmt::format("A. Pre-LN angular distance: first half {}, second half {} — {}{}", num(pre.angle.first), num(pre.angle.second),
-                  a ? "deep layers turn the stream less (holds)" : "does not hold", untrained(pre_ok)),
+                  said(a, "deep layers turn the stream less (holds)"), untrained(pre_ok)),
       fmt::format("B. Pre-LN layer-drop Δloss: first half {}, second half {} — {}{}", num(pre.loss.first), num(pre.loss.second),
-                  b ? "deep layers are cheaper to drop (holds)" : "does not hold", untrained(pre_ok)),
+                  said(b, "deep layers are cheaper to drop (holds)"), untrained(pre_ok)),
       fmt::format("C. Post-LN layer-drop Δloss: first half {}, second half {} — {}{}", num(post.loss.first), num(post.loss.second),
-                  c ? "early layers are cheaper to drop (holds)" : "does not hold", untrained(post_ok)),
+                  said(c, "early layers are cheaper to drop (holds)"), untrained(post_ok)),
       fmt::format("D. second-half share of the total Δloss: LayerNorm Scaling {} vs Pre-LN {} — {}{}", num(share(lns.loss)),
-                  num(share(pre.loss)), d ? "deep layers matter more with LNS (holds)" : "does not hold", untrained(pre_ok && lns_ok)),
+                  num(share(pre.loss)), said(d, "deep layers matter more with LNS (holds)"), untrained(pre_ok && lns_ok)),
   };
   r.verdict = combine_verdicts({a, b, c, d});
   r.verdict_rule = "Layers split into the first and second half of the stack, values averaged over layers and seeds. A: Pre-LN's "

@@ -54,17 +54,14 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 struct Entry {
   std::string placement, family;
   double lr, mean, sd, lo, hi;
-  int trained = 0, slow = 0, diverged = 0, other = 0;  // other: stalled or failed
+  int trained = 0, slow = 0, diverged = 0, stalled = 0, failed = 0;  // failed: the run failed or is missing
 };
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
-  const TrainPreset p = preset(o);
   Report r;
-  r.setup = fmt::format("All {} placements; {} layers, d 64, 4 heads, d_ff 256, T 64, batch 16, each placement's default init; "
-                        "{} steps of 16 × 64 tokens; Adam (β2 0.98), 10% linear warm-up then cosine decay, clipping at 1; "
-                        "lr by family: pre-norm 1e-3, post-norm 5e-4, norm-free 5e-4 (a fixed rule, not tuned here); "
-                        "final validation loss on 4 batches; {} seed(s){}.",
-                        model::placement_names().size(), p.layers, p.steps, o.seeds, o.quick ? " (quick preset)" : "");
+  r.setup = fmt::format("All {} placements, each with its default init; lr by family: pre-norm 1e-3, post-norm 5e-4, "
+                        "norm-free 5e-4 (a fixed rule, not tuned here); final validation loss on 4 batches.",
+                        model::placement_names().size());
   std::vector<Entry> entries;
   for (const std::string& placement : model::placement_names()) {
     const auto [family, lr] = family_of(placement);
@@ -73,8 +70,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     for (int seed = 1; seed <= o.seeds; ++seed) {
       const TrainResult t = train_result(find_run(runs, seed_id(placement, seed)));
       e.trained += t.outcome == "trained", e.slow += t.outcome == "slow", e.diverged += t.outcome == "diverged";
-      e.other += t.outcome == "stalled" || t.outcome == "failed" || t.outcome == "missing";
-      if (t.outcome != "diverged" && std::isfinite(t.val_loss)) vals.push_back(t.val_loss);
+      e.stalled += t.outcome == "stalled", e.failed += t.learned() == Truth::undecided;
+      if (t.outcome != "diverged") vals.push_back(t.val_loss);  // a failed seed's NaN makes the mean NaN
     }
     if (!vals.empty()) {
       e.mean = mean(vals);
@@ -88,21 +85,21 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     return (std::isnan(a.mean) ? INFINITY : a.mean) < (std::isnan(b.mean) ? INFINITY : b.mean);
   });
   Table table{"Ranking by mean final validation loss", {"rank", "placement", "family", "lr", "val loss (mean)", "± sd",
-                                                        "min – max", "runs trained / slow / stalled or failed / diverged"}};
+                                                        "min – max", "runs trained / slow / stalled / diverged / failed"}};
   Chart bars{"final validation loss by rank (mean over seeds)", "rank", "val loss"};
   Series means{"mean", {}, {}}, lows{"min", {}, {}}, highs{"max", {}, {}};
-  int diverged = 0, not_trained = 0;
+  int diverged = 0, stalled = 0, failed = 0;
   double pre = NAN, post = NAN;
   for (size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];
     table.rows.push_back({std::to_string(i + 1), e.placement, e.family, fmt::format("{:g}", e.lr), num(e.mean), num(e.sd),
                           std::isfinite(e.lo) ? num(e.lo) + " – " + num(e.hi) : "n/a",
-                          fmt::format("{} / {} / {} / {}", e.trained, e.slow, e.other, e.diverged)});
-    table.row_class.push_back(e.diverged ? "diverged" : e.other ? "stalled" : e.slow ? "slow" : "trained");
+                          fmt::format("{} / {} / {} / {} / {}", e.trained, e.slow, e.stalled, e.diverged, e.failed)});
+    table.row_class.push_back(e.diverged || e.failed ? "diverged" : e.stalled ? "stalled" : e.slow ? "slow" : "trained");
     means.x.push_back(double(i + 1)), means.y.push_back(e.mean);
     lows.x.push_back(double(i + 1)), lows.y.push_back(std::isfinite(e.lo) ? e.lo : NAN);
     highs.x.push_back(double(i + 1)), highs.y.push_back(std::isfinite(e.hi) ? e.hi : NAN);
-    diverged += e.diverged, not_trained += e.diverged + e.other;
+    diverged += e.diverged, stalled += e.stalled, failed += e.failed;
     if (e.placement == "pre") pre = e.mean;
     if (e.placement == "post") post = e.mean;
   }
@@ -110,16 +107,17 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.charts.push_back(bars);
   r.tables = {table, outcome_table("Every run", runs)};
 
-  const bool a = not_trained == 0, b = pre < post;
+  // A run that failed is evidence neither way; one that stalled or diverged is evidence against A.
+  const Truth a = diverged + stalled > 0 ? Truth::fails : failed > 0 ? Truth::undecided : Truth::holds, b = less(pre, post);
   r.evidence = {
-      fmt::format("A. runs that diverged: {}; that stalled or failed: {} (of {}) — {}", diverged, not_trained - diverged,
-                  entries.size() * static_cast<size_t>(o.seeds), a ? "every placement trains (holds)" : "does not hold"),
-      fmt::format("B. Pre-LN val loss {} vs Post-LN {} — {}", num(pre), num(post), b ? "Pre-LN lower (holds)" : "does not hold"),
+      fmt::format("A. runs that diverged: {}; that stalled: {}; that failed: {} (of {}) — {}", diverged, stalled, failed,
+                  entries.size() * static_cast<size_t>(o.seeds), said(a, "every placement trains (holds)")),
+      fmt::format("B. Pre-LN val loss {} vs Post-LN {} — {}", num(pre), num(post), said(b, "Pre-LN lower (holds)")),
       fmt::format("best: {} ({}); worst: {} ({})", entries.front().placement, num(entries.front().mean), entries.back().placement,
                   num(entries.back().mean)),
   };
   r.verdict = combine_verdicts({a, b});
-  r.verdict_rule = std::string("A: no run of any placement stalled, failed or diverged (") + kStalledRule +
+  r.verdict_rule = std::string("A: no run of any placement stalled or diverged (") + kStalledRule +
                    "; diverged = non-finite); B: Pre-LN's mean final validation loss is below Post-LN's. Both: reproduced; "
                    "neither: not reproduced; otherwise inconclusive.";
   return r;

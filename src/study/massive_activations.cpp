@@ -3,6 +3,7 @@
 // deep layers; normalizing each branch's output as well (Peri-LN) keeps them bounded.
 #include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "study/catalog.h"
 #include "study/kit.h"
@@ -25,18 +26,16 @@ std::vector<Json> streams(const std::vector<RunOutcome>& runs, const std::string
   const RunOutcome* run = find_run(runs, seed_id(placement, seed));
   return run ? probe_records(run->dir / "run", "stream") : std::vector<Json>{};
 }
+// The largest max|x| over layers (NaN if the record lacks them or one is NaN).
 double largest(const Json& stream) {
-  const auto v = numbers(stream["max_abs"]);
-  return v.empty() ? NAN : *std::max_element(v.begin(), v.end());
+  const auto v = numbers(stream, "max_abs");
+  if (v.empty() || std::any_of(v.begin(), v.end(), [](double x) { return std::isnan(x); })) return NAN;
+  return *std::max_element(v.begin(), v.end());
 }
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
-  const TrainPreset p = preset(o);
   Report r;
-  r.setup = fmt::format("{} layers, d 64, 4 heads, d_ff 256, T 64, batch 16, GPT-2 init, Adam lr 1e-3 (β2 0.98), {} warm-up steps, "
-                        "{} steps; max|x| of the residual stream entering each layer (probe batch = the step's batch) every {} "
-                        "steps; {} seed(s){}.",
-                        p.layers, p.steps / 10, p.steps, p.probe_every, o.seeds, o.quick ? " (quick preset)" : "");
+  r.setup = "max|x| of the residual stream entering each layer (probe batch = the step's batch) every train.probe_every steps.";
   Chart profile{"max |x| of the stream by layer at the end of training", "layer (L = the stack's output)", "max |x|"};
   profile.log_y = true;
   Chart over_time{"largest max |x| over layers during training", "step", "max |x|"};
@@ -46,14 +45,14 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   struct Numbers {
     double growth, last, first_half, second_half;
   };
-  std::vector<Numbers> out;
+  std::map<std::string, Numbers> out;  // by arm id
   for (const Arm& a : kArms) {
     std::vector<std::vector<Json>> by_seed;  // index seed − 1: the run's stream records
     for (int seed = 1; seed <= o.seeds; ++seed) by_seed.push_back(streams(runs, a.id, seed));
     const auto& s1 = by_seed[0];
     if (!s1.empty()) profile.series.push_back(layer_series(a.label, s1.back(), "max_abs"));
     Series t{a.label, {}, {}};
-    for (const Json& j : s1) t.x.push_back(j["step"].get<double>()), t.y.push_back(largest(j));
+    for (const Json& j : s1) t.x.push_back(number(j, "step")), t.y.push_back(largest(j));
     over_time.series.push_back(t);
     // A statistic of one seed's run, averaged over seeds (runs without records skipped).
     const auto over_seeds = [&](const std::function<double(const std::vector<Json>&)>& of) {
@@ -65,27 +64,28 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     Numbers n{over_seeds([](const auto& s) { return largest(s.back()) / largest(s.front()); }),
               over_seeds([](const auto& s) { return largest(s.back()); }), NAN, NAN};
     const auto half = [&](bool second) {
-      return over_seeds([second](const auto& s) {
-        const auto v = numbers(s.back()["max_abs"]);  // L + 1 entries: layers 1..L are the layers' outputs
+      return over_seeds([second](const auto& s) -> double {
+        const auto v = numbers(s.back(), "max_abs");  // L + 1 entries: layers 1..L are the layers' outputs
+        if (v.size() < 3) return NAN;
         const size_t h = 1 + (v.size() - 1) / 2;
         return second ? mean({v.begin() + static_cast<std::ptrdiff_t>(h), v.end()}) : mean({v.begin() + 1, v.begin() + static_cast<std::ptrdiff_t>(h)});
       });
     };
     n.first_half = half(false), n.second_half = half(true);
-    out.push_back(n);
+    out[a.id] = n;
     table.rows.push_back({a.label, num(s1.empty() ? NAN : largest(s1.front())), num(n.last), num(n.growth), num(n.first_half),
                           num(n.second_half), num(mean_val_loss(runs, a.id, o.seeds))});
   }
   r.charts = {profile, over_time};
   r.tables = {table, outcome_table("Runs", runs)};
 
-  const Numbers pre = out[0], peri = out[1];
-  const bool a = pre.growth > 2, b = pre.second_half > pre.first_half, c = peri.growth < 0.5 * pre.growth;
+  const Numbers pre = out["pre"], peri = out["peri"];
+  const Truth a = greater(pre.growth, 2), b = greater(pre.second_half, pre.first_half), c = less(peri.growth, 0.5 * pre.growth);
   r.evidence = {
-      fmt::format("A. Pre-LN: largest max|x| grows {}× from step 1 to the last probe — {}", num(pre.growth), a ? "holds" : "does not hold"),
+      fmt::format("A. Pre-LN: largest max|x| grows {}× from step 1 to the last probe — {}", num(pre.growth), said(a)),
       fmt::format("B. Pre-LN at the end: mean max|x| {} in the first half of the layers, {} in the second — {}", num(pre.first_half),
-                  num(pre.second_half), b ? "larger in the deep layers (holds)" : "does not hold"),
-      fmt::format("C. Peri-LN's largest max|x| grows {}× against Pre-LN's {}× — {}", num(peri.growth), num(pre.growth), c ? "bounded (holds)" : "not below half of Pre-LN's growth (does not hold)"),
+                  num(pre.second_half), said(b, "larger in the deep layers (holds)")),
+      fmt::format("C. Peri-LN's largest max|x| grows {}× against Pre-LN's {}× — {}", num(peri.growth), num(pre.growth), said(c, "bounded (holds)", "not below half of Pre-LN's growth (does not hold)")),
   };
   r.verdict = combine_verdicts({a, b, c});
   r.verdict_rule = "max|x| of the stream after each layer, seeds averaged. A: Pre-LN's largest value over layers grows > 2× "

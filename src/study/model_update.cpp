@@ -1,7 +1,9 @@
 // Wang et al. 2022 (DeepNet) §3, Figs. 4–5: early in training, Post-LN's model update ‖F(x,θ_t) − F(x,θ_0)‖
 // jumps (the update is too large at the start), and the inputs of its LayerNorms grow, which later
 // shrinks the gradient through them; warm-up damps the jump, and DeepNorm keeps the update small.
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 #include "study/catalog.h"
 #include "study/kit.h"
@@ -44,24 +46,28 @@ struct Trace {
 Trace trace(const RunOutcome* run) {
   Trace t;
   if (!run) return t;
-  for (const Json& j : probe_records(run->dir / "run", "model_update")) {
-    t.step.push_back(j["step"].get<double>());
-    t.update.push_back(j["logit_change_rms"].get<double>());
+  for (Json& j : probe_records(run->dir / "run", "model_update")) {
+    t.step.push_back(number(j, "step"));
+    t.update.push_back(number(j, "logit_change_rms"));
   }
-  for (const Json& j : probe_records(run->dir / "run", "norm")) {
+  for (Json& j : probe_records(run->dir / "run", "norm")) {
+    const std::vector<double> rms = numbers(j, "input_rms");
     std::vector<double> inputs;
-    for (size_t i = 0; i < j["name"].size(); ++i)
-      if (j["name"][i].get<std::string>().find("post_norm") != std::string::npos) inputs.push_back(j["input_rms"][i].get<double>());
+    for (size_t i = 0; i < rms.size(); ++i)
+      if (j["name"][i].is_string() && j["name"][i].get<std::string>().find("post_norm") != std::string::npos) inputs.push_back(rms[i]);
     t.ln_input.push_back(mean(inputs));
   }
   return t;
 }
 
-// The largest ‖ΔF‖ among the probes up to `last_step`.
+// The largest ‖ΔF‖ among the probes up to `last_step` (NaN if there are none or one is NaN).
 double early_max(const Trace& t, double last_step) {
   double m = NAN;
   for (size_t i = 0; i < t.update.size() && i < t.step.size(); ++i)
-    if (t.step[i] <= last_step && !(t.update[i] <= m)) m = t.update[i];
+    if (t.step[i] <= last_step) {
+      if (std::isnan(t.update[i])) return NAN;
+      m = std::isnan(m) ? t.update[i] : std::max(m, t.update[i]);
+    }
   return m;
 }
 
@@ -69,42 +75,39 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const Preset p = preset(o);
   const double early = p.steps / 4.0;
   Report r;
-  r.setup = fmt::format("{} layers, d 64, 4 heads, d_ff 256, T 64, batch 16, Xavier init with unit-variance embeddings, Adam lr "
-                        "1e-3 (β2 0.98), no clipping; {} steps, probes every {} steps; warm-up {} steps for the warm-up arm; "
-                        "‖ΔF‖ is the RMS over the logits of the first validation batch; {} seed(s){}.",
-                        p.layers, p.steps, p.probe_every, p.warmup, o.seeds, o.quick ? " (quick preset)" : "");
+  r.setup = "Xavier init with unit-variance embeddings; ‖ΔF‖ is the RMS over the logits of the first validation batch.";
 
   Chart update{"model update ‖F(x,θ_t) − F(x,θ_0)‖ (RMS over logits)", "step", "‖ΔF‖"};
   Chart inputs{"post-residual LayerNorm input size ‖x‖/√d (mean over norms)", "step", "‖x‖/√d"};
   struct Numbers {
     double early_update, growth;
   };
-  std::vector<Numbers> numbers_of;  // per arm, seeds averaged
+  std::map<std::string, Numbers> numbers_of;  // per arm id, seeds averaged
   for (const Variant& a : kArms) {
     std::vector<Trace> traces;  // index seed − 1
     for (int seed = 1; seed <= o.seeds; ++seed) traces.push_back(trace(find_run(runs, seed_id(a.id, seed))));
-    numbers_of.push_back({seed_mean(o.seeds, [&](int seed) { return early_max(traces[static_cast<size_t>(seed - 1)], early); }),
-                          seed_mean(o.seeds, [&](int seed) -> double {
-                            const Trace& t = traces[static_cast<size_t>(seed - 1)];
-                            return t.ln_input.size() > 1 ? t.ln_input.back() / t.ln_input.front() : NAN;
-                          })});
+    numbers_of[a.id] = {seed_mean(o.seeds, [&](int seed) { return early_max(traces[static_cast<size_t>(seed - 1)], early); }),
+                        seed_mean(o.seeds, [&](int seed) -> double {
+                          const Trace& t = traces[static_cast<size_t>(seed - 1)];
+                          return t.ln_input.size() > 1 ? t.ln_input.back() / t.ln_input.front() : NAN;
+                        })};
     update.series.push_back({a.label, traces[0].step, traces[0].update});
     inputs.series.push_back({a.label, traces[0].step, traces[0].ln_input});
   }
   r.charts = {update, inputs};
   r.tables.push_back(outcome_table("Runs", runs));
 
-  const Numbers post = numbers_of[0], warm = numbers_of[1], deepnorm = numbers_of[2];
-  const bool a = post.early_update > 1.5 * deepnorm.early_update;
-  const bool b = post.growth > 1.5;
-  const bool c = warm.early_update < post.early_update;
+  const Numbers post = numbers_of["post-w0"], warm = numbers_of["post-warm"], deepnorm = numbers_of["deepnorm-w0"];
+  const Truth a = greater(post.early_update, 1.5 * deepnorm.early_update);
+  const Truth b = greater(post.growth, 1.5);
+  const Truth c = less(warm.early_update, post.early_update);
   r.evidence = {
       fmt::format("A. largest ‖ΔF‖ in the first {} steps: Post-LN {} vs DeepNorm {} (ratio {}) — {}", early, num(post.early_update),
-                  num(deepnorm.early_update), num(post.early_update / deepnorm.early_update), a ? "holds" : "does not hold"),
+                  num(deepnorm.early_update), num(post.early_update / deepnorm.early_update), said(a)),
       fmt::format("B. Post-LN LayerNorm input size, last probe ÷ first: {} (DeepNorm {}) — {}", num(post.growth),
-                  num(deepnorm.growth), b ? "grows (holds)" : "does not grow 1.5× (does not hold)"),
+                  num(deepnorm.growth), said(b, "grows (holds)", "does not grow 1.5× (does not hold)")),
       fmt::format("C. largest early ‖ΔF‖ of Post-LN with {} warm-up steps: {} vs {} without — {}", p.warmup,
-                  num(warm.early_update), num(post.early_update), c ? "damped (holds)" : "not damped (does not hold)"),
+                  num(warm.early_update), num(post.early_update), said(c, "damped (holds)", "not damped (does not hold)")),
   };
   r.verdict = combine_verdicts({a, b, c});
   r.verdict_rule = "A: Post-LN's (no warm-up) largest ‖ΔF‖ over the first quarter of training > 1.5× DeepNorm's; B: the mean "

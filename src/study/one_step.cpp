@@ -3,6 +3,7 @@
 // amplification that destabilizes it) but only like O(log N) in Pre-LN and in Admin, whose ω is set
 // from depth.
 #include <cmath>
+#include <map>
 
 #include "study/catalog.h"
 #include "study/kit.h"
@@ -35,11 +36,8 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 std::vector<double> output_change(const std::vector<RunOutcome>& runs, const std::string& placement, const StudyOptions& o) {
   std::vector<double> out;
   for (int layers : depths(o))
-    out.push_back(seed_mean(o.seeds, [&](int seed) -> double {
-      const RunOutcome* r = find_run(runs, id_of(placement, layers, seed));
-      if (!r || r->status != RunStatus::finished) return NAN;
-      const Json a = read_analysis(r->dir, "one-step");
-      return a.contains("output_change_rms") ? std::pow(a["output_change_rms"].get<double>(), 2) : NAN;
+    out.push_back(seed_mean(o.seeds, [&](int seed) {
+      return std::pow(number(run_analysis(find_run(runs, id_of(placement, layers, seed)), "one-step"), "output_change_rms"), 2);
     }));
   return out;
 }
@@ -61,35 +59,35 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   for (int l : ds) sublayers.push_back(2.0 * l);
   Report r;
   r.setup = fmt::format("normlab probe --analysis one-step --lr {:g}: one Adam step from a fresh init on one batch, ‖ΔF‖² = "
-                        "mean square of the logit change; d 64, 4 heads, d_ff 256, T 64, batch 16, Xavier init with "
-                        "unit-variance embeddings; Admin's ω by its closed form (log); depths {} (N = 2L); {} seed(s){}.",
-                        kLr, fmt::join(ds, ", "), o.seeds, o.quick ? " (quick preset)" : "");
+                        "mean square of the logit change; Xavier init with unit-variance embeddings; Admin's ω by its closed "
+                        "form (log); N = 2L sub-layers.",
+                        kLr);
   Chart chart{"one-step output change ‖ΔF‖² against the number of sub-layers N", "N = 2L", "‖ΔF‖²"};
   chart.log_y = true;
   Table table{"‖ΔF‖² after one step", {"placement"}};
   for (int l : ds) table.header.push_back(fmt::format("N = {}", 2 * l));
   table.header.push_back("log-log slope");
-  std::vector<double> slopes;
+  std::map<std::string, double> slopes;
   for (const char* placement : kPlacements) {
     const auto change = output_change(runs, placement, o);
-    slopes.push_back(log_log_slope(sublayers, change));
+    slopes[placement] = log_log_slope(sublayers, change);
     chart.series.push_back({placement, sublayers, change});
     std::vector<std::string> row = {placement};
     for (double c : change) row.push_back(num(c));
-    row.push_back(num(slopes.back()));
+    row.push_back(num(slopes[placement]));
     table.rows.push_back(row);
   }
   r.charts.push_back(chart);
   r.tables.push_back(table);
 
-  const double post = slopes[0], pre = slopes[1], admin = slopes[2];
-  const bool a = post > pre + 0.5, b = post > admin + 0.5, c = pre <= 1 && admin <= 1;
+  const double post = slopes["post"], pre = slopes["pre"], admin = slopes["admin"];
+  const Truth a = greater(post, pre + 0.5), b = greater(post, admin + 0.5), c = !greater(pre, 1) && !greater(admin, 1);
   r.evidence = {
       fmt::format("A. growth of ‖ΔF‖² with N (log-log slope): Post-LN {} vs Pre-LN {} — {}", num(post), num(pre),
-                  a ? "Post-LN amplifies faster (holds)" : "not faster by 0.5 (does not hold)"),
-      fmt::format("B. Post-LN {} vs Admin {} — {}", num(post), num(admin), b ? "Admin damps the growth (holds)" : "not slower by 0.5 (does not hold)"),
+                  said(a, "Post-LN amplifies faster (holds)", "not faster by 0.5 (does not hold)")),
+      fmt::format("B. Post-LN {} vs Admin {} — {}", num(post), num(admin), said(b, "Admin damps the growth (holds)", "not slower by 0.5 (does not hold)")),
       fmt::format("C. Pre-LN {} and Admin {} grow at most linearly (slope ≤ 1, the theory says logarithmically) — {}", num(pre),
-                  num(admin), c ? "holds" : "does not hold"),
+                  num(admin), said(c)),
   };
   r.verdict = combine_verdicts({a, b, c});
   r.verdict_rule = "Growth is the least-squares slope of log ‖ΔF‖² against log N (1 = linear, 0 = flat; logarithmic growth "

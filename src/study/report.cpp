@@ -1,5 +1,6 @@
 #include "study/report.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/config_reader.h"
@@ -82,10 +83,22 @@ std::string markdown_table(const Table& t) {
 
 }  // namespace
 
-std::string combine_verdicts(const std::vector<bool>& holds) {
-  size_t n = 0;
-  for (bool h : holds) n += h;
-  return n == holds.size() ? "reproduced" : n == 0 ? "not reproduced" : "inconclusive";
+Truth operator&&(Truth a, Truth b) {
+  if (a == Truth::fails || b == Truth::fails) return Truth::fails;
+  return a == Truth::undecided || b == Truth::undecided ? Truth::undecided : Truth::holds;
+}
+
+Truth operator||(Truth a, Truth b) { return !(!a && !b); }
+
+Truth operator!(Truth a) { return a == Truth::holds ? Truth::fails : a == Truth::fails ? Truth::holds : Truth::undecided; }
+
+std::string combine_verdicts(const std::vector<Truth>& claims) {
+  size_t holding = 0;
+  for (Truth t : claims) {
+    if (t == Truth::undecided) return "incomplete";
+    holding += t == Truth::holds;
+  }
+  return holding == claims.size() ? "reproduced" : holding == 0 ? "not reproduced" : "inconclusive";
 }
 
 fs::path write_report(const fs::path& dir, const Report& r) {
@@ -96,6 +109,7 @@ fs::path write_report(const fs::path& dir, const Report& r) {
 body { font-family: sans-serif; max-width: 1000px; margin: 2em auto; color: #222; }
 .verdict { font-size: 1.3em; padding: .5em 1em; border-radius: 6px; display: inline-block; }
 .reproduced { background: #d4edda; } .not-reproduced { background: #f8d7da; } .inconclusive { background: #fff3cd; }
+.incomplete { background: #e2e3e5; }
 table { border-collapse: collapse; margin: 1em 0; } td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 tr.trained, td.trained { background: #d4edda; } tr.stalled, td.stalled { background: #fff3cd; }
 tr.slow, td.slow { background: #e2f0fb; }
@@ -105,11 +119,18 @@ canvas { margin: 1em 0; border: 1px solid #eee; }
 <script>window.__errors = 0; window.addEventListener('error', () => { window.__errors++; });</script>
 <script>)" + chart_js + R"(</script></head><body>
 )";
-  const std::string verdict_class = r.verdict == "reproduced" ? "reproduced" : r.verdict == "not reproduced" ? "not-reproduced" : "inconclusive";
+  std::string verdict_class = r.verdict;
+  std::replace(verdict_class.begin(), verdict_class.end(), ' ', '-');
   html += "<h1>" + escape(r.title) + "</h1>\n<p><b>Claim.</b> " + escape(r.claim) + "</p>\n<p><b>Source.</b> " + escape(r.source) +
           "</p>\n<p><b>Setup.</b> " + escape(r.setup) + "</p>\n";
   html += "<h2>Verdict</h2>\n<p class=\"verdict " + verdict_class + "\">" + escape(r.verdict) + "</p>\n<p><b>Rule.</b> " +
-          escape(r.verdict_rule) + "</p>\n<ul>\n";
+          escape(r.verdict_rule) + "</p>\n";
+  if (!r.failures.empty()) {
+    html += "<p><b>Failed runs</b> (nothing is decided from them; fix the cause and rerun the same command):</p>\n<ul>\n";
+    for (const auto& f : r.failures) html += "<li>" + escape(f) + "</li>\n";
+    html += "</ul>\n";
+  }
+  html += "<ul>\n";
   for (const auto& e : r.evidence) html += "<li>" + escape(e) + "</li>\n";
   html += "</ul>\n<h2>Evidence</h2>\n";
   for (size_t i = 0; i < r.charts.size(); ++i) html += fmt::format("<canvas id=\"chart{}\" width=\"900\" height=\"380\"></canvas>\n", i);
@@ -124,6 +145,11 @@ canvas { margin: 1em 0; border: 1px solid #eee; }
       html += "</tr>\n";
     }
     html += "</table>\n";
+  }
+  if (!r.provenance.empty()) {
+    html += "<h2>Reproduce</h2>\n<ul>\n";
+    for (const auto& p : r.provenance) html += "<li>" + escape(p) + "</li>\n";
+    html += "</ul>\n";
   }
   html += "<h2>Runs</h2>\n<ul>\n";
   for (const auto& d : r.run_dirs) html += "<li><a href=\"" + escape(d) + "\">" + escape(d) + "</a></li>\n";
@@ -151,8 +177,17 @@ document.body.setAttribute('data-errors', window.__errors);
 
   std::string md = "# " + r.title + "\n\n**Claim.** " + r.claim + "\n\n**Source.** " + r.source + "\n\n**Setup.** " + r.setup +
                    "\n\n## Verdict: " + r.verdict + "\n\n**Rule.** " + r.verdict_rule + "\n\n";
+  if (!r.failures.empty()) {
+    md += "**Failed runs** (nothing is decided from them; fix the cause and rerun the same command):\n\n";
+    for (const auto& f : r.failures) md += "* " + f + "\n";
+    md += "\n";
+  }
   for (const auto& e : r.evidence) md += "- " + e + "\n";
   for (const Table& t : r.tables) md += markdown_table(t);
+  if (!r.provenance.empty()) {
+    md += "\n## Reproduce\n\n";
+    for (const auto& p : r.provenance) md += "* " + p + "\n";
+  }
   md += "\nCharts: report.html. Runs: " + std::to_string(r.run_dirs.size()) + " directories under runs/.\n";
   io::write_file_atomic(dir / "report.md", md);
   return dir / "report.html";

@@ -29,18 +29,31 @@ struct Table {
 
 struct Report {
   std::string name, title, claim, source, setup;
-  std::string verdict;       // reproduced | not reproduced | inconclusive
+  std::string verdict;       // reproduced | not reproduced | inconclusive | incomplete
   std::string verdict_rule;  // what was compared, with which threshold
+  std::vector<std::string> failures;  // "<run>: <its error line>" for each run that failed (the verdict is then incomplete)
   std::vector<std::string> evidence;  // the numbers behind the verdict
   std::vector<Chart> charts;
   std::vector<Table> tables;
   std::vector<std::string> run_dirs;  // relative to the report
+  std::vector<std::string> provenance;  // what rerunning it takes: command, overrides, normlab commit, corpus, threads, seeds
 };
 
 // Writes report.html and report.md into dir; returns the HTML path.
 std::filesystem::path write_report(const std::filesystem::path& dir, const Report& report);
 
-// The verdict from a list of sub-claims: all hold → reproduced; none → not reproduced; else inconclusive.
-std::string combine_verdicts(const std::vector<bool>& holds);
+// A sub-claim's outcome. A number it needs that is missing (NaN: a run failed, a file lacks a record)
+// is evidence neither way: the sub-claim is then undecided.
+enum class Truth { holds, fails, undecided };
+// Both hold: fails if either fails, else undecided if either is.
+Truth operator&&(Truth a, Truth b);
+// Either holds: holds if either holds, else undecided if either is.
+Truth operator||(Truth a, Truth b);
+Truth operator!(Truth a);  // undecided stays undecided
+inline Truth truth(bool b) { return b ? Truth::holds : Truth::fails; }
+
+// The verdict from the sub-claims: any undecided → incomplete; all hold → reproduced; none hold →
+// not reproduced; else inconclusive.
+std::string combine_verdicts(const std::vector<Truth>& claims);
 
 }  // namespace normlab::study

@@ -3,7 +3,11 @@
 // weights), and to a Pre-CRMSNorm one on a stream one coordinate narrower (converted weights), and
 // the RMS forms are cheaper. Here a Pre-LN model is trained, then compared with both forms
 // (`normlab probe --analysis norm-equivalence`), and the three are timed training the same budget.
+// That comparison applies the converter to the model it compares with, so it checks the code, not the
+// claim; the verdict rests instead on the three forms trained separately from their own inits: if they
+// are the same function class, they reach the same loss.
 #include <cmath>
+#include <map>
 
 #include "study/catalog.h"
 #include "study/kit.h"
@@ -15,6 +19,8 @@ namespace {
 TrainPreset preset(const StudyOptions& o) { return o.quick ? TrainPreset{4, 30} : TrainPreset{6, 300}; }
 
 constexpr Arm kArms[] = {{"pre", "Pre-LN"}, {"pre_rms", "Pre-RMSNorm"}, {"pre_crms", "Pre-CRMSNorm"}};
+// Two forms of one function class reach the same loss within this much (nats).
+constexpr double kSameLoss = 0.05;
 
 std::vector<RunRequest> plan(const StudyOptions& o) {
   const TrainPreset p = preset(o);
@@ -36,26 +42,22 @@ double worst(const std::vector<RunOutcome>& runs, int seeds, const std::string& 
   double w = NAN;
   for (int seed = 1; seed <= seeds; ++seed) {
     const RunOutcome* run = find_run(runs, fmt::format("pre-s{}", seed));
-    if (!run || run->status != RunStatus::finished) continue;
-    const Json a = read_analysis(run->dir, "norm-equivalence");
-    for (size_t i = 0; i < a["variant"].size(); ++i)
-      if (a["precision"][i] == precision && a["variant"][i] == variant && a[column][i].is_number())
-        w = std::isnan(w) ? a[column][i].get<double>() : std::max(w, a[column][i].get<double>());
+    Json a = run_analysis(run, "norm-equivalence");
+    const std::vector<double> values = numbers(a, column);
+    for (size_t i = 0; i < values.size(); ++i)
+      if (a["precision"][i] == precision && a["variant"][i] == variant) w = std::isnan(w) ? values[i] : std::max(w, values[i]);
   }
   return w;
 }
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
-  const TrainPreset p = preset(o);
   Report r;
-  r.setup = fmt::format("{} layers, d 64, 4 heads, d_ff 256, T 64, batch 16, untied embeddings, bias-free LayerNorm for Pre-LN; "
-                        "{} training steps each; the trained Pre-LN checkpoint is compared on one validation batch in fp32 "
-                        "and fp64; throughput = tokens ÷ training wall time (runs share the machine: use --jobs 1 for "
-                        "cleaner timings); {} seed(s){}.",
-                        p.layers, p.steps, o.seeds, o.quick ? " (quick preset)" : "");
-  Table eq{"Largest difference from the Pre-LN model (over seeds)",
+  r.setup = "Bias-free LayerNorm for Pre-LN; the trained Pre-LN checkpoint is also converted and compared on one validation "
+            "batch in fp32 and fp64; throughput = tokens ÷ training wall time (runs share the machine: use --jobs 1 for "
+            "cleaner timings).";
+  Table eq{"Check of the converter: largest difference from the Pre-LN model (over seeds)",
            {"precision", "variant", "logits: max |Δ| ÷ max(max |z|, 1)", "loss |Δ|", "gradients: max relative error"}};
-  bool equal = true;
+  bool converts = true;
   for (const char* precision : {"fp32", "fp64"}) {
     const double tol = precision == std::string("fp32") ? 1e-4 : 1e-10;
     for (const char* variant : {"pre_rms", "pre_crms"}) {
@@ -63,38 +65,54 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       const double loss = worst(runs, o.seeds, precision, variant, "loss_error");
       const double grads = worst(runs, o.seeds, precision, variant, "grad_max_rel_error");
       eq.rows.push_back({precision, variant, num(logits), num(loss), variant == std::string("pre_rms") ? num(grads) : "(weights differ)"});
-      equal = equal && logits <= tol && loss <= tol * 10 && (variant != std::string("pre_rms") || grads <= tol * 10);
+      converts = converts && logits <= tol && loss <= tol * 10 && (variant != std::string("pre_rms") || grads <= tol * 10);
     }
   }
-  Table speed{"Training throughput", {"placement", "tokens/s (mean over seeds)", "÷ Pre-LN", "final train loss"}};
+  Table speed{"Training", {"placement", "final val loss (mean over seeds)", "− Pre-LN", "tokens/s (mean over seeds)", "÷ Pre-LN"}};
   Chart curves{"training loss", "step", "loss"};
-  std::vector<double> throughput;
+  std::map<std::string, double> throughput, val;  // by arm id
   for (const Arm& a : kArms) {
-    throughput.push_back(seed_mean(o.seeds, [&](int seed) -> double {
+    throughput[a.id] = seed_mean(o.seeds, [&](int seed) -> double {
+      const RunOutcome* run = find_run(runs, seed_id(a.id, seed));
+      return run ? number(run->config["train"], "steps") * number(run->config["train"], "batch_size") *
+                       number(run->config["train"], "seq_len") / train_result(run).seconds
+                 : NAN;
+    });
+    val[a.id] = seed_mean(o.seeds, [&](int seed) -> double {
       const TrainResult t = train_result(find_run(runs, seed_id(a.id, seed)));
-      return double(p.steps) * 16 * 64 / t.seconds;
-    }));
-    const double loss = seed_mean(o.seeds, [&](int seed) -> double { return train_result(find_run(runs, seed_id(a.id, seed))).final_loss; });
-    speed.rows.push_back({a.label, fmt::format("{:.0f}", throughput.back()), num(throughput.back() / throughput[0]), num(loss)});
+      return t.outcome == "diverged" ? INFINITY : t.val_loss;
+    });
+    speed.rows.push_back({a.label, num(val[a.id]), num(val[a.id] - val["pre"]), fmt::format("{:.0f}", throughput[a.id]),
+                          num(throughput[a.id] / throughput["pre"])});
     curves.series.push_back(loss_series(a.label, find_run(runs, seed_id(a.id, 1))));
   }
-  r.tables = {eq, speed, outcome_table("Runs", runs)};
+  r.tables = {speed, eq, outcome_table("Runs", runs)};
   r.charts.push_back(curves);
 
-  const bool faster = throughput[1] > throughput[0] && throughput[2] > throughput[0];
-  r.evidence = {
-      fmt::format("A. equality: Pre-RMSNorm logits differ by {} (fp32) / {} (fp64), gradients by {} / {}; Pre-CRMSNorm logits by "
-                  "{} / {} — {}",
-                  eq.rows[0][2], eq.rows[2][2], eq.rows[0][4], eq.rows[2][4], eq.rows[1][2], eq.rows[3][2],
-                  equal ? "equal within rounding (holds)" : "NOT equal (does not hold)"),
-      fmt::format("B. throughput ÷ Pre-LN: Pre-RMSNorm {}, Pre-CRMSNorm {} — {}", num(throughput[1] / throughput[0]),
-                  num(throughput[2] / throughput[0]), faster ? "both faster (holds)" : "not both faster (does not hold)"),
+  // A form that diverged, or a Pre-LN that diverged, matches nothing.
+  const auto matches = [&](const std::string& id) {
+    return std::isinf(val[id]) || std::isinf(val["pre"]) ? Truth::fails : less(std::abs(val[id] - val["pre"]), kSameLoss);
   };
-  r.verdict = combine_verdicts({equal, faster});
-  r.verdict_rule = "A: on every seed, logits differ from Pre-LN's by ≤ 1e-4 (fp32) and ≤ 1e-10 (fp64) relative to their scale, "
-                   "the loss by ≤ 10× that, and Pre-RMSNorm's gradients by ≤ 10× that (relative, per parameter); B: both RMS "
-                   "forms train more tokens per second than Pre-LN (seeds averaged). Both: reproduced; neither: not "
-                   "reproduced; otherwise inconclusive.";
+  const Truth same = matches("pre_rms") && matches("pre_crms");
+  const Truth faster = greater(throughput["pre_rms"], throughput["pre"]) && greater(throughput["pre_crms"], throughput["pre"]);
+  r.evidence = {
+      fmt::format("A. final validation loss trained from each form's own init: Pre-LN {}, Pre-RMSNorm {} ({}), Pre-CRMSNorm {} "
+                  "({}) — {}",
+                  num(val["pre"]), num(val["pre_rms"]), num(val["pre_rms"] - val["pre"]), num(val["pre_crms"]),
+                  num(val["pre_crms"] - val["pre"]), said(same, "the same loss (holds)", "not within 0.05 nats (does not hold)")),
+      fmt::format("B. throughput ÷ Pre-LN: Pre-RMSNorm {}, Pre-CRMSNorm {} — {}", num(throughput["pre_rms"] / throughput["pre"]),
+                  num(throughput["pre_crms"] / throughput["pre"]), said(faster, "both faster (holds)", "not both faster (does not hold)")),
+      fmt::format("Check (not in the verdict): the trained Pre-LN converted to Pre-RMSNorm differs in its logits by {} (fp32) / {} "
+                  "(fp64), in its gradients by {} / {}; to Pre-CRMSNorm by {} / {} — {}",
+                  eq.rows[0][2], eq.rows[2][2], eq.rows[0][4], eq.rows[2][4], eq.rows[1][2], eq.rows[3][2],
+                  converts ? "equal within rounding" : "NOT equal: the converter or a norm is wrong"),
+  };
+  r.verdict = combine_verdicts({same, faster});
+  r.verdict_rule = "Seeds averaged. A: Pre-RMSNorm and Pre-CRMSNorm, each trained from its own init, end within 0.05 nats of "
+                   "Pre-LN's final validation loss (a diverged run matches nothing); B: both RMS forms train more tokens per "
+                   "second than Pre-LN. Both: reproduced; neither: not reproduced; otherwise inconclusive. The converter check "
+                   "(logits ≤ 1e-4 in fp32 and ≤ 1e-10 in fp64 relative to their scale) is shown, not judged: it holds by "
+                   "construction unless the code is wrong.";
   return r;
 }
 

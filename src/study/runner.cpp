@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "io/atomic_file.h"
+#include "train/train_config.h"
 
 extern char** environ;
 
@@ -30,7 +31,7 @@ const char* status_name(RunStatus s) {
 
 namespace {
 
-// status.json marks a run as done: {"status": ..., "message": ..., "seconds": ...}.
+// status.json marks a run as ended: {"status": ..., "message": ..., "seconds": ...}.
 bool read_status(const fs::path& dir, RunOutcome& out) {
   const fs::path file = dir / "status.json";
   if (!fs::exists(file)) return false;
@@ -48,6 +49,40 @@ std::string self_binary() {
   fs::path p = fs::read_symlink("/proc/self/exe", ec);
   if (ec) fail("cannot find the normlab binary through /proc/self/exe: {}", ec.message());
   return p.string();
+}
+
+// A JSON file's contents, or null if it is missing or unreadable.
+Json read_json(const fs::path& file) {
+  if (!fs::exists(file)) return Json();
+  Json j = Json::parse(io::read_file(file), nullptr, false);
+  return j.is_discarded() ? Json() : j;
+}
+
+// What a run's results depend on, stored as request.json and compared before a run is reused.
+Json stored_request(const RunOutcome& o) {
+  return Json{{"kind", o.request.kind}, {"analyses", o.request.analyses}, {"probe_flags", o.request.probe_flags},
+              {"corpus", corpus_checksum(o.config["data"]["dir"].get<std::string>())}, {"config", o.config}};
+}
+
+// The first difference between a stored request and the plan's, e.g. "config/train/lr was 0.001, now 0.003".
+std::string first_difference(const Json& stored, const Json& planned) {
+  if (stored.is_null()) return "it has no readable request.json (made by an older normlab?)";
+  const Json patch = Json::diff(stored, planned);
+  if (patch.empty()) return "they are equal";
+  const std::string path = patch[0]["path"].get<std::string>();
+  const Json::json_pointer pointer(path);
+  const auto value = [&](const Json& doc) { return doc.contains(pointer) ? doc.at(pointer).dump() : std::string("(absent)"); };
+  return fmt::format("{} was {}, now {}", path.substr(1), value(stored), value(planned));
+}
+
+// The trainer logs a "non_finite" record before it stops on a non-finite loss or gradient.
+bool diverged(const fs::path& dir) {
+  std::ifstream in(dir / "run" / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const Json j = Json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("type", "") == "non_finite") return true;
+  }
+  return false;
 }
 
 std::string last_line(const fs::path& file) {
@@ -82,12 +117,12 @@ std::vector<std::vector<std::string>> stages(const std::string& binary, const Ru
     out.push_back(args);
   };
   if (o.request.kind == "probe") {
-    probe({binary, "probe", "--config", (dir / "request.json").string()});
+    probe({binary, "probe", "--config", (dir / "config.json").string()});
     return out;
   }
   if (!fs::exists(dir / "run" / "summary.json")) {
     if (fs::exists(dir / "run" / "checkpoint.safetensors")) out.push_back({binary, "train", "--run", (dir / "run").string(), "--resume"});
-    else out.push_back({binary, "train", "--run", (dir / "run").string(), "--config", (dir / "request.json").string()});
+    else out.push_back({binary, "train", "--run", (dir / "run").string(), "--config", (dir / "config.json").string()});
   }
   if (!o.request.analyses.empty()) probe({binary, "probe", "--run", (dir / "run").string()});
   return out;
@@ -135,20 +170,58 @@ pid_t launch(const std::string& binary, const RunOutcome& o, int threads) {
 
 }  // namespace
 
+Json resolve_config(const Json& config, const std::string& where) {
+  Json c = config;
+  c["train"]["threads"] = 0;  // the runner sets OMP_NUM_THREADS per process
+  return train::to_json(train::read_run_config(c, where));
+}
+
+std::string corpus_checksum(const fs::path& data_dir) {
+  const fs::path meta = data_dir / "meta.json";
+  if (!fs::exists(meta)) return "missing";
+  return fmt::format("{:016x}", io::fnv1a64(io::read_file(meta, "token metadata")));
+}
+
 std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<RunRequest>& requests,
                                  const RunnerOptions& options) {
+  // Every config is checked, and every stored run compared, before anything runs or is removed.
   std::vector<RunOutcome> outcomes;
-  std::vector<size_t> pending;
+  std::vector<Json> planned;
   for (const RunRequest& r : requests) {
     RunOutcome o{r, study_dir / "runs" / r.id};
-    fs::create_directories(o.dir);
-    if (!read_status(o.dir, o)) {
-      Json config = r.config;
-      config["train"]["threads"] = 0;  // the runner sets OMP_NUM_THREADS per process
-      io::write_file_atomic(o.dir / "request.json", config.dump(2) + "\n");
-      pending.push_back(outcomes.size());
-    }
+    o.config = resolve_config(r.config, "run " + r.id);
+    planned.push_back(stored_request(o));
     outcomes.push_back(std::move(o));
+  }
+  std::vector<size_t> pending, stale;  // stale: a partial run of another request, nothing to resume
+  std::vector<std::string> mismatched;
+  for (size_t i = 0; i < outcomes.size(); ++i) {
+    RunOutcome& o = outcomes[i];
+    if (options.fresh) {
+      pending.push_back(i), stale.push_back(i);
+      continue;
+    }
+    const Json stored = read_json(o.dir / "request.json");
+    const bool same = stored == planned[i];
+    if (read_status(o.dir, o) && o.status != RunStatus::failed) {
+      if (!same) mismatched.push_back(fmt::format("{} ({})", o.request.id, first_difference(stored, planned[i])));
+      continue;
+    }
+    if (!same) stale.push_back(i);
+    pending.push_back(i);
+  }
+  if (!mismatched.empty())
+    fail("{} of the runs stored in {} were made from another request than this plan's, e.g. {}: rerun with --fresh to "
+         "discard the stored runs and run them again, or give another --out",
+         mismatched.size(), (study_dir / "runs").string(), mismatched.front());
+  for (size_t i : stale) fs::remove_all(outcomes[i].dir);
+  for (size_t i : pending) {
+    RunOutcome& o = outcomes[i];
+    o.status = RunStatus::failed, o.message.clear();
+    fs::create_directories(o.dir);
+    fs::remove(o.dir / "status.json");  // a failed run runs again
+    io::write_file_atomic(o.dir / "config.json", o.config.dump(2) + "\n");
+    io::write_file_atomic(o.dir / "request.json", planned[i].dump(2) + "\n");
   }
   const size_t skipped = outcomes.size() - pending.size();
   if (!options.quiet && skipped > 0) std::cerr << fmt::format("study: {} of {} runs already done\n", skipped, outcomes.size());
@@ -169,15 +242,14 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
     if (it == running.end()) continue;
     RunOutcome& o = outcomes[it->index];
     o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->start).count();
-    const bool ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
-    o.message = ok ? "" : last_line(o.dir / "log.txt");
-    o.status = ok ? RunStatus::finished
-               : o.message.find("non-finite") != std::string::npos ? RunStatus::diverged
-                                                                     : RunStatus::failed;
-    if (WIFSIGNALED(wstatus)) {  // killed (e.g. the study was interrupted): not done, rerun later
+    if (WIFSIGNALED(wstatus)) {  // killed (e.g. the study was interrupted): not ended, resumed by the next call
+      o.message = fmt::format("killed by signal {} before it ended; rerun the study to resume it", WTERMSIG(wstatus));
       running.erase(it);
       continue;
     }
+    const bool ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+    o.message = ok ? "" : last_line(o.dir / "log.txt");
+    o.status = ok ? RunStatus::finished : diverged(o.dir) ? RunStatus::diverged : RunStatus::failed;
     io::write_file_atomic(o.dir / "status.json",
                           Json{{"status", status_name(o.status)}, {"message", o.message}, {"seconds", o.seconds}}.dump() + "\n");
     ++done;

@@ -1,6 +1,8 @@
 #pragma once
-// The grid runner: one directory per run, runs already finished are skipped (so a killed study
-// resumes where it stopped), an interrupted training run is resumed from its checkpoint, and up to
+// The grid runner: one directory per run. A run that finished (or diverged) is reused only if its
+// stored request (request.json: the full resolved config, the corpus, the analyses) equals the new
+// plan's; a different one stops the grid before anything runs (--fresh reruns everything). An
+// interrupted training run is resumed from its checkpoint, a failed one is run again, and up to
 // `jobs` runs go in parallel as separate `normlab` processes with the cores shared between them.
 #include <filesystem>
 #include <string>
@@ -26,15 +28,25 @@ struct RunOutcome {
   RunStatus status = RunStatus::failed;
   std::string message;  // the error line of a diverged or failed run
   double seconds = 0;
+  Json config;  // the full config the run used (resolve_config of the request's)
 };
 
 struct RunnerOptions {
   int jobs = 1;     // runs at once
   int threads = 2;  // cores shared by the jobs (each gets max(1, threads / jobs))
   bool quiet = false;
+  bool fresh = false;  // discard every stored run of the grid and run it again
 };
 
-// Runs every request not yet done; returns the outcome of all of them (done earlier or now).
+// A run config as the strict reader resolves it (every default filled in, threads left to the
+// runner); fails, naming `where` and the field, on an unknown key or a bad value.
+Json resolve_config(const Json& config, const std::string& where);
+// What identifies a corpus: the fnv1a64 of its meta.json, which records its sources' and tokenizer's
+// checksums and token counts ("missing" when it has none).
+std::string corpus_checksum(const std::filesystem::path& data_dir);
+
+// Checks every request's config, then runs every request not yet done; returns the outcome of all
+// of them (done earlier or now).
 std::vector<RunOutcome> run_grid(const std::filesystem::path& study_dir, const std::vector<RunRequest>& requests,
                                  const RunnerOptions& options);
 const char* status_name(RunStatus s);

@@ -2,11 +2,14 @@
 
 #include <array>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <set>
 
 #include "common/error.h"
 #include "study/catalog.h"
+#include "study/kit.h"
 
 namespace normlab::study {
 
@@ -30,18 +33,107 @@ const Study& find_study(std::string_view name) {
   fail("unknown study '{}' (known: {}; `normlab study list` describes each)", name, list);
 }
 
-fs::path run_study(const Study& study, const StudyOptions& given, const RunnerOptions& runner) {
-  StudyOptions options = given;
+namespace {
+
+// An override must name a field of the resolved config; model.options holds a variant's switches,
+// which the variant checks itself.
+void check_override_key(const Json& fields, const std::string& assignment) {
+  const std::string key = assignment.substr(0, assignment.find('='));
+  if (key.starts_with("model.options.")) return;
+  std::string pointer = "/" + key;
+  std::replace(pointer.begin(), pointer.end(), '.', '/');
+  if (fields.contains(Json::json_pointer(pointer))) return;
+  const size_t dot = key.rfind('.');
+  const std::string section = dot == std::string::npos ? "" : key.substr(0, dot);
+  std::string parent = "/" + section;
+  std::replace(parent.begin(), parent.end(), '.', '/');
+  const Json* keys = section.empty() ? &fields : fields.contains(Json::json_pointer(parent)) ? &fields.at(Json::json_pointer(parent)) : &fields;
+  std::vector<std::string> known;
+  for (const auto& [k, v] : keys->items()) known.push_back((keys == &fields ? "" : section + ".") + k);
+  fail("--set {}: {} is not a run-config field (known here: {}); nothing was run", assignment, key, fmt::join(known, ", "));
+}
+
+// The commit of the source tree the binary sits in (git describe), if git and the tree are there.
+std::string source_version() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "unknown";
+  std::string command = "git -C '" + exe.parent_path().string() + "' describe --always --dirty --tags 2>/dev/null";
+  std::string out;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[256];
+    while (std::fgets(buffer, sizeof buffer, pipe)) out += buffer;
+    if (pclose(pipe) != 0) out.clear();
+  }
+  while (!out.empty() && std::isspace(static_cast<unsigned char>(out.back()))) out.pop_back();
+  return out.empty() ? "unknown" : out;
+}
+
+std::vector<std::string> provenance(const StudyOptions& o, const RunnerOptions& runner, const std::vector<RunOutcome>& runs) {
+  std::vector<std::string> lines = {
+      "command: " + (o.command_line.empty() ? std::string("(not recorded)") : o.command_line),
+      fmt::format("overrides (--set, applied to every run): {}", o.overrides.empty() ? "none" : fmt::format("{}", fmt::join(o.overrides, " "))),
+      "normlab: " + source_version() + " (git describe, at report time, of the source tree holding the binary)",
+  };
+  std::set<std::string> corpora;
+  for (const RunOutcome& r : runs) {
+    const std::string dir = r.config["data"]["dir"].get<std::string>();
+    if (corpora.insert(dir).second) lines.push_back(fmt::format("corpus: {} (meta.json fnv1a64 {})", dir, corpus_checksum(dir)));
+  }
+  const int jobs = std::max(1, runner.jobs);
+  lines.push_back(fmt::format("threads: {} cores, {} run(s) at once, {} thread(s) each", runner.threads, jobs, std::max(1, runner.threads / jobs)));
+  lines.push_back(fmt::format("seeds: 1–{}", o.seeds));
+  lines.push_back("the same command with the same --out reuses every finished run whose request.json equals the plan's; "
+                  "--fresh runs them all again");
+  return lines;
+}
+
+}  // namespace
+
+std::vector<RunRequest> plan_study(const Study& study, StudyOptions& options) {
   if (options.seeds <= 0) options.seeds = options.quick ? 1 : study.default_seeds;
   std::vector<RunRequest> requests = study.plan(options);
-  for (RunRequest& r : requests)
+  if (!requests.empty()) {
+    const Json fields = resolve_config(requests.front().config, fmt::format("study {}", study.name));
+    for (const auto& o : options.overrides) check_override_key(fields, o);
+  }
+  for (RunRequest& r : requests) {
     for (const auto& o : options.overrides) apply_override(r.config, o);
-  const auto outcomes = run_grid(options.dir, requests, runner);
-  write_summary_csv(options.dir / "summary.csv", outcomes);
+    try {
+      resolve_config(r.config, "config");
+    } catch (const Error& e) {
+      fail("--set {}: {} (run {}); nothing was run", fmt::join(options.overrides, " --set "), e.what(), r.id);
+    }
+  }
+  return requests;
+}
+
+Report judge_study(const Study& study, const StudyOptions& options, const std::vector<RunOutcome>& outcomes) {
   Report report = study.judge(options, outcomes);
   report.name = study.name, report.title = study.title, report.claim = study.claim, report.source = study.source;
-  for (const RunOutcome& o : outcomes) report.run_dirs.push_back(fs::relative(o.dir, options.dir).string());
-  return write_report(options.dir, report);
+  const std::string configs = config_summary(outcomes, options.overrides);
+  report.setup = report.setup.empty() ? configs : configs + " " + report.setup;
+  for (const RunOutcome& o : outcomes) {
+    if (o.status == RunStatus::failed)
+      report.failures.push_back(fmt::format("{}: {}", o.request.id,
+                                            o.message.empty() ? "failed without an error line (see its log.txt)" : o.message));
+    report.run_dirs.push_back(fs::relative(o.dir, options.dir).string());
+  }
+  if (!report.failures.empty()) report.verdict = "incomplete";
+  if (report.verdict == "incomplete")
+    report.verdict_rule += " Incomplete: a run failed, or a number a sub-claim needs is missing; nothing is decided "
+                           "(a sub-claim shown as \"cannot decide\" lacks its numbers).";
+  return report;
+}
+
+StudyResult run_study(const Study& study, const StudyOptions& given, const RunnerOptions& runner) {
+  StudyOptions options = given;
+  const std::vector<RunRequest> requests = plan_study(study, options);
+  const auto outcomes = run_grid(options.dir, requests, runner);
+  write_summary_csv(options.dir / "summary.csv", outcomes);
+  Report report = judge_study(study, options, outcomes);
+  report.provenance = provenance(options, runner, outcomes);
+  return {write_report(options.dir, report), report.verdict, report.failures};
 }
 
 double TrainCurve::final_loss() const {
@@ -66,8 +158,8 @@ TrainCurve read_train_curve(const fs::path& run_dir) {
   for (std::string line; std::getline(in, line);) {
     Json j = Json::parse(line, nullptr, false);
     if (j.is_discarded() || j.value("type", "") != "train") continue;
-    c.step.push_back(j["step"].get<double>());
-    c.loss.push_back(j["loss"].get<double>());
+    c.step.push_back(number(j, "step"));
+    c.loss.push_back(number(j, "loss"));
   }
   return c;
 }

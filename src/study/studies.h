@@ -16,6 +16,7 @@ struct StudyOptions {
   int seeds = 0;                       // 0: the study's default_seeds
   std::vector<std::string> overrides;  // key=value, applied to every run's config
   std::filesystem::path dir;           // the study directory
+  std::string command_line;            // how the study was started, recorded in its report
 };
 
 struct Study {
@@ -24,15 +25,30 @@ struct Study {
   std::string_view cost;                  // the presets' run time on 2 cores
   int default_seeds = 1;  // seeds when --seeds is not given (the quick preset always uses 1)
   std::vector<RunRequest> (*plan)(const StudyOptions& options);
-  // The report's setup, evidence, verdict and rule, charts and tables (run_study adds the rest).
+  // The report's setup (what is measured, beyond the runs' configs), evidence, verdict and rule,
+  // charts and tables (judge_study adds the rest). Arms are found by run id, never by position.
   Report (*judge)(const StudyOptions& options, const std::vector<RunOutcome>& outcomes);
 };
 
 std::span<const Study* const> all_studies();
 const Study& find_study(std::string_view name);
 
-// Runs a study end to end (grid, summary.csv, report) and returns the report's path.
-std::filesystem::path run_study(const Study& study, const StudyOptions& options, const RunnerOptions& runner);
+// The study's plan with the options' seeds and --set overrides applied. Fails before anything runs if
+// an override names no config field or gives a value the field does not take.
+std::vector<RunRequest> plan_study(const Study& study, StudyOptions& options);
+
+// The judge's report, failing closed: a run that failed makes the verdict incomplete, with the run
+// and its error line listed, whatever the sub-claims say. Adds the setup generated from the runs'
+// configs and the run directories.
+Report judge_study(const Study& study, const StudyOptions& options, const std::vector<RunOutcome>& outcomes);
+
+struct StudyResult {
+  std::filesystem::path report;  // report.html
+  std::string verdict;
+  std::vector<std::string> failures;  // as in Report::failures
+};
+// Runs a study end to end (grid, summary.csv, report).
+StudyResult run_study(const Study& study, const StudyOptions& options, const RunnerOptions& runner);
 
 // Reading what runs wrote.
 struct TrainCurve {

@@ -19,7 +19,7 @@ struct Grid {
   int steps;
 };
 Grid grid(const StudyOptions& o) {
-  if (o.quick) return {{1e-3}, {0, 10}, {6}, 30};
+  if (o.quick) return {{1e-3}, {0, 10}, {2, 6}, 30};  // two depths: the shallow Post-LN cell (D) is its own
   return {{3e-4, 1e-3, 3e-3}, {0, 150}, {6, 12}, 300};
 }
 constexpr const char* kPlacements[] = {"post", "pre", "deepnorm", "admin"};
@@ -60,17 +60,15 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const Grid g = grid(o);
   const int deep = g.depths.back(), shallow = g.depths.front();
   Report r;
-  r.setup = fmt::format("d 64, 4 heads, d_ff 256, T 64, batch 16, Xavier init with unit-variance embeddings, Adam β2 0.98, no "
-                        "clipping, linear warm-up then constant lr; lr {{{}}} × warm-up {{{}}} steps × depth {{{}}}; {} steps; "
-                        "{} seed(s) (a cell shows its worst seed){}.",
-                        fmt::join(g.lrs, ", "), fmt::join(g.warmups, ", "), fmt::join(g.depths, ", "), g.steps, o.seeds,
-                        o.quick ? " (quick preset)" : "");
+  r.setup = "Linear warm-up then a constant lr; a cell shows its worst seed.";
 
   std::vector<std::string> header = {"placement", "depth", "warm-up"};
   for (double lr : g.lrs) header.push_back(fmt::format("lr {:g}", lr));
   Table table{std::string("Outcome and final training loss per cell (") + kStalledRule + ")", header};
+  // A cell fails when it stalls or diverges (slow: still learning); a failed or missing run decides nothing.
   int deep_post_cells = 0, deep_post_failing = 0, rescued_cells = 0, repair_cells = 0;
-  TrainResult shallow_post;
+  Truth post_fails = Truth::fails, rescued = Truth::fails, repairs_train = Truth::holds;
+  TrainResult shallow_post{"missing"};
   std::vector<std::string> failures;
   for (const char* placement : kPlacements)
     for (int layers : g.depths)
@@ -79,25 +77,27 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
         for (double lr : g.lrs) {
           const TrainResult c = cell(runs, placement, layers, lr, warmup, o.seeds);
           row.push_back(c.outcome + " " + num(c.final_loss));
-          const auto fails = [](const TrainResult& t) { return t.outcome != "trained" && t.outcome != "slow"; };  // slow: still learning
           const std::string p = placement;
           if (p == "post" && layers == deep && warmup == 0 && lr >= 1e-3) {
             ++deep_post_cells;
-            if (fails(c)) {
+            post_fails = post_fails || !c.learned();
+            if (c.learned() == Truth::fails) {
               ++deep_post_failing;
-              rescued_cells += !fails(cell(runs, placement, layers, lr, g.warmups.back(), o.seeds));
+              const Truth warmed = cell(runs, placement, layers, lr, g.warmups.back(), o.seeds).learned();
+              rescued = rescued || warmed;
+              rescued_cells += warmed == Truth::holds;
             }
           }
           if (p == "post" && layers == shallow && warmup == 0 && std::abs(lr - 1e-3) < 1e-12) shallow_post = c;
           if (p != "post") {
             ++repair_cells;
-            if (fails(c)) failures.push_back(fmt::format("{} L{} lr {:g} w{}", p, layers, lr, warmup));
+            repairs_train = repairs_train && c.learned();
+            if (c.learned() != Truth::holds) failures.push_back(fmt::format("{} L{} lr {:g} w{} {}", p, layers, lr, warmup, c.outcome));
           }
         }
         table.rows.push_back(row);
       }
-  const bool post_fails = deep_post_failing > 0, rescued = rescued_cells > 0, repairs_train = failures.empty(),
-             shallow_post_trains = shallow_post.outcome == "trained" || shallow_post.outcome == "slow";
+  const Truth shallow_post_trains = shallow_post.learned();
   r.tables.push_back(table);
 
   for (int warmup : g.warmups) {
@@ -109,20 +109,20 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 
   r.evidence = {
       fmt::format("A. Post-LN at depth {} without warm-up, lr ≥ 1e-3: {} of {} cells fail — {}", deep, deep_post_failing,
-                  deep_post_cells, post_fails ? "holds" : "does not hold"),
+                  deep_post_cells, said(post_fails)),
       fmt::format("B. with {} warm-up steps, {} of those {} failing cells train (or are slow) — {}", g.warmups.back(), rescued_cells,
-                  deep_post_failing, rescued ? "rescued (holds)" : "not rescued (does not hold)"),
-      fmt::format("C. Pre-LN, DeepNorm and Admin: {} of {} cells fail{}{} — {}", failures.size(), repair_cells,
-                  failures.empty() ? "" : ": ", fmt::join(failures, "; "), repairs_train ? "holds" : "does not hold"),
+                  deep_post_failing, said(rescued, "rescued (holds)", "not rescued (does not hold)")),
+      fmt::format("C. Pre-LN, DeepNorm and Admin: {} of {} cells do not train{}{} — {}", failures.size(), repair_cells,
+                  failures.empty() ? "" : ": ", fmt::join(failures, "; "), said(repairs_train)),
       fmt::format("D. Post-LN at depth {}, lr 1e-3, no warm-up: {}, final loss {} — {}", shallow, shallow_post.outcome,
-                  num(shallow_post.final_loss), shallow_post_trains ? "holds" : "does not hold"),
+                  num(shallow_post.final_loss), said(shallow_post_trains)),
   };
   r.verdict = combine_verdicts({post_fails, rescued, repairs_train, shallow_post_trains});
   r.verdict_rule = std::string("Each cell is classified trained / slow / stalled / diverged (") + kStalledRule +
                    "; diverged = a non-finite loss or gradient); stalled and diverged cells fail, slow ones do not. A: some "
                    "deep Post-LN cell without warm-up at lr ≥ 1e-3 fails; B: one of those cells does not fail with the "
-                   "longest warm-up; C: no Pre-LN, DeepNorm or Admin cell fails; D: the shallowest Post-LN trains at lr 1e-3 without warm-up. All hold: reproduced; none: not "
-                   "reproduced; otherwise inconclusive.";
+                   "longest warm-up; C: no Pre-LN, DeepNorm or Admin cell fails; D: the shallowest Post-LN trains at lr 1e-3 "
+                   "without warm-up. All hold: reproduced; none: not reproduced; otherwise inconclusive.";
   return r;
 }
 
@@ -135,7 +135,7 @@ extern const Study kWarmupGrid{
         "Pre-LN, DeepNorm and Admin train in every cell; shallow Post-LN trains without warm-up.",
     .source = "Xiong et al. 2020 (arXiv 2002.04745) §3.2; Wang et al. 2022, DeepNet (arXiv 2203.00555) §3, §5; Liu et al. "
         "2020, Admin (arXiv 2004.08249).",
-    .cost = "default ~15 min on 2 cores (48 runs), --quick ~30 s",
+    .cost = "default ~15 min on 2 cores (48 runs), --quick ~50 s (16 runs)",
     .plan = plan,
     .judge = judge,
 };

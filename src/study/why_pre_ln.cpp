@@ -53,61 +53,50 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 
 // The fc2 weight gradient of the last layer at init, averaged over seeds.
 double last_fc2_grad(const std::vector<RunOutcome>& runs, const std::string& placement, int layers, int seeds) {
-  double sum = 0;
-  int n = 0;
-  for (int seed = 1; seed <= seeds; ++seed) {
-    const RunOutcome* r = find_run(runs, id_of("init", placement, layers, -1, seed));
-    if (!r || r->status != RunStatus::finished) continue;
-    Json a = read_analysis(r->dir, "grad-init");
+  return seed_mean(seeds, [&](int seed) -> double {
+    Json a = run_analysis(find_run(runs, id_of("init", placement, layers, -1, seed)), "grad-init");
     const std::string want = fmt::format("layers.{}.ffn.fc2.weight", layers - 1);
     for (size_t i = 0; i < a["name"].size(); ++i)
-      if (a["name"][i] == want) sum += a["grad_norm"][i].get<double>(), ++n;
-  }
-  return n ? sum / n : NAN;
+      if (a["name"][i] == want) return a["grad_norm"][i].get<double>();
+    return NAN;
+  });
 }
 
+// The final training loss (mean of the last 3 logs), averaged over seeds; a diverged seed counts as ∞.
 double final_loss(const std::vector<RunOutcome>& runs, const std::string& placement, int layers, int warmup, int seeds,
                   const std::string& part = "train") {
-  double sum = 0;
-  int n = 0;
-  for (int seed = 1; seed <= seeds; ++seed) {
-    const RunOutcome* r = find_run(runs, id_of(part, placement, layers, warmup, seed));
-    if (!r) continue;
-    if (r->status == RunStatus::diverged) return INFINITY;
-    const double f = read_train_curve(r->dir / "run").final_loss();
-    if (std::isfinite(f)) sum += f, ++n;
-  }
-  return n ? sum / n : NAN;
+  return seed_mean(seeds, [&](int seed) -> double {
+    const TrainResult t = train_result(find_run(runs, id_of(part, placement, layers, warmup, seed)));
+    return t.outcome == "diverged" ? INFINITY : t.final_loss;
+  });
 }
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const Preset p = preset(o);
   Report r;
-  r.setup = fmt::format("Decoder-only LMs on the configured corpus (default: the King James Bible), d 64, 4 heads, d_ff 256, "
-                        "T 64, batch 16, Adam lr 1e-3 (β2 0.98), no clipping, constant lr after a linear warm-up. A: Xavier init "
-                        "with embeddings N(0, d^-1/2)·√d (fairseq, unit-variance stream), depths {} and {}. B, C: GPT-2 init, "
-                        "depth {}, {} steps, warm-up 0 or {}; a contrast pair of Post-LN runs with Xavier init; {} seed(s){}.",
-                        p.shallow, p.deep, p.deep, p.steps, p.warmup, o.seeds, o.quick ? " (quick preset)" : "");
+  r.setup = "A (init-* runs): Xavier init with embeddings N(0, d^-1/2)·√d (fairseq, unit-variance stream), gradients of fresh "
+            "inits. B, C (train-* runs): GPT-2 init, constant lr after a linear warm-up; a contrast pair of Post-LN runs with "
+            "Xavier init (xavier-*).";
 
   // A. gradients at init
   const double post_s = last_fc2_grad(runs, "post", p.shallow, o.seeds), post_d = last_fc2_grad(runs, "post", p.deep, o.seeds);
   const double pre_s = last_fc2_grad(runs, "pre", p.shallow, o.seeds), pre_d = last_fc2_grad(runs, "pre", p.deep, o.seeds);
   const double post_ratio = post_d / post_s, pre_ratio = pre_d / pre_s;
-  const bool a_holds = post_ratio > 0.75 && post_ratio < 1.33 && pre_ratio < 0.85;
+  const Truth a_holds = between(post_ratio, 0.75, 1.33) && less(pre_ratio, 0.85);
   r.evidence.push_back(fmt::format("A. last-layer fc2 gradient at init, depth {} → {}: Post-LN {} → {} (ratio {}), Pre-LN {} → {} "
                                    "(ratio {}; 1/√(L ratio) = {}) — {}",
                                    p.shallow, p.deep, num(post_s), num(post_d), num(post_ratio), num(pre_s), num(pre_d),
-                                   num(pre_ratio), num(std::sqrt(double(p.shallow) / p.deep)), a_holds ? "holds" : "does not hold"));
+                                   num(pre_ratio), num(std::sqrt(double(p.shallow) / p.deep)), said(a_holds)));
 
-  // B. warm-up
+  // B. warm-up; a diverged Pre-LN is not a Pre-LN that trains
   const double post0 = final_loss(runs, "post", p.deep, 0, o.seeds), postw = final_loss(runs, "post", p.deep, p.warmup, o.seeds);
   const double pre0 = final_loss(runs, "pre", p.deep, 0, o.seeds), prew = final_loss(runs, "pre", p.deep, p.warmup, o.seeds);
-  const bool stalls = post0 - pre0 > 0.2, rescued = postw < post0 - 0.1;
+  const Truth stalls = std::isinf(pre0) ? Truth::fails : greater(post0 - pre0, 0.2), rescued = less(postw, post0 - 0.1);
   r.evidence.push_back(fmt::format("B. final train loss at depth {} (mean of the last 3 logs): Post-LN {} without warm-up, {} with "
                                    "{} warm-up steps; Pre-LN {} / {} — Post-LN without warm-up lags Pre-LN by {} ({}), warm-up "
                                    "changes Post-LN by {} ({})",
                                    p.deep, num(post0), num(postw), p.warmup, num(pre0), num(prew), num(post0 - pre0),
-                                   stalls ? "holds" : "does not hold", num(postw - post0), rescued ? "rescued" : "not rescued"));
+                                   said(stalls), num(postw - post0), said(rescued, "rescued", "not rescued")));
 
   const double xavier0 = final_loss(runs, "post", p.deep, 0, o.seeds, "xavier"),
                xavierw = final_loss(runs, "post", p.deep, p.warmup, o.seeds, "xavier");
@@ -115,16 +104,14 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
                                    "with {} warm-up steps", num(xavier0), num(xavierw), p.warmup));
 
   // C. the stream grows with depth (Pre-LN, without warm-up, at the last probe)
-  double growth = NAN;
-  Json stream;
-  if (const RunOutcome* run = find_run(runs, id_of("train", "pre", p.deep, 0, 1))) stream = last_probe(run->dir / "run", "stream");
-  if (!stream.is_null() && stream["mean_square"].size() > 1) {
-    const auto& ms = stream["mean_square"];
-    growth = ms[ms.size() - 1].get<double>() / ms[1].get<double>();
-  }
-  const bool c_holds = growth > 2.0;
+  const double growth = seed_mean(o.seeds, [&](int seed) -> double {
+    const RunOutcome* run = find_run(runs, id_of("train", "pre", p.deep, 0, seed));
+    const std::vector<double> ms = run ? numbers(last_probe(run->dir / "run", "stream")["mean_square"]) : std::vector<double>{};
+    return ms.size() > 1 ? ms.back() / ms[1] : NAN;
+  });
+  const Truth c_holds = greater(growth, 2.0);
   r.evidence.push_back(fmt::format("C. Pre-LN stream mean square at the stack's output ÷ entering layer 1, after training: {} — {}",
-                                   num(growth), c_holds ? "holds (grows with depth)" : "does not hold"));
+                                   num(growth), said(c_holds, "holds (grows with depth)")));
 
   r.verdict = combine_verdicts({a_holds, stalls && rescued, c_holds});
   r.verdict_rule = "A: Post-LN ratio of last-layer fc2 gradients (deep/shallow) within [0.75, 1.33] and Pre-LN's below 0.85; "

@@ -73,9 +73,33 @@ TEST(StudyReport, EveryChartIsDrawnInChromiumWithoutErrors) {
 }
 
 TEST(StudyVerdict, CombinesSubClaims) {
-  EXPECT_EQ(combine_verdicts({true, true}), "reproduced");
-  EXPECT_EQ(combine_verdicts({false, false}), "not reproduced");
-  EXPECT_EQ(combine_verdicts({true, false}), "inconclusive");
+  const Truth yes = Truth::holds, no = Truth::fails, unknown = Truth::undecided;
+  EXPECT_EQ(combine_verdicts({yes, yes}), "reproduced");
+  EXPECT_EQ(combine_verdicts({no, no}), "not reproduced");
+  EXPECT_EQ(combine_verdicts({yes, no}), "inconclusive");
+  EXPECT_EQ(combine_verdicts({yes, unknown}), "incomplete");
+  EXPECT_EQ(combine_verdicts({no, unknown}), "incomplete");
+  EXPECT_EQ(yes && unknown, unknown);
+  EXPECT_EQ(no && unknown, no);
+  EXPECT_EQ(yes || unknown, yes);
+  EXPECT_EQ(no || unknown, unknown);
+  EXPECT_EQ(!unknown, unknown);
+}
+
+// A comparison with a missing number (NaN) decides nothing, either way.
+TEST(StudyVerdict, NaNIsNoEvidence) {
+  EXPECT_EQ(greater(2, 1), Truth::holds);
+  EXPECT_EQ(greater(1, 2), Truth::fails);
+  EXPECT_EQ(less(NAN, 1), Truth::undecided);
+  EXPECT_EQ(greater(1, NAN), Truth::undecided);
+  EXPECT_EQ(between(NAN, 0, 1), Truth::undecided);
+  EXPECT_EQ(less(INFINITY, 1), Truth::fails);
+  EXPECT_TRUE(std::isnan(seed_mean(3, [](int seed) { return seed == 2 ? NAN : double(seed); })));
+  EXPECT_EQ(seed_mean(3, [](int seed) { return double(seed); }), 2.0);
+  const auto each = seed_mean_each(2, 2, [](int seed) { return seed == 1 ? std::vector<double>{1, 2} : std::vector<double>{3}; });
+  EXPECT_EQ(each[0], 2.0);
+  EXPECT_TRUE(std::isnan(each[1])) << "a seed without a value there";
+  EXPECT_EQ(said(Truth::undecided), "cannot decide: a number is missing");
 }
 
 // The outcome classes of kit.h: diverged from the runner's status; trained when the final training loss
@@ -98,6 +122,7 @@ TEST(StudyKit, ClassifiesRunsAsTrainedStalledOrDiverged) {
   const RunOutcome stalled = fake_run("b", {7.0, 6.0, 5.8, 5.8, 5.8, 5.8, 5.8, 5.8}, RunStatus::finished);
   const RunOutcome slow = fake_run("d", {7.0, 6.6, 6.4, 6.2, 6.0, 5.9, 5.8, 5.8}, RunStatus::finished);
   const RunOutcome diverged = fake_run("c", {7.0}, RunStatus::diverged);
+  const RunOutcome no_loss = fake_run("e", {NAN, NAN, NAN}, RunStatus::finished);
   EXPECT_EQ(train_result(&trained).outcome, "trained");
   EXPECT_NEAR(train_result(&trained).final_loss, 5.7, 1e-12);
   EXPECT_EQ(train_result(&trained).val_loss, 4.5);
@@ -105,9 +130,12 @@ TEST(StudyKit, ClassifiesRunsAsTrainedStalledOrDiverged) {
   EXPECT_EQ(train_result(&slow).outcome, "slow");
   EXPECT_EQ(train_result(&diverged).outcome, "diverged");
   EXPECT_EQ(train_result(nullptr).outcome, "missing");
+  EXPECT_EQ(train_result(&no_loss).outcome, "failed") << "a NaN final loss is not a trained run";
+  EXPECT_EQ(train_result(&no_loss).learned(), Truth::undecided);
+  EXPECT_EQ(train_result(&stalled).learned(), Truth::fails);
+  EXPECT_EQ(train_result(&slow).learned(), Truth::holds);
   const Table t = outcome_table("runs", {trained, stalled, diverged, slow});
   EXPECT_EQ(t.row_class, (std::vector<std::string>{"trained", "stalled", "diverged", "slow"}));
-  EXPECT_EQ(seed_mean(3, [](int seed) { return seed == 2 ? NAN : double(seed); }), 2.0);
 }
 
 Json sweep_file(int steps) {
@@ -253,6 +281,59 @@ INSTANTIATE_TEST_SUITE_P(All, StudyQuick, ::testing::ValuesIn(other_studies()), 
     if (c == '-') c = '_';
   return n;
 });
+
+// A typo in --set stops the study before any run starts, with one error naming the field.
+TEST(StudyCli, ABadOverrideStopsBeforeAnyRun) {
+  TempDir tmp("study");
+  const fs::path dir = tmp / "grid";
+  const auto r = run_cli({"study", "warmup-grid", "--quick", "--out", dir.string(), "--set", "train.lrr=1"}, tmp.path());
+  train::testing::expect_cli_error(r, {"--set train.lrr=1", "train.lrr is not a run-config field", "nothing was run"});
+  EXPECT_FALSE(fs::exists(dir / "runs"));
+  const auto typed = run_cli({"study", "warmup-grid", "--quick", "--out", dir.string(), "--set", "train.lr=fast"}, tmp.path());
+  train::testing::expect_cli_error(typed, {"train.lr: expected a number", "nothing was run"});
+  EXPECT_FALSE(fs::exists(dir / "runs"));
+}
+
+// A study with a run that fails reports incomplete, names the run and its error line, and exits 1;
+// a finished run is reused only while its request matches, and --fresh runs everything again.
+TEST(StudyCli, AFailedRunMakesTheStudyIncompleteAndReuseFollowsTheRequest) {
+  TempDir tmp("study");
+  const fs::path dir = tmp / "stream";
+  const std::vector<std::string> args = {"study", "stream-at-init", "--quick", "--out", dir.string(), "--set",
+                                         "data.dir=" + tiny_data_dir().string()};
+  const auto first = run_cli(args, tmp.path());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  EXPECT_EQ(finished_runs(dir), 3);
+  const std::string md = slurp(dir / "report.md");
+  EXPECT_NE(md.find("## Reproduce"), std::string::npos);
+  EXPECT_NE(md.find("data.dir=" + tiny_data_dir().string()), std::string::npos) << "the overrides are recorded";
+  EXPECT_NE(md.find("meta.json fnv1a64 "), std::string::npos) << "the corpus checksum is recorded";
+
+  // The probe cannot write its analysis.jsonl (a directory stands there): that run fails on rerun.
+  const fs::path broken = dir / "runs" / "post-s1";
+  fs::remove(broken / "status.json");
+  fs::remove(broken / "analysis.jsonl");
+  fs::create_directories(broken / "analysis.jsonl" / "blocker");
+  const auto failed = run_cli(args, tmp.path());
+  train::testing::expect_cli_error(failed, {"study stream-at-init is incomplete: 1 run(s) failed", "nothing was decided"});
+  EXPECT_NE(failed.err.find("2 of 3 runs already done"), std::string::npos) << failed.err;
+  EXPECT_NE(failed.err.find("study: failed run post-s1: "), std::string::npos) << failed.err;
+  const std::string incomplete = slurp(dir / "report.md");
+  EXPECT_NE(incomplete.find("## Verdict: incomplete"), std::string::npos) << incomplete;
+  EXPECT_NE(incomplete.find("* post-s1: "), std::string::npos) << incomplete;
+
+  // Another request (a different seed) against the stored finished runs: refused, naming --fresh.
+  std::vector<std::string> reseeded = args;
+  reseeded.insert(reseeded.end(), {"--set", "train.seed=7"});
+  fs::remove_all(broken / "analysis.jsonl");
+  const auto refused = run_cli(reseeded, tmp.path());
+  train::testing::expect_cli_error(refused, {"were made from another request", "config/train/seed was 1, now 7", "--fresh"});
+  reseeded.push_back("--fresh");
+  const auto fresh = run_cli(reseeded, tmp.path());
+  ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
+  EXPECT_EQ(fresh.err.find("already done"), std::string::npos) << fresh.err;
+  EXPECT_NE(slurp(dir / "runs" / "pre-s1" / "request.json").find("\"seed\": 7"), std::string::npos);
+}
 
 TEST(StudyCli, ListsEveryStudyWithItsPaperAndCost) {
   const auto r = run_cli({"study", "list"}, fs::current_path());

@@ -1,0 +1,350 @@
+// Every study's judge on synthetic runs of its quick plan: numbers under which each sub-claim holds
+// give "reproduced", numbers under which each fails give "not reproduced", and a run that failed or a
+// number that is missing gives "incomplete". A comparison turned the wrong way, or a sub-claim that
+// cannot fail, breaks one of the first two.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <map>
+#include <set>
+
+#include "study/kit.h"
+#include "study/synthetic_runs.h"
+
+namespace normlab::study {
+namespace {
+
+using namespace testing;
+using train::testing::TempDir;
+
+using Runs = std::vector<RunOutcome>;
+// Writes every run's files so that each sub-claim holds (true) or each fails (false).
+using Writer = std::function<void(Runs&, bool)>;
+
+std::vector<double> ramp(size_t n, double first, double last) {
+  std::vector<double> v;
+  for (size_t i = 0; i < n; ++i) v.push_back(n == 1 ? first : first + (last - first) * double(i) / double(n - 1));
+  return v;
+}
+
+// grad-init's columns: the fc2 weight of every layer, with the given norms.
+Json fc2_grads(const std::vector<double>& norms) {
+  Json out{{"name", Json::array()}, {"grad_norm", Json::array()}};
+  for (size_t l = 0; l < norms.size(); ++l) {
+    out["name"].push_back(fmt::format("layers.{}.attn.qkv.weight", l)), out["grad_norm"].push_back(99.0);
+    out["name"].push_back(fmt::format("layers.{}.ffn.fc2.weight", l)), out["grad_norm"].push_back(norms[l]);
+  }
+  return out;
+}
+
+int layers_of(const RunOutcome& o) { return o.config["model"]["n_layers"].get<int>(); }
+
+void why_pre_ln(Runs& runs, bool holds) {
+  for (RunOutcome& o : runs) {
+    const std::string& id = o.request.id;
+    const int L = layers_of(o);
+    if (id.starts_with("init-")) {  // A: Post-LN's last-layer gradient flat in depth, Pre-LN's shrinking
+      const bool post = id.starts_with("init-post");
+      const double last = post ? (holds ? 1.0 : L / 2.0) : (holds ? std::sqrt(2.0 / L) : 1.0);
+      write_analysis(o, "grad-init", fc2_grads(ramp(size_t(L), 0.5, last)));
+    } else if (id == "train-post-L6-w0-s1") {  // B: stalls without warm-up where Pre-LN trains
+      holds ? write_stalled(o) : write_trained(o, 4.0);
+    } else {
+      write_trained(o, id == "train-post-L6-w30-s1" ? 4.5 : 4.0);
+    }
+    if (id.starts_with("train-")) {  // C: Pre-LN's stream grows with depth
+      const bool grows = holds && id == "train-pre-L6-w0-s1";
+      write_probe(o, 60, "stream", per_layer("mean_square", grows ? ramp(size_t(L) + 1, 1, 6) : std::vector<double>(size_t(L) + 1, 1.0)));
+    }
+  }
+}
+
+void grad_by_depth(Runs& runs, bool holds) {
+  for (RunOutcome& o : runs) {
+    const int L = layers_of(o);
+    const bool post = o.request.id.find("-post-") != std::string::npos;
+    // Post-LN: last layer 1 at every depth and twice the first (A, C); Pre-LN: last layer √(2/L) (B).
+    std::vector<double> norms = post ? (holds ? ramp(size_t(L), 0.5, 1.0) : std::vector<double>(size_t(L), L / 2.0))
+                                     : std::vector<double>(size_t(L), holds ? std::sqrt(2.0 / L) : 1.0);
+    write_analysis(o, "grad-init", fc2_grads(norms));
+  }
+}
+
+void stream_at_init(Runs& runs, bool holds) {
+  for (RunOutcome& o : runs) {
+    const int L = layers_of(o);
+    std::vector<double> ms;
+    for (int l = 0; l <= L; ++l) ms.push_back(o.request.id == "post-s1" ? 1.0 : 1.0 + (holds ? 1.0 : 0.2) * l);
+    write_analysis(o, "stream-init", per_layer("mean_square", ms));
+  }
+}
+
+void warmup_grid(Runs& runs, bool holds) {
+  for (RunOutcome& o : runs) {
+    const std::string& id = o.request.id;
+    // A, B: deep Post-LN stalls without warm-up and trains with it; C: the rest train (one Pre-LN
+    // cell stalls when failing); D: shallow Post-LN trains without warm-up.
+    const bool stalls = holds ? id == "post-L6-lr0.001-w0-s1" : id == "post-L2-lr0.001-w0-s1" || id == "pre-L6-lr0.001-w10-s1";
+    stalls ? write_stalled(o) : write_trained(o);
+  }
+}
+
+void model_update(Runs& runs, bool holds) {
+  for (RunOutcome& o : runs) {
+    const std::string& id = o.request.id;
+    const int every = o.config["train"]["probe_every"].get<int>(), steps = o.config["train"]["steps"].get<int>();
+    // A: Post-LN's early update > 1.5× DeepNorm's; C: warm-up damps it; B: Post-LN's norm inputs grow.
+    const double update = id == "post-w0-s1" ? (holds ? 3.0 : 1.0) : id == "post-warm-s1" ? (holds ? 1.0 : 2.0) : 1.0;
+    for (int step = 1; step <= steps; step = step == 1 ? every : step + every) {
+      const double input = id == "post-w0-s1" && holds ? 1.0 + double(step) / steps : 1.0;
+      write_probe(o, step, "model_update", {{"logit_change_rms", update}});
+      write_probe(o, step, "norm", {{"name", {"layers.0.attn.post_norm", "layers.0.ffn.post_norm"}}, {"inv_sigma", {1.0, 1.0}},
+                                    {"input_rms", {input, input}}});
+    }
+    write_trained(o);
+  }
+}
+
+void one_step(Runs& runs, bool holds) {
+  for (RunOutcome& o : runs) {
+    const double n = 2.0 * layers_of(o);
+    const bool post = o.request.id.starts_with("post-");
+    // ‖ΔF‖² ∝ N^slope: Post-LN 1, the others 0 (holds); Post-LN 0, the others 2 (fails).
+    const double slope = post ? (holds ? 1.0 : 0.0) : (holds ? 0.0 : 2.0);
+    write_analysis(o, "one-step", {{"lr", 1e-5}, {"output_change_rms", std::sqrt(0.01 * std::pow(n, slope))}});
+  }
+}
+
+void depth_variance(Runs& runs, bool holds) {
+  for (RunOutcome& o : runs) {
+    const size_t n = size_t(layers_of(o)) + 1;
+    const bool pre = o.request.id.starts_with("pre");
+    // A, B: the Pre-LN stream grows 4× from layer 1 to the top; C, D: the others stay at a quarter of it.
+    std::vector<double> ms = pre ? (holds ? ramp(n, 1, 4) : ramp(n, 1, 1.5)) : std::vector<double>(n, holds ? 1.0 : 1.5);
+    ms[0] = ms[1] = 1.0;
+    write_probe(o, 1, "stream", per_layer("mean_square", std::vector<double>(n, 1.0)));
+    write_probe(o, 30, "stream", per_layer("mean_square", ms));
+    if (o.request.id.starts_with("gpas")) write_probe(o, 30, "scalar", {{"name", {"layers.0.gpas"}}, {"value", {0.5}}});
+    write_trained(o);
+  }
+}
+
+void layer_importance(Runs& runs, bool holds) {
+  for (RunOutcome& o : runs) {
+    const std::string arm = o.request.id.substr(0, o.request.id.find("-s"));
+    const std::vector<double> early_heavy = {1, 1, 0.1, 0.1}, late_heavy = {0.1, 0.1, 1, 1}, even = {0.5, 0.5, 0.5, 0.5};
+    // A, B: Pre-LN's deep layers turn and matter less; C: Post-LN's early ones matter less; D: LNS's
+    // deep layers carry a larger share than Pre-LN's.
+    const auto& angle = arm == "pre" ? (holds ? early_heavy : late_heavy) : even;
+    const auto& drop = arm == "pre" ? (holds ? early_heavy : late_heavy) : arm == "post" ? (holds ? late_heavy : early_heavy) : even;
+    write_analysis(o, "angular", per_layer("angular_distance", angle));
+    write_analysis(o, "layer-drop", per_layer("delta_loss", drop));
+    write_trained(o);
+  }
+}
+
+void grad_balance(Runs& runs, bool holds) {
+  for (RunOutcome& o : runs) {
+    const bool pre = o.request.id.starts_with("pre-");
+    // A: Pre-LN's first layer gets 4× its last layer's gradient; B–D: the others are flat.
+    const std::vector<double> grads = pre ? (holds ? ramp(4, 4, 1) : std::vector<double>{1, 1, 1, 1.2})
+                                          : (holds ? std::vector<double>{1, 1, 1, 1} : ramp(4, 4, 1));
+    for (int step : {1, 10, 20, 30}) {
+      Json param{{"name", Json::array()}, {"weight_norm", Json::array()}, {"grad_norm", Json::array()}};
+      param["name"].push_back("embed.weight"), param["weight_norm"].push_back(1.0), param["grad_norm"].push_back(50.0);
+      for (size_t l = 0; l < grads.size(); ++l)
+        for (const char* p : {"attn.qkv.weight", "ffn.fc1.weight"}) {
+          param["name"].push_back(fmt::format("layers.{}.{}", l, p));
+          param["weight_norm"].push_back(1.0), param["grad_norm"].push_back(grads[l] / std::sqrt(2.0));
+        }
+      write_probe(o, step, "param", param);
+    }
+    write_trained(o);
+  }
+}
+
+void rms_equivalence(Runs& runs, bool holds) {
+  for (RunOutcome& o : runs) {
+    const std::string& id = o.request.id;
+    // A: the RMS forms end within 0.05 nats of Pre-LN; B: they train faster (fewer seconds).
+    const double val = id == "pre-s1" ? 4.0 : holds ? 4.02 : 4.5, seconds = id == "pre-s1" ? 10 : holds ? 8 : 12;
+    write_trained(o, val - 0.1, val, seconds);
+    if (id == "pre-s1")
+      write_analysis(o, "norm-equivalence", {{"precision", {"fp32", "fp32", "fp64", "fp64"}},
+                                             {"variant", {"pre_rms", "pre_crms", "pre_rms", "pre_crms"}},
+                                             {"logits_max_error", {1e-7, 1e-7, 1e-15, 1e-15}},
+                                             {"loss_error", {1e-7, 1e-7, 1e-15, 1e-15}},
+                                             {"grad_max_rel_error", {1e-6, NAN, 1e-14, NAN}}});
+  }
+}
+
+void massive_activations(Runs& runs, bool holds) {
+  for (RunOutcome& o : runs) {
+    const bool pre = o.request.id.starts_with("pre-");
+    // A: Pre-LN's largest |x| grows 10×, B: most in the deep layers; C: Peri-LN's grows 2× (fails: 3×
+    // against Pre-LN's 1.5×, and Pre-LN's deep layers no larger).
+    const std::vector<double> last = pre ? (holds ? std::vector<double>{1, 2, 2, 10, 10} : std::vector<double>{1, 1.5, 1.5, 1, 1})
+                                         : std::vector<double>(5, holds ? 2.0 : 3.0);
+    write_probe(o, 1, "stream", per_layer("max_abs", std::vector<double>(5, 1.0)));
+    write_probe(o, 10, "stream", per_layer("max_abs", std::vector<double>(5, 1.2)));
+    write_probe(o, 30, "stream", per_layer("max_abs", last));
+    write_trained(o);
+  }
+}
+
+void dyt_alpha(Runs& runs, bool holds) {
+  for (RunOutcome& o : runs) {
+    const std::string& id = o.request.id;
+    // A: the best α₀ within 0.1 nats of LayerNorm; B: the worst α₀ > 0.1 above the best.
+    const double val = id == "layernorm-s1" ? 4.0 : id == "dyt-a0.5-s1" ? (holds ? 4.05 : 4.5) : id == "dyt-a2-s1" ? (holds ? 4.5 : 4.55) : 5.0;
+    write_trained(o, val - 0.1, val);
+  }
+}
+
+void leaderboard(Runs& runs, bool holds) {
+  for (RunOutcome& o : runs) {
+    const std::string& id = o.request.id;
+    // A: every placement trains (fails: ReZero stalls); B: Pre-LN ends below Post-LN.
+    if (!holds && id == "rezero-s1") write_stalled(o);
+    else write_trained(o, 4.0, id == "pre-s1" ? (holds ? 4.0 : 4.3) : id == "post-s1" ? (holds ? 4.2 : 4.1) : 4.1);
+  }
+}
+
+struct JudgeCase {
+  std::string study;
+  Writer write;
+  std::string key_run;  // a run every verdict needs
+};
+
+void PrintTo(const JudgeCase& c, std::ostream* os) { *os << c.study; }
+
+const std::vector<JudgeCase>& judge_cases() {
+  static const std::vector<JudgeCase> cases = {
+      {"why-pre-ln", why_pre_ln, "init-post-L6-s1"},
+      {"grad-by-depth", grad_by_depth, "xavier-post-L8-s1"},
+      {"stream-at-init", stream_at_init, "pre-s1"},
+      {"warmup-grid", warmup_grid, "post-L2-lr0.001-w0-s1"},
+      {"model-update", model_update, "post-w0-s1"},
+      {"one-step", one_step, "post-L4-s1"},
+      {"depth-variance", depth_variance, "lns-s1"},
+      {"layer-importance", layer_importance, "post-s1"},
+      {"grad-balance", grad_balance, "mixln-s1"},
+      {"rms-equivalence", rms_equivalence, "pre_crms-s1"},
+      {"massive-activations", massive_activations, "peri-s1"},
+      {"dyt-alpha", dyt_alpha, "dyt-a2-s1"},
+      {"leaderboard", leaderboard, "pre-s1"},
+  };
+  return cases;
+}
+
+class StudyJudge : public ::testing::TestWithParam<JudgeCase> {
+ protected:
+  // The quick plan's runs with files written by the case's writer.
+  Runs synthetic(bool holds) {
+    options_.quick = true;
+    options_.dir = tmp_.path() / (holds ? "holds" : "fails");
+    options_.seeds = 0;
+    Runs runs = planned_runs(find_study(GetParam().study), options_);
+    GetParam().write(runs, holds);
+    for (const RunOutcome& o : runs) write_status(o);
+    return runs;
+  }
+  Report judge(const Runs& runs) { return judge_study(find_study(GetParam().study), options_, runs); }
+  std::string describe(const Report& r) {
+    std::string out = "verdict " + r.verdict + "\n";
+    for (const auto& e : r.evidence) out += "  " + e + "\n";
+    return out;
+  }
+
+  TempDir tmp_{"judge"};
+  StudyOptions options_;
+};
+
+TEST_P(StudyJudge, ReproducedWhenEverySubClaimHolds) {
+  const Report r = judge(synthetic(true));
+  EXPECT_EQ(r.verdict, "reproduced") << describe(r);
+  EXPECT_TRUE(r.failures.empty());
+  for (const auto& e : r.evidence) EXPECT_EQ(e.find("cannot decide"), std::string::npos) << e;
+}
+
+TEST_P(StudyJudge, NotReproducedWhenEverySubClaimFails) {
+  const Report r = judge(synthetic(false));
+  EXPECT_EQ(r.verdict, "not reproduced") << describe(r);
+}
+
+TEST_P(StudyJudge, IncompleteWhenARunFailed) {
+  Runs runs = synthetic(true);
+  make_failed(run_of(runs, GetParam().key_run), "normlab: error: data/kjv/meta.json is missing");
+  const Report r = judge(runs);
+  EXPECT_EQ(r.verdict, "incomplete") << describe(r);
+  ASSERT_EQ(r.failures.size(), 1u);
+  EXPECT_EQ(r.failures[0], GetParam().key_run + ": normlab: error: data/kjv/meta.json is missing");
+  EXPECT_NE(r.verdict_rule.find("Incomplete"), std::string::npos);
+}
+
+// A run that says it finished but whose numbers are gone decides nothing either.
+TEST_P(StudyJudge, IncompleteWhenANumberIsMissing) {
+  Runs runs = synthetic(true);
+  lose_files(run_of(runs, GetParam().key_run));
+  const Report r = judge(runs);
+  EXPECT_EQ(r.verdict, "incomplete") << describe(r);
+  EXPECT_TRUE(r.failures.empty());
+  bool undecided = false;
+  for (const auto& e : r.evidence) undecided |= e.find("cannot decide: a number is missing") != std::string::npos;
+  EXPECT_TRUE(undecided) << describe(r);
+}
+
+// The setup sentence comes from the runs' configs, not from text copied into the judge.
+TEST_P(StudyJudge, SetupIsReadFromTheRunsConfigs) {
+  const Runs runs = synthetic(true);
+  const Report r = judge(runs);
+  const Json& model = runs.front().config["model"];
+  EXPECT_NE(r.setup.find(fmt::format("model.d_model {}", model["d_model"].get<int>())), std::string::npos) << r.setup;
+  EXPECT_NE(r.setup.find(fmt::format("{} runs.", runs.size())), std::string::npos) << r.setup;
+  EXPECT_EQ(r.setup.find("d 64, 4 heads"), std::string::npos) << "hand-copied setup: " << r.setup;
+}
+
+INSTANTIATE_TEST_SUITE_P(All, StudyJudge, ::testing::ValuesIn(judge_cases()), [](const auto& info) {
+  std::string n = info.param.study;
+  for (char& c : n)
+    if (c == '-') c = '_';
+  return n;
+});
+
+TEST(StudyJudgeCases, CoverEveryStudy) {
+  std::set<std::string> covered;
+  for (const JudgeCase& c : judge_cases()) covered.insert(c.study);
+  for (const Study* s : all_studies()) EXPECT_TRUE(covered.contains(std::string(s->name))) << s->name << " has no judge test";
+}
+
+// DyT "matches LayerNorm" only if there is a trained LayerNorm to match.
+TEST(StudyJudgeDyt, ADivergedLayerNormIsNoMatch) {
+  TempDir tmp("judge");
+  StudyOptions options{.quick = true, .dir = tmp.path()};
+  Runs runs = planned_runs(find_study("dyt-alpha"), options);
+  dyt_alpha(runs, true);
+  RunOutcome& ln = run_of(runs, "layernorm-s1");
+  lose_files(ln);
+  write_diverged(ln);
+  const Report r = judge_study(find_study("dyt-alpha"), options, runs);
+  ASSERT_FALSE(r.evidence.empty());
+  EXPECT_TRUE(r.evidence[0].starts_with("A.")) << r.evidence[0];
+  EXPECT_NE(r.evidence[0].find("does not hold"), std::string::npos) << r.evidence[0];
+  EXPECT_NE(r.verdict, "reproduced");
+}
+
+// The setup names each override's field with the value the runs used.
+TEST(StudyJudgeSetup, NamesOverriddenAndVariedFields) {
+  TempDir tmp("judge");
+  StudyOptions options{.quick = true, .overrides = {"model.dropout=0.1"}, .dir = tmp.path()};
+  Runs runs = planned_runs(find_study("dyt-alpha"), options);
+  dyt_alpha(runs, true);
+  const std::string setup = judge_study(find_study("dyt-alpha"), options, runs).setup;
+  EXPECT_NE(setup.find("model.dropout 0.1"), std::string::npos) << setup;
+  EXPECT_NE(setup.find("model.placement {pre, dyt}"), std::string::npos) << setup;
+  EXPECT_NE(setup.find("model.options.dyt_alpha {"), std::string::npos) << setup;
+}
+
+}  // namespace
+}  // namespace normlab::study
