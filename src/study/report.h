@@ -40,6 +40,10 @@ struct Report {
 // Writes report.html and report.md into dir; returns the HTML path.
 std::filesystem::path write_report(const std::filesystem::path& dir, const Report& report);
 
+// Chart.js from Debian's libjs-chart.js (the reports inline it, `normlab serve` serves it); fails naming
+// the package when it is missing.
+std::string chart_js_source();
+
 // The verdict from a list of sub-claims: all hold → reproduced; none → not reproduced; else inconclusive.
 std::string combine_verdicts(const std::vector<bool>& holds);
 
