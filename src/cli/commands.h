@@ -14,5 +14,6 @@ void add_init_report(CLI::App& app);
 void add_probe(CLI::App& app);
 void add_study(CLI::App& app);
 void add_sweep(CLI::App& app);
+void add_serve(CLI::App& app);
 
 }  // namespace normlab::cli

@@ -17,6 +17,7 @@ int main(int argc, char** argv) {
   normlab::cli::add_probe(app);
   normlab::cli::add_study(app);
   normlab::cli::add_sweep(app);
+  normlab::cli::add_serve(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -149,9 +149,13 @@ TrainResult train_result(const RunOutcome* run) {
   }
   if (run->status == RunStatus::diverged) r.outcome = "diverged";
   else if (run->status == RunStatus::failed || std::isnan(r.final_loss) || std::isnan(r.unigram)) r.outcome = "failed";
-  else if (r.final_loss <= r.unigram - 0.25) r.outcome = "trained";
-  else r.outcome = curve.recent_drop() < 0.1 ? "stalled" : "slow";
+  else r.outcome = finished_outcome(curve, r.unigram);
   return r;
+}
+
+std::string finished_outcome(const TrainCurve& curve, double unigram) {
+  if (curve.final_loss() <= unigram - 0.25) return "trained";
+  return curve.recent_drop() < 0.1 ? "stalled" : "slow";
 }
 
 Truth TrainResult::learned() const {

@@ -10,6 +10,7 @@
 
 #include "study/report.h"
 #include "study/runner.h"
+#include "study/studies.h"
 
 namespace normlab::study {
 
@@ -76,6 +77,9 @@ struct TrainResult {
 // still learning, only short of budget. Measured on the warm-up grid: stalled runs moved < 0.04 nats,
 // slow ones 0.35–0.39. A finished run without those numbers (no logged loss, no summary.json) failed.
 TrainResult train_result(const RunOutcome* run);
+// The class of a finished run's curve by that rule: trained | slow | stalled (the unigram entropy from its
+// summary.json; NaN counts as trained). `normlab serve` shows the same class for runs outside studies.
+std::string finished_outcome(const TrainCurve& curve, double unigram);
 inline constexpr const char* kStalledRule =
     "stalled = finished with a final training loss (mean of the last 3 logs) above the corpus's unigram entropy − 0.25 "
     "nats and a plateau (the last quarter of the logged losses < 0.1 nats below the quarter before); slow = above that "

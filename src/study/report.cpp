@@ -13,8 +13,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kChartJs = "/usr/share/javascript/chart.js/chart.min.js";
-
 std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
@@ -101,9 +99,14 @@ std::string combine_verdicts(const std::vector<Truth>& claims) {
   return holding == claims.size() ? "reproduced" : holding == 0 ? "not reproduced" : "inconclusive";
 }
 
-fs::path write_report(const fs::path& dir, const Report& r) {
+std::string chart_js_source() {
+  constexpr const char* kChartJs = "/usr/share/javascript/chart.js/chart.min.js";
   if (!fs::exists(kChartJs)) fail("{} is missing: install Debian's libjs-chart.js (scripts/setup.sh does)", kChartJs);
-  const std::string chart_js = io::read_file(kChartJs, "Chart.js");
+  return io::read_file(kChartJs, "Chart.js");
+}
+
+fs::path write_report(const fs::path& dir, const Report& r) {
+  const std::string chart_js = chart_js_source();
   std::string html = R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>)" + escape(r.title) + R"(</title>
 <style>
 body { font-family: sans-serif; max-width: 1000px; margin: 2em auto; color: #222; }

@@ -42,6 +42,10 @@ struct Report {
 // Writes report.html and report.md into dir; returns the HTML path.
 std::filesystem::path write_report(const std::filesystem::path& dir, const Report& report);
 
+// Chart.js from Debian's libjs-chart.js (the reports inline it, `normlab serve` serves it); fails naming
+// the package when it is missing.
+std::string chart_js_source();
+
 // A sub-claim's outcome. A number it needs that is missing (NaN: a run failed, a file lacks a record)
 // is evidence neither way: the sub-claim is then undecided.
 enum class Truth { holds, fails, undecided };

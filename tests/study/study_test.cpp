@@ -10,6 +10,7 @@
 #include <sstream>
 #include <thread>
 
+#include "browser.h"
 #include "study/kit.h"
 #include "study/report.h"
 #include "study/studies.h"
@@ -26,23 +27,10 @@ using train::testing::tiny_config_doc;
 using train::testing::tiny_data_dir;
 namespace fs = std::filesystem;
 
-// Loads a report in headless chromium; returns the <body ...> tag of the rendered DOM and saves a
-// screenshot as a test artifact under build/test-artifacts/.
+// Loads a report in headless chromium (browser.h); returns the <body ...> tag of the rendered DOM and
+// saves a screenshot as a test artifact under build/test-artifacts/.
 std::string render_in_chromium(const fs::path& html, const std::string& screenshot_name) {
-  const fs::path artifacts = fs::path(NORMLAB_BINARY).parent_path() / "test-artifacts";
-  fs::create_directories(artifacts);
-  const std::string url = "file://" + fs::absolute(html).string();
-  const std::string flags = "--headless=new --no-sandbox --disable-gpu --virtual-time-budget=5000 ";
-  const fs::path dom = artifacts / (screenshot_name + ".dom.html");
-  std::string cmd = "timeout 120 chromium " + flags + "--dump-dom '" + url + "' >'" + dom.string() + "' 2>/dev/null";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << "chromium failed: is Debian's chromium installed (scripts/setup.sh)?";
-  cmd = "timeout 120 chromium " + flags + "--window-size=1000,2000 --screenshot='" +
-        (artifacts / (screenshot_name + ".png")).string() + "' '" + url + "' >/dev/null 2>&1";
-  EXPECT_EQ(std::system(cmd.c_str()), 0);
-  EXPECT_GT(fs::file_size(artifacts / (screenshot_name + ".png")), 10000u);
-  std::smatch body;
-  const std::string text = slurp(dom);
-  return std::regex_search(text, body, std::regex("<body[^>]*>")) ? body.str() : "";
+  return normlab::testing::render_in_chromium("file://" + fs::absolute(html).string(), screenshot_name);
 }
 
 void expect_rendered(const std::string& body) {

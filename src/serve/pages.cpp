@@ -1,0 +1,400 @@
+#include "serve/pages.h"
+
+namespace normlab::serve {
+
+namespace {
+
+constexpr const char* kStyle = R"(
+body { font-family: sans-serif; margin: 1em 2em; color: #222; }
+nav { margin-bottom: 1em; } nav a { margin-right: 1.5em; } nav .root { color: #777; }
+table { border-collapse: collapse; margin: .5em 0 1.5em; } td, th { border: 1px solid #ccc; padding: 3px 8px; }
+td.num { text-align: right; font-variant-numeric: tabular-nums; }
+.status { padding: 1px 6px; border-radius: 4px; }
+.running { background: #e2f0fb; } .finished { background: #d4edda; } .stalled, .stopped { background: #fff3cd; }
+.diverged, .failed { background: #f8d7da; }
+.reproduced { background: #d4edda; } .not-reproduced { background: #f8d7da; } .inconclusive { background: #fff3cd; }
+figure { display: inline-block; margin: .5em 1em .5em 0; vertical-align: top; }
+figure button { display: block; margin-top: 2px; font-size: .8em; }
+canvas { border: 1px solid #eee; }
+.muted { color: #777; } #slider { width: 500px; vertical-align: middle; }
+)";
+
+// Error counting comes first so that it sees errors in everything after it, Chart.js included.
+constexpr const char* kSelfCheckHead = R"(<script>
+window.__errors = 0;
+addEventListener('error', () => window.__errors++);
+addEventListener('unhandledrejection', () => window.__errors++);
+const consoleError = console.error;
+console.error = (...args) => { window.__errors++; consoleError(...args); };
+</script>
+<script src="/chart.js"></script>)";
+
+// What every page shares: charts with a PNG button, the .jsonl tailer, the self-check.
+constexpr const char* kCommonJs = R"(<script>
+const COLOURS = ['#1f77b4', '#d62728', '#2ca02c', '#ff7f0e', '#9467bd', '#8c564b', '#e377c2', '#7f7f7f', '#17becf', '#bcbd22'];
+// Paint white under each chart: a saved PNG is otherwise transparent, unreadable on a dark slide.
+Chart.register({id: 'whiteBackground', beforeDraw(c) {
+  const x = c.ctx; x.save(); x.globalCompositeOperation = 'destination-over';
+  x.fillStyle = '#fff'; x.fillRect(0, 0, c.width, c.height); x.restore();
+}});
+const charts = [];
+function addChart(parent, id, title, xTitle, yTitle, opts = {}) {
+  const fig = document.createElement('figure');
+  const canvas = document.createElement('canvas');
+  canvas.id = id; canvas.width = opts.width || 640; canvas.height = 300;
+  const save = document.createElement('button');
+  save.textContent = 'Save PNG';
+  fig.append(canvas, save);
+  parent.append(fig);
+  const category = opts.labels !== undefined;  // per-layer profiles: one tick per layer or tensor name
+  const chart = new Chart(canvas, {
+    type: category ? 'line' : 'scatter',
+    data: {labels: opts.labels, datasets: []},
+    options: {animation: false, responsive: false, spanGaps: true,
+              plugins: {title: {display: true, text: title}},
+              scales: {x: {type: category ? 'category' : 'linear', title: {display: true, text: xTitle},
+                           ticks: category ? {autoSkip: true, maxRotation: 60} : {}},
+                       y: {type: opts.logY ? 'logarithmic' : 'linear', title: {display: true, text: yTitle}}}}});
+  save.onclick = () => {
+    const a = document.createElement('a');
+    a.href = chart.toBase64Image('image/png');
+    a.download = id + '.png';
+    a.click();
+  };
+  charts.push(chart);
+  return chart;
+}
+function dataset(label, i, extra = {}) {
+  return Object.assign({label, data: [], borderColor: COLOURS[i % 10], backgroundColor: COLOURS[i % 10],
+                        showLine: true, pointRadius: 1.5, borderWidth: 1.5}, extra);
+}
+// Appends (x, y), first dropping points at x or later: a resumed run logs those steps again.
+function pushPoint(ds, x, y) {
+  while (ds.data.length && ds.data[ds.data.length - 1].x >= x) ds.data.pop();
+  if (Number.isFinite(y)) ds.data.push({x, y});
+}
+// Follows a .jsonl file under the served folder: each call fetches the complete lines written since
+// the last one and hands them to onRecords(records, reset); reset means the file was cut back
+// (a resumed run) and the caller starts over.
+function tailer(path, onRecords) {
+  let offset = 0;
+  return async () => {
+    for (;;) {
+      const r = await fetch('/api/tail?path=' + encodeURIComponent(path) + '&offset=' + offset);
+      if (!r.ok) throw new Error('/api/tail ' + path + ': ' + r.status + ' ' + await r.text());
+      const t = await r.json();
+      offset = t.next;
+      onRecords(t.records, t.reset);
+      if (!t.more) return;
+    }
+  };
+}
+function fmtNum(v, digits = 4) { return v === null || v === undefined ? '' : Number(v).toPrecision(digits); }
+function statusBadge(status) {
+  const s = document.createElement('span');
+  s.className = 'status ' + status; s.textContent = status;
+  return s;
+}
+function cell(row, content, cls) {
+  const td = row.insertCell();
+  if (content instanceof Node) td.append(content); else td.textContent = content;
+  if (cls) td.className = cls;
+  return td;
+}
+function link(href, text) {
+  const a = document.createElement('a');
+  a.href = href; a.textContent = text;
+  return a;
+}
+function filesUrl(path) { return '/files/' + path.split('/').map(encodeURIComponent).join('/'); }
+// Records the page's state on the body element for a headless browser; `extra` adds page-specific attributes.
+function selfCheck(extra = {}) {
+  let drawn = 0;
+  for (const c of charts) {
+    const points = c.data.datasets.some(d => d.data.some(p => p !== null));
+    const px = c.canvas.getContext('2d').getImageData(0, 0, c.canvas.width, c.canvas.height).data;
+    let painted = false;
+    for (let k = 0; k < px.length; k += 4) if (px[k] < 200) { painted = true; break; }  // darker than the background
+    drawn += points && painted;
+  }
+  const b = document.body;
+  b.setAttribute('data-charts', charts.length);
+  b.setAttribute('data-charts-drawn', drawn);
+  b.setAttribute('data-png', charts.length && charts[0].toBase64Image('image/png').startsWith('data:image/png;base64,') ? 1 : 0);
+  for (const [k, v] of Object.entries(extra)) b.setAttribute('data-' + k, v);
+  b.setAttribute('data-errors', window.__errors);
+}
+// Runs step() now and every `ms` while it returns true; a failure is shown and counted, and polling goes on.
+function poll(step, ms) {
+  const run = async () => {
+    let again = true;
+    try { again = await step(); } catch (e) { console.error(e); document.getElementById('error').textContent = String(e); }
+    if (again) setTimeout(run, ms);
+  };
+  run();
+}
+</script>)";
+
+std::string page(const std::string& title, const std::string& body, const std::string& script) {
+  return R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>)" + html_escape(title) + " — normlab</title>\n<style>" +
+         kStyle + "</style>\n" + kSelfCheckHead + "\n" + kCommonJs + R"(
+</head><body>
+<nav><a href="/">Index</a><a href="/compare">Compare</a><span class="root" id="root"></span></nav>
+<p id="error" style="color: #b00"></p>
+)" + body + "\n<script>\n" + script + "\n</script></body></html>\n";
+}
+
+}  // namespace
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '&': out += "&amp;"; break;
+      case '"': out += "&quot;"; break;
+      case '\'': out += "&#39;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string plain_page(const std::string& title, const std::string& body_html) {
+  return R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>)" + html_escape(title) + " — normlab</title>\n<style>" +
+         kStyle + "</style></head><body>\n<nav><a href=\"/\">Index</a><a href=\"/compare\">Compare</a></nav>\n" + body_html +
+         "\n</body></html>\n";
+}
+
+std::string index_page() {
+  return page("runs", R"(
+<h1>Runs and studies</h1>
+<h2>Studies</h2>
+<table id="studies"><thead><tr><th>study</th><th>status</th><th>runs done</th><th>running</th><th>verdict</th><th>report</th></tr></thead><tbody></tbody></table>
+<h2>Runs</h2>
+<p><button id="compare">Compare selected</button> <span class="muted">tick two or more runs</span></p>
+<table id="runs"><thead><tr><th></th><th>run</th><th>study</th><th>status</th><th>placement</th><th>depth</th><th>steps</th>
+<th>last loss</th><th>val loss</th><th>tokens/s</th><th>probes</th><th>files</th></tr></thead><tbody></tbody></table>)",
+              R"(
+const picked = new Set();
+document.getElementById('compare').onclick = () => {
+  location.href = '/compare?' + [...picked].map(p => 'runs=' + encodeURIComponent(p)).join('&');
+};
+async function refresh() {
+  const r = await fetch('/api/index');
+  if (!r.ok) throw new Error('/api/index: ' + r.status);
+  const index = await r.json();
+  document.getElementById('root').textContent = index.root;
+  const studies = document.querySelector('#studies tbody');
+  studies.replaceChildren();
+  if (!index.studies.length) cell(studies.insertRow(), 'none yet: normlab study NAME writes one into runs/study-NAME', 'muted').colSpan = 6;
+  for (const s of index.studies) {
+    const row = studies.insertRow();
+    cell(row, link(filesUrl(s.path) + '/', s.path || '(this folder)'));
+    cell(row, statusBadge(s.status));
+    cell(row, s.done + ' / ' + s.runs, 'num');
+    cell(row, s.running, 'num');
+    cell(row, s.verdict, s.verdict.replace(' ', '-'));
+    cell(row, s.report ? link(filesUrl(s.report), 'report.html') : '');
+  }
+  const runs = document.querySelector('#runs tbody');
+  runs.replaceChildren();
+  if (!index.runs.length) cell(runs.insertRow(), 'none yet: normlab train --run ' + index.root + '/NAME starts one', 'muted').colSpan = 12;
+  for (const run of index.runs) {
+    const row = runs.insertRow();
+    const box = document.createElement('input');
+    box.type = 'checkbox'; box.checked = picked.has(run.path);
+    box.onchange = () => box.checked ? picked.add(run.path) : picked.delete(run.path);
+    cell(row, box);
+    cell(row, link('/run?path=' + encodeURIComponent(run.path), run.path));
+    cell(row, run.study === null ? '' : run.study || '(this folder)');
+    cell(row, statusBadge(run.status)).title = run.message;
+    cell(row, run.placement);
+    cell(row, run.n_layers, 'num');
+    cell(row, run.step + ' / ' + run.steps, 'num');
+    cell(row, fmtNum(run.loss), 'num');
+    cell(row, fmtNum(run.val_loss), 'num');
+    cell(row, fmtNum(run.tokens_per_s, 3), 'num');
+    cell(row, run.probes ? 'yes' : '');
+    cell(row, link(filesUrl(run.path) + '/', 'files'));
+  }
+  selfCheck({runs: index.runs.length, studies: index.studies.length});
+  return true;
+}
+poll(refresh, 5000);
+)");
+}
+
+std::string run_page() {
+  return page("run", R"(
+<h1 id="title"></h1>
+<p id="summary"></p>
+<details><summary>config</summary><pre id="config"></pre></details>
+<div id="curves"></div>
+<div id="probes" hidden>
+<h2>Per-layer profiles (probes)</h2>
+<p>step <input type="range" id="slider" min="0" max="0" value="0"> <b id="step"></b>
+<span class="muted">the dashed line is step 1, the state at init; the slider follows the newest step while it is at the right end</span></p>
+<div id="profiles"></div>
+</div>)",
+              R"(
+const runPath = new URLSearchParams(location.search).get('path');
+document.getElementById('title').textContent = runPath;
+document.title = runPath + ' — normlab';
+const curves = document.getElementById('curves');
+const loss = addChart(curves, 'loss', 'Loss', 'step', 'loss');
+loss.data.datasets.push(dataset('train', 0), dataset('validation', 1, {pointRadius: 3}));
+const perStep = [[loss, 'loss', 'Loss'], [addChart(curves, 'lr', 'Learning rate', 'step', 'lr'), 'lr'],
+                 [addChart(curves, 'grad_norm', 'Gradient norm (before clipping)', 'step', '‖g‖', {logY: true}), 'grad_norm'],
+                 [addChart(curves, 'tokens_per_s', 'Throughput', 'step', 'tokens/s'), 'tokens_per_s']];
+perStep.slice(1).forEach(([c, key]) => c.data.datasets.push(dataset(key, 0)));
+
+// The probe families drawn, each a profile over layers (stream) or over tensors (norm, update).
+const profileSpecs = [
+  {family: 'stream', x: 'layer', y: 'mean_square', title: 'Residual stream E[x²] entering each layer', xTitle: 'layer', logY: true},
+  {family: 'stream', x: 'layer', y: 'grad_norm', title: 'Gradient norm ‖∂L/∂x‖ of the stream', xTitle: 'layer', logY: true},
+  {family: 'norm', x: 'name', y: 'inv_sigma', title: 'Norms: mean 1/σ (Jacobian scale)', xTitle: 'norm', logY: true},
+  {family: 'update', x: 'name', y: 'update_ratio', title: 'Update ratio ‖Δθ‖/‖θ‖', xTitle: 'parameter', logY: true}];
+const probeRecords = {stream: new Map(), norm: new Map(), update: new Map()};
+let probeSteps = [];
+const slider = document.getElementById('slider');
+let followNewest = true;
+slider.oninput = () => { followNewest = slider.value == slider.max; drawProfiles(); };
+
+function onMetrics(records, reset) {
+  if (reset) perStep.forEach(([c]) => c.data.datasets.forEach(d => d.data = []));
+  for (const r of records) {
+    if (r.type === 'train') perStep.forEach(([c, key]) => pushPoint(c.data.datasets[0], r.step, r[key]));
+    else if (r.type === 'eval') pushPoint(loss.data.datasets[1], r.step, r.val_loss);
+  }
+}
+function onProbes(records, reset) {
+  if (reset) Object.values(probeRecords).forEach(m => m.clear());
+  for (const r of records) if (r.family in probeRecords) probeRecords[r.family].set(r.step, r);
+  probeSteps = [...probeRecords.stream.keys()].sort((a, b) => a - b);
+}
+function profile(spec, step, i, extra) {
+  const r = probeRecords[spec.family].get(step);
+  const ys = r ? r[spec.y].map(v => spec.logY && !(v > 0) ? null : v) : [];  // a log axis has no 0
+  return dataset('step ' + step, i, Object.assign({data: ys}, extra));
+}
+function drawProfiles() {
+  if (!probeSteps.length) return;
+  document.getElementById('probes').hidden = false;
+  slider.max = probeSteps.length - 1;
+  if (followNewest) slider.value = slider.max;
+  const step = probeSteps[slider.value];
+  document.getElementById('step').textContent = step + ' of ' + probeSteps[probeSteps.length - 1];
+  for (const spec of profileSpecs) {
+    const r = probeRecords[spec.family].get(step) || probeRecords[spec.family].get(probeSteps[0]);
+    if (!r) continue;
+    if (!spec.chart) spec.chart = addChart(document.getElementById('profiles'), 'profile_' + spec.family + '_' + spec.y, spec.title,
+                                           spec.xTitle, spec.y, {labels: [], logY: spec.logY, width: 560});
+    spec.chart.data.labels = r[spec.x].map(String);
+    spec.chart.data.datasets = [profile(spec, step, 0), profile(spec, probeSteps[0], 7, {borderDash: [5, 4], pointRadius: 0})];
+    spec.chart.update();
+  }
+}
+
+const metrics = tailer(runPath + '/metrics.jsonl', onMetrics);
+const probes = tailer(runPath + '/probes.jsonl', onProbes);
+let configShown = false;
+async function refresh() {
+  const r = await fetch('/api/run?path=' + encodeURIComponent(runPath));
+  if (!r.ok) throw new Error('/api/run: ' + r.status + ' ' + await r.text());
+  const run = await r.json();
+  if (!configShown) {
+    const c = await fetch(filesUrl(runPath + '/config.json'));
+    if (c.ok) document.getElementById('config').textContent = JSON.stringify(await c.json(), null, 2);
+    configShown = true;
+  }
+  await metrics();
+  await probes();
+  const summary = document.getElementById('summary');
+  summary.replaceChildren(statusBadge(run.status), ` ${run.placement}, ${run.n_layers} layers, step ${run.step} of ${run.steps}` +
+                          (run.loss !== null ? `, loss ${fmtNum(run.loss)}` : '') + (run.message ? ' — ' + run.message : ''),
+                          ' · ', link(filesUrl(runPath) + '/', 'files'));
+  perStep.forEach(([c]) => c.update());
+  drawProfiles();
+  selfCheck({points: loss.data.datasets[0].data.length, status: run.status});
+  return run.status === 'running';  // a finished run's files no longer change
+}
+poll(refresh, 2000);
+)");
+}
+
+std::string compare_page() {
+  return page("compare", R"(
+<h1>Compare runs</h1>
+<p>x axis: <select id="axis"><option value="step">step</option><option value="tokens">tokens</option></select>
+<span class="muted">tick runs below; the address keeps the choice, so a comparison can be bookmarked</span></p>
+<div id="charts"></div>
+<table id="runs"><thead><tr><th></th><th>run</th><th>status</th><th>placement</th><th>depth</th><th>last loss</th></tr></thead><tbody></tbody></table>)",
+              R"(
+const chosen = new URLSearchParams(location.search).getAll('runs');
+const axis = document.getElementById('axis');
+const box = document.getElementById('charts');
+const trainLoss = addChart(box, 'compare_loss', 'Training loss', 'step', 'loss', {width: 760});
+const valLoss = addChart(box, 'compare_val_loss', 'Validation loss', 'step', 'val loss', {width: 760});
+// One entry per chosen run: its tailer, its tokens per step, its raw records (kept to redraw on an axis change).
+const followed = new Map();
+async function follow(path, i) {
+  const c = await fetch(filesUrl(path + '/config.json'));
+  if (!c.ok) throw new Error(path + '/config.json: ' + c.status);
+  const t = (await c.json()).train;
+  const f = {i, tokensPerStep: t.batch_size * t.seq_len * t.grad_accum, train: [], val: []};
+  f.tail = tailer(path + '/metrics.jsonl', (records, reset) => {
+    if (reset) f.train = [], f.val = [];
+    for (const r of records) {
+      if (r.type === 'train') f.train.push(r); else if (r.type === 'eval') f.val.push(r);
+    }
+  });
+  followed.set(path, f);
+}
+function draw() {
+  trainLoss.data.datasets = []; valLoss.data.datasets = [];
+  for (const [path, f] of followed) {
+    const scale = axis.value === 'tokens' ? f.tokensPerStep : 1;
+    const train = dataset(path, f.i), val = dataset(path, f.i, {pointRadius: 3});
+    f.train.forEach(r => pushPoint(train, r.step * scale, r.loss));
+    f.val.forEach(r => pushPoint(val, r.step * scale, r.val_loss));
+    trainLoss.data.datasets.push(train); valLoss.data.datasets.push(val);
+  }
+  for (const c of [trainLoss, valLoss]) { c.options.scales.x.title.text = axis.value; c.update(); }
+  selfCheck({series: trainLoss.data.datasets.filter(d => d.data.length).length});
+}
+axis.onchange = draw;
+let listed = false;
+async function refresh() {
+  if (!listed) {
+    const r = await fetch('/api/index');
+    if (!r.ok) throw new Error('/api/index: ' + r.status);
+    const tbody = document.querySelector('#runs tbody');
+    for (const run of (await r.json()).runs) {
+      const row = tbody.insertRow();
+      const tick = document.createElement('input');
+      tick.type = 'checkbox'; tick.checked = chosen.includes(run.path);
+      tick.onchange = () => {
+        const next = tick.checked ? [...chosen, run.path] : chosen.filter(p => p !== run.path);
+        location.search = next.map(p => 'runs=' + encodeURIComponent(p)).join('&');
+      };
+      cell(row, tick);
+      cell(row, link('/run?path=' + encodeURIComponent(run.path), run.path));
+      cell(row, statusBadge(run.status));
+      cell(row, run.placement);
+      cell(row, run.n_layers, 'num');
+      cell(row, fmtNum(run.loss), 'num');
+    }
+    for (const [i, path] of chosen.entries()) await follow(path, i);
+    listed = true;
+  }
+  for (const f of followed.values()) await f.tail();
+  draw();
+  return true;
+}
+poll(refresh, 3000);
+)");
+}
+
+}  // namespace normlab::serve

@@ -1,0 +1,70 @@
+#pragma once
+// What `normlab serve` reads from a directory of runs and studies. Training and studies write these
+// files while the server reads them, so every read takes complete lines only (a line without its '\n'
+// is still being appended) and copes with a file that shrank (a resumed run cuts metrics.jsonl back
+// to its checkpoint's step).
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/config_reader.h"
+#include "study/studies.h"
+
+namespace normlab::serve {
+
+// A run without summary.json counts as running while one of its files changed this recently; longer
+// silent, it is stopped (killed or failed; `normlab train --resume` continues it). Two minutes covers
+// the slowest logging interval of the presets (an evaluation plus a checkpoint between two logs).
+inline constexpr double kRunningWindowSeconds = 120;
+
+// Complete lines of a file from byte `offset`.
+struct Tail {
+  std::vector<std::string> lines;  // without their '\n'
+  uint64_t next = 0;               // the offset just after the last line returned
+  bool reset = false;              // the file is now shorter than `offset` (truncated or replaced): read from 0
+  bool more = false;               // complete lines remain after `next` (max_bytes was reached)
+};
+// Stops after about max_bytes (never inside a line); a missing file reads as empty.
+Tail read_tail(const std::filesystem::path& file, uint64_t offset, size_t max_bytes);
+
+// The index of every run and study under a root, recomputed on each call; a run's metrics are parsed
+// again only when metrics.jsonl changed (size or time), so polling a large tree stays cheap.
+class RunIndex {
+ public:
+  explicit RunIndex(std::filesystem::path root);
+  // {"runs": [...], "studies": [...]}; paths relative to the root, with '/'. A run: path, study, status
+  // (running | finished | stalled | diverged | failed | stopped), message, placement, n_layers, step,
+  // steps, loss, val_loss, tokens_per_s, probes, age_s. A study: path, status (running | finished |
+  // stopped), runs, done, running, verdict, report.
+  Json scan();
+  // One run's entry (as in scan); `dir` lies under the root.
+  Json run(const std::filesystem::path& dir);
+  // Whether `dir` is a training run directory.
+  static bool is_run(const std::filesystem::path& dir);
+
+  struct Metrics {  // what the index shows from metrics.jsonl
+    int step = 0;
+    double loss = NAN, val_loss = NAN, tokens_per_s = NAN;
+    std::string non_finite;  // the first non-finite tensor of a diverged run ("" if none)
+    bool diverged = false;
+    study::TrainCurve curve;  // the training losses, to classify a finished run (study::finished_outcome)
+  };
+
+ private:
+  Metrics metrics_of(const std::filesystem::path& dir);
+
+  std::filesystem::path root_;
+  struct Cached {
+    uintmax_t size;
+    std::filesystem::file_time_type time;
+    Metrics metrics;
+  };
+  std::mutex mutex_;
+  std::map<std::filesystem::path, Cached> cache_;
+};
+
+}  // namespace normlab::serve
