@@ -13,8 +13,8 @@
 #include <exception>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/core.h>
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "engine/parallel.h"
@@ -110,8 +110,14 @@ int run(const Options& o) {
                       {"tokens_per_step", n},
                       {"warmup", o.warmup},
                       {"loss", losses},
-                      {"model", {{"vocab", o.vocab}, {"d_model", o.d_model}, {"n_layers", o.n_layers},
-                                 {"n_heads", o.n_heads}, {"d_ff", cfg.d_ff}, {"seq", o.seq}, {"batch", o.batch}}}};
+                      {"model",
+                       {{"vocab", o.vocab},
+                        {"d_model", o.d_model},
+                        {"n_layers", o.n_layers},
+                        {"n_heads", o.n_heads},
+                        {"d_ff", cfg.d_ff},
+                        {"seq", o.seq},
+                        {"batch", o.batch}}}};
   fmt::print("{}\n", line.dump());
   std::fflush(stdout);
   return 0;

@@ -25,14 +25,16 @@ inline std::string render_in_chromium(const std::string& url, const std::string&
   // A fresh profile per load: no cache, no state carried from one load to the next.
   static std::atomic<int> counter{0};
   const train::testing::TempDir profile("chromium_profile_" + std::to_string(counter++));
-  const std::string flags = "--headless=new --no-sandbox --disable-gpu --disable-background-networking "
-                            "--disable-component-update --disable-sync --no-first-run --virtual-time-budget=5000 "
-                            "--user-data-dir='" + profile.path().string() + "' ";
+  const std::string flags =
+      "--headless=new --no-sandbox --disable-gpu --disable-background-networking "
+      "--disable-component-update --disable-sync --no-first-run --virtual-time-budget=5000 "
+      "--user-data-dir='" +
+      profile.path().string() + "' ";
   // One load gives both: the DOM after the virtual time, and the screenshot.
   const fs::path dom = artifacts / (screenshot_name + ".dom.html");
   const std::string cmd = "timeout 120 chromium " + flags + "--window-size=1400,1800 --screenshot='" +
-                          (artifacts / (screenshot_name + ".png")).string() + "' --dump-dom '" + url + "' >'" + dom.string() +
-                          "' 2>/dev/null";
+                          (artifacts / (screenshot_name + ".png")).string() + "' --dump-dom '" + url + "' >'" +
+                          dom.string() + "' 2>/dev/null";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << "chromium failed: is Debian's chromium installed (scripts/setup.sh)?";
   EXPECT_GT(fs::file_size(artifacts / (screenshot_name + ".png")), 10000u);
   std::smatch body;

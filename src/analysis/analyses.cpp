@@ -30,8 +30,8 @@ void over_val_batches(model::Model& m, const train::Loader& loader, int count, F
 
 // Runs fn() on s.seeds fresh initializations × s.batches training batches each.
 template <typename Fn>
-void over_fresh_inits(model::Model& m, const train::RunConfig& config, const train::Loader& loader, const AnalysisSettings& s,
-                      Fn fn) {
+void over_fresh_inits(model::Model& m, const train::RunConfig& config, const train::Loader& loader,
+                      const AnalysisSettings& s, Fn fn) {
   train::Batch batch;
   for (int seed = 0; seed < s.seeds; ++seed) {
     model::initialize(m, config.train.seed + static_cast<uint64_t>(seed));
@@ -50,7 +50,8 @@ double parameter_grad_norm(const eng::Graph& g, eng::TensorId id) {
 // max |a − b| / max(max |b|, 1): an error relative to the values' scale.
 double scaled_max_error(const std::vector<double>& a, const std::vector<double>& b) {
   double diff = 0, scale = 1;
-  for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, std::abs(a[i] - b[i])), scale = std::max(scale, std::abs(b[i]));
+  for (size_t i = 0; i < a.size(); ++i)
+    diff = std::max(diff, std::abs(a[i] - b[i])), scale = std::max(scale, std::abs(b[i]));
   return diff / scale;
 }
 
@@ -79,9 +80,11 @@ Json stream_at_init(const train::RunConfig& config, const train::Loader& loader,
 Json norm_equivalence(const model::Model& pre_ln, const train::Loader& loader) {
   const model::ModelConfig& c = pre_ln.config;
   if (c.placement != "pre" || c.norm.type != "layernorm" || c.norm.bias || c.tied_embeddings)
-    fail("norm-equivalence compares a Pre-LN model with bias-free LayerNorm and untied embeddings (set model.placement=pre, "
-         "model.norm.type=layernorm, model.norm.bias=false, model.tied_embeddings=false); got placement {}, norm {}{}{}",
-         c.placement, c.norm.type, c.norm.bias ? " with bias" : "", c.tied_embeddings ? ", tied embeddings" : "");
+    fail(
+        "norm-equivalence compares a Pre-LN model with bias-free LayerNorm and untied embeddings (set "
+        "model.placement=pre, "
+        "model.norm.type=layernorm, model.norm.bias=false, model.tied_embeddings=false); got placement {}, norm {}{}{}",
+        c.placement, c.norm.type, c.norm.bias ? " with bias" : "", c.tied_embeddings ? ", tied embeddings" : "");
   model::ModelConfig rms_config = c;
   rms_config.placement = "pre_rms";
   rms_config.norm.type = "rmsnorm";
@@ -94,8 +97,11 @@ Json norm_equivalence(const model::Model& pre_ln, const train::Loader& loader) {
     m.forward(false);
     if (backward) m.graph.backward(m.loss);
   };
-  Json out{{"precision", Json::array()}, {"variant", Json::array()}, {"logits_max_error", Json::array()},
-           {"loss_error", Json::array()}, {"grad_max_rel_error", Json::array()}};
+  Json out{{"precision", Json::array()},
+           {"variant", Json::array()},
+           {"logits_max_error", Json::array()},
+           {"loss_error", Json::array()},
+           {"grad_max_rel_error", Json::array()}};
   std::vector<double> want, got;
   for (eng::DType dtype : {eng::DType::f32, eng::DType::f64}) {
     auto ln = model::build_model(c, pre_ln.batch, pre_ln.seq, dtype);
@@ -117,7 +123,8 @@ Json norm_equivalence(const model::Model& pre_ln, const train::Loader& loader) {
       eng::copy_to_f64(ln->graph, id, g_ln, true);
       eng::copy_to_f64(rms->graph, rms->graph.at(ln->graph.spec(id).name), g_rms, true);
       double diff2 = 0, ref2 = 0;
-      for (size_t i = 0; i < g_ln.size(); ++i) diff2 += (g_rms[i] - g_ln[i]) * (g_rms[i] - g_ln[i]), ref2 += g_ln[i] * g_ln[i];
+      for (size_t i = 0; i < g_ln.size(); ++i)
+        diff2 += (g_rms[i] - g_ln[i]) * (g_rms[i] - g_ln[i]), ref2 += g_ln[i] * g_ln[i];
       grad_error = std::max(grad_error, std::sqrt(diff2) / std::max(std::sqrt(ref2), 1e-3 * largest));
     }
     for (const model::Model* m : {rms.get(), crms.get()}) {

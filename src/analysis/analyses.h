@@ -12,10 +12,10 @@
 namespace normlab::analysis {
 
 struct AnalysisSettings {
-  int batches = 4;     // batches averaged per measurement
-  int seeds = 3;       // initializations averaged (gradient norms at init)
-  double lr = 1e-3;    // the one optimizer step of the output-change analysis
-  int span = 1;        // n in the angular distance between layer ℓ and ℓ + n
+  int batches = 4;   // batches averaged per measurement
+  int seeds = 3;     // initializations averaged (gradient norms at init)
+  double lr = 1e-3;  // the one optimizer step of the output-change analysis
+  int span = 1;      // n in the angular distance between layer ℓ and ℓ + n
 };
 
 // Xiong et al. 2020, Fig. 3: ‖∂L/∂W‖ of every parameter at initialization, averaged over seeds × batches.

@@ -5,8 +5,9 @@
 #include "common/error.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"normlab: train decoder-only Transformers with any normalization placement and watch why they behave "
-               "as they do"};
+  CLI::App app{
+      "normlab: train decoder-only Transformers with any normalization placement and watch why they behave "
+      "as they do"};
   app.require_subcommand(1);
   normlab::cli::add_prepare(app);
   normlab::cli::add_train(app);

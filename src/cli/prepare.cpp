@@ -10,20 +10,24 @@ namespace normlab::cli {
 
 void add_prepare(CLI::App& app) {
   auto opts = std::make_shared<io::PrepareOptions>();
-  CLI::App* cmd = app.add_subcommand("prepare", "tokenize a text corpus: train (or reuse) a SentencePiece model, "
-                                                "write train/val token files and meta.json");
+  CLI::App* cmd = app.add_subcommand("prepare",
+                                     "tokenize a text corpus: train (or reuse) a SentencePiece model, "
+                                     "write train/val token files and meta.json");
   cmd->add_option("-i,--input", opts->inputs, "text file(s); each line is one piece of text")->required();
   cmd->add_option("-o,--out", opts->out_dir, "output directory")->required();
-  cmd->add_option("--vocab-size", opts->vocab_size, "vocabulary size of a newly trained tokenizer")->capture_default_str();
+  cmd->add_option("--vocab-size", opts->vocab_size, "vocabulary size of a newly trained tokenizer")
+      ->capture_default_str();
   cmd->add_option("--tokenizer", opts->tokenizer, "reuse this SentencePiece .model instead of training one");
   cmd->add_option("--val-fraction", opts->val_fraction, "share of lines held out for validation (a block at the end)")
       ->capture_default_str();
   cmd->add_option("--model-type", opts->model_type, "SentencePiece model type")
-      ->check(CLI::IsMember({"bpe", "unigram", "char", "word"}))->capture_default_str();
+      ->check(CLI::IsMember({"bpe", "unigram", "char", "word"}))
+      ->capture_default_str();
   cmd->callback([opts] {
     io::PrepareSummary s = io::prepare_corpus(*opts, std::cerr);
-    std::cout << fmt::format("prepared {}: vocab {}, {} train tokens, {} val tokens, unigram entropy {:.4f} nats ({:.1f}s)\n",
-                             s.out_dir, s.vocab_size, s.train_tokens, s.val_tokens, s.unigram_entropy_nats, s.seconds);
+    std::cout << fmt::format(
+        "prepared {}: vocab {}, {} train tokens, {} val tokens, unigram entropy {:.4f} nats ({:.1f}s)\n", s.out_dir,
+        s.vocab_size, s.train_tokens, s.val_tokens, s.unigram_entropy_nats, s.seconds);
   });
 }
 

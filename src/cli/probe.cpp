@@ -2,12 +2,12 @@
 #include <fmt/core.h>
 
 #include <filesystem>
-#include <sstream>
 #include <iostream>
+#include <sstream>
 
+#include "analysis/analyses.h"
 #include "cli/commands.h"
 #include "cli/run_config.h"
-#include "analysis/analyses.h"
 #include "io/atomic_file.h"
 #include "model/init.h"
 #include "train/checkpoint.h"
@@ -78,7 +78,8 @@ std::string csv_rows(const std::string& analysis, const Json& columns) {
       continue;
     }
     for (size_t r = 0; r < rows; ++r)
-      out += fmt::format("{},{},{},{},{},{}\n", analysis, field("name", r), field("layer", r), field("head", r), k, v[r].dump());
+      out += fmt::format("{},{},{},{},{},{}\n", analysis, field("name", r), field("layer", r), field("head", r), k,
+                         v[r].dump());
   }
   return out;
 }
@@ -99,16 +100,18 @@ void add_probe(CLI::App& app) {
   cmd->add_option("-a,--analysis", args->analyses, "comma-separated list")->capture_default_str();
   cmd->add_option("-o,--out", args->out, "output directory (default: the run directory, or runs/probe-<placement>)");
   cmd->add_option("--batches", args->settings.batches, "batches per measurement")->capture_default_str();
-  cmd->add_option("--seeds", args->settings.seeds, "initializations averaged by grad-init and stream-init")->capture_default_str();
+  cmd->add_option("--seeds", args->settings.seeds, "initializations averaged by grad-init and stream-init")
+      ->capture_default_str();
   cmd->add_option("--lr", args->settings.lr, "step size of one-step")->capture_default_str();
-  cmd->add_option("--span", args->settings.span, "n of the angular distance between layers l and l+n")->capture_default_str();
+  cmd->add_option("--span", args->settings.span, "n of the angular distance between layers l and l+n")
+      ->capture_default_str();
   cmd->callback([args] {
     train::Run run = args->run.empty() ? train::build_run(load_run_config(args->sources)) : train::open_run(args->run);
     if (args->run.empty()) model::initialize(*run.model, run.config.train.seed);
     const train::RunConfig& config = run.config;
     model::Model& m = *run.model;
     const train::Loader& loader = *run.loader;
-    const fs::path out = !args->out.empty() ? fs::path(args->out)
+    const fs::path out = !args->out.empty()   ? fs::path(args->out)
                          : !args->run.empty() ? fs::path(args->run)
                                               : fs::path("runs") / ("probe-" + config.model.placement);
     fs::create_directories(out);
@@ -125,8 +128,11 @@ void add_probe(CLI::App& app) {
       else if (name == "attention-entropy") result = analysis::attention_entropy(m, loader, args->settings);
       else if (name == "stream-init") result = analysis::stream_at_init(config, loader, args->settings);
       else if (name == "norm-equivalence") result = analysis::norm_equivalence(m, loader);
-      else fail("--analysis: unknown analysis '{}' (known: grad-init, one-step, angular, layer-drop, attention-entropy, "
-                "stream-init, norm-equivalence)", name);
+      else
+        fail(
+            "--analysis: unknown analysis '{}' (known: grad-init, one-step, angular, layer-drop, attention-entropy, "
+            "stream-init, norm-equivalence)",
+            name);
       if (name == "one-step" && !args->run.empty())  // one-step moved the weights: restore them
         train::load_checkpoint(fs::path(args->run) / train::kCheckpointFile, m, nullptr);
       else if (name == "one-step") model::initialize(m, config.train.seed);

@@ -7,7 +7,8 @@
 namespace normlab::cli {
 
 void add_config_options(CLI::App* cmd, ConfigSources& sources) {
-  cmd->add_option("-c,--config", sources.file, "JSON run config: {\"model\": {...}, \"data\": {...}, \"train\": {...}}");
+  cmd->add_option("-c,--config", sources.file,
+                  "JSON run config: {\"model\": {...}, \"data\": {...}, \"train\": {...}}");
   cmd->add_option("-s,--set", sources.overrides,
                   "override one field, e.g. --set model.n_layers=12 --set train.lr=3e-4 (repeatable)");
 }

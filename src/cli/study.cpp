@@ -31,7 +31,10 @@ std::string command_line() {
   std::string all((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), line, word;
   std::istringstream words(all);
   while (std::getline(words, word, '\0')) {
-    const bool plain = !word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == std::string::npos;
+    const bool plain =
+        !word.empty() &&
+        word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") ==
+            std::string::npos;
     if (!line.empty()) line += ' ';
     if (plain) {
       line += word;
@@ -46,8 +49,10 @@ std::string command_line() {
 
 void print_study_list() {
   for (const study::Study* s : study::all_studies())
-    std::cout << fmt::format("{}: {}\n    claim:  {}\n    source: {}\n    cost:   {}\n", s->name, s->title, s->claim, s->source, s->cost);
-  std::cout << "Run one with `normlab study <name>` (add --quick for the small preset); the report's path is printed at the end.\n";
+    std::cout << fmt::format("{}: {}\n    claim:  {}\n    source: {}\n    cost:   {}\n", s->name, s->title, s->claim,
+                             s->source, s->cost);
+  std::cout << "Run one with `normlab study <name>` (add --quick for the small preset); the report's path is printed "
+               "at the end.\n";
 }
 
 // The cartesian product of a sweep file's grid: {"model.placement": ["post", "pre"], ...}.
@@ -103,8 +108,9 @@ void add_study(CLI::App& app) {
   cmd->callback([args] {
     if (args->name == "list") return print_study_list();
     const study::Study& s = study::find_study(args->name);
-    args->options.dir = args->out.empty() ? fs::path("runs") / fmt::format("study-{}{}", s.name, args->options.quick ? "-quick" : "")
-                                          : fs::path(args->out);
+    args->options.dir = args->out.empty()
+                            ? fs::path("runs") / fmt::format("study-{}{}", s.name, args->options.quick ? "-quick" : "")
+                            : fs::path(args->out);
     args->options.command_line = command_line();
     const study::StudyResult result = study::run_study(s, args->options, args->runner);
     std::cout << fmt::format("verdict: {}\nreport: {}\nsummary: {}\n", result.verdict, result.report.string(),
@@ -112,10 +118,16 @@ void add_study(CLI::App& app) {
     if (result.verdict != "incomplete") return;
     for (const std::string& f : result.failures) std::cerr << "study: failed run " << f << "\n";
     if (!result.failures.empty())
-      fail("study {} is incomplete: {} run(s) failed (listed above and in {}); nothing was decided. Fix the cause and rerun "
-           "the same command: the finished runs are reused", s.name, result.failures.size(), (args->options.dir / "report.md").string());
-    fail("study {} is incomplete: a sub-claim lacks a number it needs (a run's files miss a record; see \"cannot decide\" in "
-         "{})", s.name, (args->options.dir / "report.md").string());
+      fail(
+          "study {} is incomplete: {} run(s) failed (listed above and in {}); nothing was decided. Fix the cause and "
+          "rerun "
+          "the same command: the finished runs are reused",
+          s.name, result.failures.size(), (args->options.dir / "report.md").string());
+    fail(
+        "study {} is incomplete: a sub-claim lacks a number it needs (a run's files miss a record; see \"cannot "
+        "decide\" in "
+        "{})",
+        s.name, (args->options.dir / "report.md").string());
   });
 }
 
@@ -125,31 +137,42 @@ void add_sweep(CLI::App& app) {
     study::RunnerOptions runner;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* cmd = app.add_subcommand("sweep", "run a user-defined grid: {\"base\": {...}, \"grid\": {\"model.placement\": "
-                                              "[\"post\", \"pre\"], \"train.lr\": [1e-3, 3e-4]}, \"seeds\": 2}");
+  CLI::App* cmd = app.add_subcommand("sweep",
+                                     "run a user-defined grid: {\"base\": {...}, \"grid\": {\"model.placement\": "
+                                     "[\"post\", \"pre\"], \"train.lr\": [1e-3, 3e-4]}, \"seeds\": 2}");
   cmd->add_option("file", args->file, "sweep file (JSON)")->required();
   cmd->add_option("-o,--out", args->out, "sweep directory (default runs/sweep-<file name>)");
   add_runner_options(cmd, args->runner);
   cmd->callback([args] {
     Json doc = Json::parse(io::read_file(args->file, "sweep file"), nullptr, false);
     if (doc.is_discarded()) fail("{}: not valid JSON", args->file);
-    const fs::path dir = args->out.empty() ? fs::path("runs") / ("sweep-" + fs::path(args->file).stem().string()) : fs::path(args->out);
+    const fs::path dir =
+        args->out.empty() ? fs::path("runs") / ("sweep-" + fs::path(args->file).stem().string()) : fs::path(args->out);
     const auto outcomes = study::run_grid(dir, expand_grid(doc, args->file), args->runner);
     study::write_summary_csv(dir / "summary.csv", outcomes);
-    study::Report r{.name = "sweep", .title = "Sweep " + args->file, .claim = "(a user grid: no claim)", .source = args->file,
-                    .setup = doc["grid"].dump(), .verdict = "inconclusive", .verdict_rule = "a sweep has no verdict"};
+    study::Report r{.name = "sweep",
+                    .title = "Sweep " + args->file,
+                    .claim = "(a user grid: no claim)",
+                    .source = args->file,
+                    .setup = doc["grid"].dump(),
+                    .verdict = "inconclusive",
+                    .verdict_rule = "a sweep has no verdict"};
     study::Chart curves{"training loss", "step", "loss"};
     study::Table table{"Runs", {"run", "status", "final loss", "seconds"}};
     for (const auto& o : outcomes) {
       const study::TrainCurve c = study::read_train_curve(o.dir / "run");
       curves.series.push_back({o.request.id, c.step, c.loss});
-      table.rows.push_back({o.request.id, study::status_name(o.status), fmt::format("{:.3f}", c.final_loss()), fmt::format("{:.0f}", o.seconds)});
-      table.row_class.push_back(o.status == study::RunStatus::diverged ? "diverged" : o.status == study::RunStatus::failed ? "stalled" : "trained");
+      table.rows.push_back({o.request.id, study::status_name(o.status), fmt::format("{:.3f}", c.final_loss()),
+                            fmt::format("{:.0f}", o.seconds)});
+      table.row_class.push_back(o.status == study::RunStatus::diverged ? "diverged"
+                                : o.status == study::RunStatus::failed ? "stalled"
+                                                                       : "trained");
       r.run_dirs.push_back(fs::relative(o.dir, dir).string());
     }
     r.charts.push_back(curves);
     r.tables.push_back(table);
-    std::cout << fmt::format("report: {}\nsummary: {}\n", study::write_report(dir, r).string(), (dir / "summary.csv").string());
+    std::cout << fmt::format("report: {}\nsummary: {}\n", study::write_report(dir, r).string(),
+                             (dir / "summary.csv").string());
   });
 }
 

@@ -22,13 +22,16 @@ void add_train(CLI::App& app) {
     bool probes = false;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* cmd = app.add_subcommand("train", "train a model; writes config.json, metrics.jsonl, checkpoint.safetensors "
-                                              "and summary.json into the run directory");
+  CLI::App* cmd = app.add_subcommand("train",
+                                     "train a model; writes config.json, metrics.jsonl, checkpoint.safetensors "
+                                     "and summary.json into the run directory");
   add_config_options(cmd, args->sources);
   cmd->add_option("-r,--run", args->run, "run directory")->capture_default_str();
-  cmd->add_flag("--resume", args->resume, "continue the run in --run from its checkpoint (its own config.json is used)");
+  cmd->add_flag("--resume", args->resume,
+                "continue the run in --run from its checkpoint (its own config.json is used)");
   cmd->add_option("--stop-after", args->stop_after, "stop after this step (checkpoint saved), e.g. to test resume");
-  cmd->add_flag("--probes", args->probes, "record probes at step 1 and every 50 steps (same as --set train.probe_every=50; docs/probes.md)");
+  cmd->add_flag("--probes", args->probes,
+                "record probes at step 1 and every 50 steps (same as --set train.probe_every=50; docs/probes.md)");
   cmd->callback([args] {
     train::RunConfig config;
     if (args->resume) {
@@ -42,13 +45,14 @@ void add_train(CLI::App& app) {
     train::Trainer trainer(config, args->run, {args->resume, args->stop_after, &std::cerr});
     train::TrainSummary s = trainer.run();
     if (s.steps < config.train.steps) {
-      std::cout << fmt::format("stopped at step {} in {:.1f}s; continue with: normlab train --run {} --resume\n", s.steps,
-                               s.seconds, args->run);
+      std::cout << fmt::format("stopped at step {} in {:.1f}s; continue with: normlab train --run {} --resume\n",
+                               s.steps, s.seconds, args->run);
       return;
     }
     std::cout << fmt::format("done: {} steps in {:.1f}s ({:.0f} tok/s)\n", s.steps, s.seconds, s.tokens_per_second)
-              << fmt::format("validation loss {:.4f} nats/token vs unigram entropy {:.4f} nats/token ({})\n", s.val_loss,
-                             s.unigram_entropy, s.val_loss < s.unigram_entropy ? "below: the model learned context" : "NOT below")
+              << fmt::format("validation loss {:.4f} nats/token vs unigram entropy {:.4f} nats/token ({})\n",
+                             s.val_loss, s.unigram_entropy,
+                             s.val_loss < s.unigram_entropy ? "below: the model learned context" : "NOT below")
               << fmt::format("run directory: {}\n", args->run);
   });
 }

@@ -14,12 +14,13 @@ namespace normlab::cli {
 namespace {
 
 void print_switches(std::span<const model::Switch> switches) {
-  for (const model::Switch& s : switches) std::cout << fmt::format("      {} = {}: {}\n", s.name, s.default_json, s.help);
+  for (const model::Switch& s : switches)
+    std::cout << fmt::format("      {} = {}: {}\n", s.name, s.default_json, s.help);
 }
 
 void print_variant(const model::Placement& p) {
-  std::cout << fmt::format("{}\n    paper:      {}\n    equations:  {}\n    final norm: {}\n", p.name, p.paper, p.equations,
-                           p.final_norm ? "yes" : "no");
+  std::cout << fmt::format("{}\n    paper:      {}\n    equations:  {}\n    final norm: {}\n", p.name, p.paper,
+                           p.equations, p.final_norm ? "yes" : "no");
   if (p.defaults != "{}") std::cout << fmt::format("    defaults:   {}\n", Json::parse(p.defaults).dump());
   if (!p.init_rule.empty()) std::cout << fmt::format("    init:       {}\n", p.init_rule);
   if (!p.notes.empty()) std::cout << fmt::format("    notes:      {}\n", p.notes);
@@ -39,8 +40,9 @@ void print_norm_type(const model::NormType& t) {
 
 void add_variants(CLI::App& app) {
   auto name = std::make_shared<std::string>();
-  CLI::App* cmd = app.add_subcommand("variants", "list every normalization placement: paper, equations, defaults, "
-                                                 "init rule and switches");
+  CLI::App* cmd = app.add_subcommand("variants",
+                                     "list every normalization placement: paper, equations, defaults, "
+                                     "init rule and switches");
   cmd->add_option("name", *name, "show one placement only");
   cmd->callback([name] {
     if (!name->empty()) return print_variant(model::find_placement(*name));
@@ -52,7 +54,8 @@ void add_variants(CLI::App& app) {
     print_switches(model::common_switches());
     std::cout << "\nnorm types (model.norm.type, e.g. --set model.norm.type=rmsnorm):\n";
     for (const model::NormType* t : model::all_norm_types()) print_norm_type(*t);
-    std::cout << "\nset a switch with e.g. --set model.placement=deepnorm --set model.options.deepnorm_init=torchscale\n";
+    std::cout
+        << "\nset a switch with e.g. --set model.placement=deepnorm --set model.options.deepnorm_init=torchscale\n";
   });
 }
 
@@ -63,8 +66,9 @@ void add_init_report(CLI::App& app) {
     bool json = false;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* cmd = app.add_subcommand("init-report", "initialize a model from a config and print the realized std of "
-                                                    "every parameter, to check against the paper's init rule");
+  CLI::App* cmd = app.add_subcommand("init-report",
+                                     "initialize a model from a config and print the realized std of "
+                                     "every parameter, to check against the paper's init rule");
   add_config_options(cmd, args->sources);
   cmd->add_option("--seed", args->seed, "initialization seed")->capture_default_str();
   cmd->add_flag("--json", args->json, "print JSON lines instead of a table");
@@ -78,13 +82,17 @@ void add_init_report(CLI::App& app) {
       std::cout << fmt::format("placement {} (L = {}, d = {}, init.scheme = {}); rule: {}\n", p.name,
                                config.model.n_layers, config.model.d_model, config.model.init.scheme,
                                p.init_rule.empty() ? "base init only" : p.init_rule)
-                << fmt::format("{:<36} {:<10} {:<12} {:>10} {:>10} {:>10}\n", "parameter", "role", "shape", "mean", "std", "rms");
+                << fmt::format("{:<36} {:<10} {:<12} {:>10} {:>10} {:>10}\n", "parameter", "role", "shape", "mean",
+                               "std", "rms");
     for (const model::ParamStats& s : model::parameter_stats(*m)) {
       if (args->json)
-        std::cout << Json{{"name", s.name}, {"role", s.role}, {"shape", s.shape}, {"mean", s.mean}, {"std", s.std}, {"rms", s.rms}}.dump()
+        std::cout << Json{{"name", s.name}, {"role", s.role}, {"shape", s.shape},
+                          {"mean", s.mean}, {"std", s.std},   {"rms", s.rms}}
+                         .dump()
                   << "\n";
       else
-        std::cout << fmt::format("{:<36} {:<10} {:<12} {:>10.5f} {:>10.5f} {:>10.5f}\n", s.name, s.role, s.shape, s.mean, s.std, s.rms);
+        std::cout << fmt::format("{:<36} {:<10} {:<12} {:>10.5f} {:>10.5f} {:>10.5f}\n", s.name, s.role, s.shape,
+                                 s.mean, s.std, s.rms);
     }
   });
 }

@@ -110,8 +110,7 @@ void ConfigReader::finish() const {
 
 void apply_override(Json& doc, const std::string& assignment) {
   auto eq = assignment.find('=');
-  if (eq == std::string::npos || eq == 0)
-    fail("override '{}': expected key=value, e.g. model.n_layers=12", assignment);
+  if (eq == std::string::npos || eq == 0) fail("override '{}': expected key=value, e.g. model.n_layers=12", assignment);
   std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
   Json value = Json::parse(text, nullptr, false);
   if (value.is_discarded()) value = text;

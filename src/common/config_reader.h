@@ -25,7 +25,7 @@ class ConfigReader {
   void read(const std::string& key, double& out, double min, double max);
   void read(const std::string& key, bool& out);
   void read(const std::string& key, std::string& out, const std::vector<std::string>& choices);  // empty = any
-  void read(const std::string& key, std::optional<bool>& out);                                    // true|false|"auto"
+  void read(const std::string& key, std::optional<bool>& out);                                   // true|false|"auto"
   void read(const std::string& key, uint64_t& out);
   void read(const std::string& key, std::vector<std::string>& out);
   // A nested section; fn reads it with its own ConfigReader.

@@ -131,7 +131,8 @@ void Graph::forward(bool training) {
 }
 
 void Graph::backward(TensorId loss, double loss_grad) {
-  if (!requires_grad(loss)) fail("internal: backward from '{}', which does not depend on any parameter", spec(loss).name);
+  if (!requires_grad(loss))
+    fail("internal: backward from '{}', which does not depend on any parameter", spec(loss).name);
   std::memset(act_grad_arena_.data(), 0, act_grad_arena_.size());
   dispatch_float(float_type_, [&]<typename T>() { *grad<T>(loss) = static_cast<T>(loss_grad); });
   for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)

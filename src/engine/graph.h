@@ -71,18 +71,24 @@ class Graph {
   const Shape& shape(TensorId id) const { return spec(id).shape; }
   bool requires_grad(TensorId id) const { return id != kNoTensor && spec(id).requires_grad; }
   template <typename T>
-  T* data(TensorId id) const { return static_cast<T*>(spec(id).data); }
+  T* data(TensorId id) const {
+    return static_cast<T*>(spec(id).data);
+  }
   template <typename T>
-  T* grad(TensorId id) const { return static_cast<T*>(spec(id).grad); }
+  T* grad(TensorId id) const {
+    return static_cast<T*>(spec(id).grad);
+  }
   std::byte* workspace() const { return workspace_; }
 
   TensorId find(const std::string& name) const;  // kNoTensor if absent
-  TensorId at(const std::string& name) const;     // throws normlab::Error if absent
+  TensorId at(const std::string& name) const;    // throws normlab::Error if absent
   const std::vector<TensorId>& parameters() const { return parameters_; }
   const std::vector<Node>& nodes() const { return nodes_; }
   size_t tensor_count() const { return tensors_.size(); }
   size_t parameter_count() const;  // scalars
-  size_t arena_bytes() const { return param_arena_.size() + grad_arena_.size() + act_arena_.size() + act_grad_arena_.size(); }
+  size_t arena_bytes() const {
+    return param_arena_.size() + grad_arena_.size() + act_arena_.size() + act_grad_arena_.size();
+  }
 
  private:
   TensorId add_tensor(TensorSpec spec);

@@ -15,7 +15,9 @@
 namespace normlab::engine {
 
 // The list of ops, one line each: the enum, the names and the table are generated from it, so a
-// kind without kernels fails to link and no row can sit in the wrong place.
+// kind without kernels fails to link and no row can sit in the wrong place. (Not clang-formatted: it
+// aligns the backslashes by bytes, not by the columns the symbols take.)
+// clang-format off
 #define NORMLAB_OPS(X)                                                                      \
   X(embedding)     /* out[r] = table[ids[r]]                                           */ \
   X(position_add)  /* out[b,t] = x[b,t] + pos[t]                                       */ \
@@ -45,6 +47,7 @@ enum class OpKind : uint8_t {
 #undef NORMLAB_OP_KIND
   count
 };
+// clang-format on
 
 // What an op's file defines, as `extern const OpKernels <name>_kernels`.
 struct OpKernels {
@@ -91,12 +94,12 @@ TensorId softcap(Graph& g, const std::string& name, TensorId x, double cap);
 TensorId pb_relax(Graph& g, const std::string& name, TensorId x);
 
 // Defines name_forward / name_backward, dispatching to name_forward_kernel<T> / name_backward_kernel<T>.
-#define NORMLAB_FLOAT_OP(name)                                                                   \
-  void name##_forward(Graph& g, const Node& n) {                                                 \
-    dispatch_float(g.float_type(), [&]<typename T>() { name##_forward_kernel<T>(g, n); });      \
-  }                                                                                              \
-  void name##_backward(Graph& g, const Node& n) {                                                \
-    dispatch_float(g.float_type(), [&]<typename T>() { name##_backward_kernel<T>(g, n); });     \
+#define NORMLAB_FLOAT_OP(name)                                                              \
+  void name##_forward(Graph& g, const Node& n) {                                            \
+    dispatch_float(g.float_type(), [&]<typename T>() { name##_forward_kernel<T>(g, n); });  \
+  }                                                                                         \
+  void name##_backward(Graph& g, const Node& n) {                                           \
+    dispatch_float(g.float_type(), [&]<typename T>() { name##_backward_kernel<T>(g, n); }); \
   }
 
 // Shared by builders: a node of this op reading these inputs (unused slots stay kNoTensor).

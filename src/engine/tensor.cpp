@@ -6,29 +6,46 @@ namespace normlab::engine {
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::f64: return "f64";
-    case DType::i32: return "i32";
+    case DType::f32:
+      return "f32";
+    case DType::f64:
+      return "f64";
+    case DType::i32:
+      return "i32";
   }
   return "?";
 }
 
 const char* role_name(Role r) {
   switch (r) {
-    case Role::none: return "none";
-    case Role::embedding: return "embedding";
-    case Role::q: return "q";
-    case Role::k: return "k";
-    case Role::v: return "v";
-    case Role::o: return "o";
-    case Role::fc1: return "fc1";
-    case Role::gate: return "gate";
-    case Role::fc2: return "fc2";
-    case Role::head: return "head";
-    case Role::norm_gain: return "norm_gain";
-    case Role::norm_bias: return "norm_bias";
-    case Role::bias: return "bias";
-    case Role::scalar: return "scalar";
+    case Role::none:
+      return "none";
+    case Role::embedding:
+      return "embedding";
+    case Role::q:
+      return "q";
+    case Role::k:
+      return "k";
+    case Role::v:
+      return "v";
+    case Role::o:
+      return "o";
+    case Role::fc1:
+      return "fc1";
+    case Role::gate:
+      return "gate";
+    case Role::fc2:
+      return "fc2";
+    case Role::head:
+      return "head";
+    case Role::norm_gain:
+      return "norm_gain";
+    case Role::norm_bias:
+      return "norm_bias";
+    case Role::bias:
+      return "bias";
+    case Role::scalar:
+      return "scalar";
   }
   return "?";
 }

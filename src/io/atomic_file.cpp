@@ -54,11 +54,14 @@ int write_all(int fd, std::string_view bytes) {
 std::string fix_for(int err) {
   switch (err) {
     case ENOSPC:
-    case EDQUOT: return "free disk space or choose another location";
+    case EDQUOT:
+      return "free disk space or choose another location";
     case EACCES:
     case EPERM:
-    case EROFS: return "check that the directory is writable";
-    default: return "check the path and the disk";
+    case EROFS:
+      return "check that the directory is writable";
+    default:
+      return "check the path and the disk";
   }
 }
 
@@ -103,8 +106,8 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const std::s
     Fd dir_fd(dir);
     if (::fsync(dir) != 0 && errno != EINVAL && errno != EROFS) {
       int err = errno;
-      fail("cannot write {} (syncing directory {} failed: {}): {}", target, parent.string(),
-           errno_text(err), fix_for(err));
+      fail("cannot write {} (syncing directory {} failed: {}): {}", target, parent.string(), errno_text(err),
+           fix_for(err));
     }
   }
 }

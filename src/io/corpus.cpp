@@ -28,14 +28,13 @@ using Clock = std::chrono::steady_clock;
 constexpr std::string_view kPrepareHint = "run normlab prepare to create it";
 constexpr std::string_view kRerun = "re-run normlab prepare";
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 std::string hex64(std::uint64_t v) { return fmt::format("{:016x}", v); }
 
 bool is_blank(std::string_view line) {
-  return std::all_of(line.begin(), line.end(), [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; });
+  return std::all_of(line.begin(), line.end(),
+                     [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; });
 }
 
 struct Source {
@@ -110,9 +109,9 @@ std::string train_tokenizer(std::span<const std::string_view> lines, const Prepa
       {"vocab_size", std::to_string(options.vocab_size)},
       {"input_sentence_size", "2000000"},  // sample at most this many lines (plenty; keeps big corpora fast)
       {"shuffle_input_sentence", "true"},
-      {"max_sentence_length", "65536"},    // longer lines are left out of training (still encoded)
+      {"max_sentence_length", "65536"},  // longer lines are left out of training (still encoded)
       {"num_threads", std::to_string(threads)},
-      {"minloglevel", "2"},                // SentencePiece logs only errors
+      {"minloglevel", "2"},  // SentencePiece logs only errors
   };
   sentencepiece::SetRandomGeneratorSeed(static_cast<unsigned int>(options.seed));
   LineIterator it(lines);
@@ -137,7 +136,8 @@ void check_options(const PrepareOptions& o) {
       fail("prepare: model_type '{}' is unknown: give --model-type bpe, unigram, char or word", o.model_type);
     }
     if (o.vocab_size < 8 || o.vocab_size > (1 << 24)) {
-      fail("prepare: vocab_size {} is out of range: give --vocab-size between 8 and 16777216 (e.g. 4096)", o.vocab_size);
+      fail("prepare: vocab_size {} is out of range: give --vocab-size between 8 and 16777216 (e.g. 4096)",
+           o.vocab_size);
     }
   }
 }
@@ -159,7 +159,8 @@ UnigramStats unigram_stats(std::span<const std::int32_t> train, std::span<const 
   }
   const double denom = n + vocab;
   double sum = 0;
-  for (std::int32_t id : val) sum -= std::log((static_cast<double>(counts[static_cast<std::size_t>(id)]) + 1.0) / denom);
+  for (std::int32_t id : val)
+    sum -= std::log((static_cast<double>(counts[static_cast<std::size_t>(id)]) + 1.0) / denom);
   s.val_xent = val.empty() ? 0.0 : sum / static_cast<double>(val.size());
   return s;
 }
@@ -222,8 +223,8 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
     model_bytes = read_file(options.tokenizer, "tokenizer", "check the path or leave it empty to train one");
     say(fmt::format("reusing tokenizer {}", options.tokenizer));
   }
-  Tokenizer tokenizer =
-      Tokenizer::from_bytes(model_bytes, train ? fmt::format("(trained on {})", join(options.inputs)) : options.tokenizer);
+  Tokenizer tokenizer = Tokenizer::from_bytes(
+      model_bytes, train ? fmt::format("(trained on {})", join(options.inputs)) : options.tokenizer);
   const int vocab = tokenizer.vocab_size();
   const int eos = tokenizer.eos_id();
   if (eos < 0) {
@@ -345,8 +346,8 @@ std::vector<std::int32_t> load_bin(const fs::path& path, std::size_t width, std:
   const std::string name = path.string();
   std::string bytes = read_file(path, "token file", fmt::format("{} to create it", kRerun));
   if (bytes.size() % width != 0) {
-    fail("token file {} has {} bytes, not a multiple of {} ({}): the file is damaged; {}", name, bytes.size(),
-         width, width == 2 ? "uint16" : "uint32", kRerun);
+    fail("token file {} has {} bytes, not a multiple of {} ({}): the file is damaged; {}", name, bytes.size(), width,
+         width == 2 ? "uint16" : "uint32", kRerun);
   }
   const auto count = static_cast<std::int64_t>(bytes.size() / width);
   if (count != expected) {
@@ -426,10 +427,9 @@ TokenData load_tokens(const fs::path& dir) {
   }
   data.tokenizer_path = tok_path.string();
 
-  data.train = load_bin(dir / "train.bin", width, meta_field<std::int64_t>(meta, meta_name, "train_tokens"),
-                        data.vocab_size);
-  data.val = load_bin(dir / "val.bin", width, meta_field<std::int64_t>(meta, meta_name, "val_tokens"),
-                      data.vocab_size);
+  data.train =
+      load_bin(dir / "train.bin", width, meta_field<std::int64_t>(meta, meta_name, "train_tokens"), data.vocab_size);
+  data.val = load_bin(dir / "val.bin", width, meta_field<std::int64_t>(meta, meta_name, "val_tokens"), data.vocab_size);
   return data;
 }
 

@@ -16,17 +16,17 @@ inline constexpr int kTokenFormatVersion = 1;
 struct PrepareOptions {
   std::vector<std::string> inputs;  // text files; each non-blank line is one document piece
   std::string out_dir;
-  int vocab_size = 4096;            // for a trained tokenizer; a reused one keeps its own size
-  std::string tokenizer;            // existing .model to reuse; empty = train one
-  double val_fraction = 0.05;       // share of lines held out, as one block at the end
-  std::string model_type = "bpe";   // SentencePiece model type: bpe, unigram, char, word
-  std::uint64_t seed = 1;           // SentencePiece's sampling seed
+  int vocab_size = 4096;           // for a trained tokenizer; a reused one keeps its own size
+  std::string tokenizer;           // existing .model to reuse; empty = train one
+  double val_fraction = 0.05;      // share of lines held out, as one block at the end
+  std::string model_type = "bpe";  // SentencePiece model type: bpe, unigram, char, word
+  std::uint64_t seed = 1;          // SentencePiece's sampling seed
 };
 
 struct PrepareSummary {
   std::string out_dir;
   int vocab_size = 0;
-  std::string token_dtype;           // "uint16" or "uint32"
+  std::string token_dtype;  // "uint16" or "uint32"
   bool trained_tokenizer = false;
   std::int64_t train_lines = 0, val_lines = 0;
   std::int64_t train_tokens = 0, val_tokens = 0;

@@ -62,8 +62,8 @@ Layout plan(std::span<const TensorToWrite> entries, const std::map<std::string, 
     std::uint64_t n = 1;
     for (std::int64_t d : e.shape) {
       if (d < 0 || !checked_mul(n, static_cast<std::uint64_t>(d), &n)) {
-        fail("cannot write {}: tensor '{}' has invalid shape {}: dimensions must be non-negative", target,
-             e.name, shape_text(e.shape));
+        fail("cannot write {}: tensor '{}' has invalid shape {}: dimensions must be non-negative", target, e.name,
+             shape_text(e.shape));
       }
     }
     if (!checked_mul(n, dtype_size(e.dtype), &layout.nbytes[i])) {
@@ -86,9 +86,8 @@ Layout plan(std::span<const TensorToWrite> entries, const std::map<std::string, 
   std::uint64_t offset = 0;
   for (std::size_t i : layout.order) {
     const TensorToWrite& e = entries[i];
-    header[e.name] = {{"dtype", dtype_name(e.dtype)},
-                      {"shape", e.shape},
-                      {"data_offsets", {offset, offset + layout.nbytes[i]}}};
+    header[e.name] = {
+        {"dtype", dtype_name(e.dtype)}, {"shape", e.shape}, {"data_offsets", {offset, offset + layout.nbytes[i]}}};
     offset += layout.nbytes[i];
   }
   if (!metadata.empty()) {
@@ -100,8 +99,7 @@ Layout plan(std::span<const TensorToWrite> entries, const std::map<std::string, 
   try {
     text = header.dump();
   } catch (const nlohmann::json::exception& e) {
-    fail("cannot write {}: a tensor name or metadata entry is not valid UTF-8 ({}): fix the name", target,
-         e.what());
+    fail("cannot write {}: a tensor name or metadata entry is not valid UTF-8 ({}): fix the name", target, e.what());
   }
   text.append((8 - text.size() % 8) % 8, ' ');
   std::uint64_t n = text.size();
@@ -126,24 +124,36 @@ std::vector<std::string_view> parts_of(const Layout& layout, std::span<const Ten
 
 std::size_t dtype_size(Dtype dtype) {
   switch (dtype) {
-    case Dtype::F32: return 4;
-    case Dtype::F64: return 8;
-    case Dtype::I32: return 4;
-    case Dtype::I64: return 8;
-    case Dtype::U16: return 2;
-    case Dtype::U32: return 4;
+    case Dtype::F32:
+      return 4;
+    case Dtype::F64:
+      return 8;
+    case Dtype::I32:
+      return 4;
+    case Dtype::I64:
+      return 8;
+    case Dtype::U16:
+      return 2;
+    case Dtype::U32:
+      return 4;
   }
   return 0;
 }
 
 std::string_view dtype_name(Dtype dtype) {
   switch (dtype) {
-    case Dtype::F32: return "F32";
-    case Dtype::F64: return "F64";
-    case Dtype::I32: return "I32";
-    case Dtype::I64: return "I64";
-    case Dtype::U16: return "U16";
-    case Dtype::U32: return "U32";
+    case Dtype::F32:
+      return "F32";
+    case Dtype::F64:
+      return "F64";
+    case Dtype::I32:
+      return "I32";
+    case Dtype::I64:
+      return "I64";
+    case Dtype::U16:
+      return "U16";
+    case Dtype::U32:
+      return "U32";
   }
   return "?";
 }
@@ -230,12 +240,14 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, std::string source, st
   std::memcpy(&header_len, buf.data(), 8);
   const std::uint64_t after_len = buf.size() - 8;
   if (header_len > kMaxHeaderBytes) {
-    fail("{} is not in safetensors format (its first 8 bytes give a header length of {} bytes): check that "
-         "the path points at a safetensors file", src, header_len);
+    fail(
+        "{} is not in safetensors format (its first 8 bytes give a header length of {} bytes): check that "
+        "the path points at a safetensors file",
+        src, header_len);
   }
   if (header_len > after_len) {
-    fail("{} is truncated (header length says {} bytes, file has only {} after it): {}", src, header_len,
-         after_len, kFix);
+    fail("{} is truncated (header length says {} bytes, file has only {} after it): {}", src, header_len, after_len,
+         kFix);
   }
   const std::string_view header_text(buf.data() + 8, header_len);
   const std::uint64_t data_len = after_len - header_len;
@@ -248,29 +260,24 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, std::string source, st
     fail("{} has a damaged header (not valid JSON: {}): {}", src, detail::json_error_text(e), kFix);
   }
   if (!header.is_object()) {
-    fail("{} has a damaged header (JSON {} instead of an object): {}", src, header.type_name(),
-         kFix);
+    fail("{} has a damaged header (JSON {} instead of an object): {}", src, header.type_name(), kFix);
   }
 
   std::uint64_t data_end = 0;  // the largest end offset
   for (const auto& [key, value] : header.items()) {
     if (key == kMetadataKey) {
       if (!value.is_object()) {
-        fail("{}: '{}' is {} instead of an object of strings: {}", src, kMetadataKey,
-             value.type_name(), kFix);
+        fail("{}: '{}' is {} instead of an object of strings: {}", src, kMetadataKey, value.type_name(), kFix);
       }
       for (const auto& [mkey, mvalue] : value.items()) {
         if (!mvalue.is_string()) {
-          fail("{}: metadata '{}' is {} instead of a string: {}", src, mkey, mvalue.type_name(),
-               kFix);
+          fail("{}: metadata '{}' is {} instead of a string: {}", src, mkey, mvalue.type_name(), kFix);
         }
         file.metadata_[mkey] = mvalue.get<std::string>();
       }
       continue;
     }
-    auto bad = [&](std::string_view what) {
-      fail("{}: tensor '{}' has {}: {}", src, printable(key), what, kFix);
-    };
+    auto bad = [&](std::string_view what) { fail("{}: tensor '{}' has {}: {}", src, printable(key), what, kFix); };
     if (!value.is_object()) bad("a header entry that is not an object");
     Entry entry;
     entry.name = key;
@@ -281,8 +288,10 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, std::string source, st
     const std::string dtype_text = dtype_it->get<std::string>();
     std::optional<Dtype> dtype = parse_dtype(dtype_text);
     if (!dtype) {
-      fail("{}: tensor '{}' has dtype {}, which normlab does not read (known: F32, F64, I32, "
-           "I64, U16, U32): convert it to F32", src, printable(key), printable(dtype_text));
+      fail(
+          "{}: tensor '{}' has dtype {}, which normlab does not read (known: F32, F64, I32, "
+          "I64, U16, U32): convert it to F32",
+          src, printable(key), printable(dtype_text));
     }
     entry.dtype = *dtype;
 
@@ -308,13 +317,14 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, std::string source, st
     const auto begin = (*off_it)[0].get<std::uint64_t>();
     const auto end = (*off_it)[1].get<std::uint64_t>();
     if (end < begin) {
-      fail("{}: tensor '{}' has data_offsets [{}, {}] that end before they begin: {}", src,
-           printable(key), begin, end, kFix);
+      fail("{}: tensor '{}' has data_offsets [{}, {}] that end before they begin: {}", src, printable(key), begin, end,
+           kFix);
     }
     if (end - begin != nbytes) {
-      fail("{}: tensor '{}' has data_offsets [{}, {}] ({} bytes) but shape {} of {} needs {} "
-           "bytes: {}", src, printable(key), begin, end, end - begin, shape_text(entry.shape),
-           dtype_name(entry.dtype), nbytes, kFix);
+      fail(
+          "{}: tensor '{}' has data_offsets [{}, {}] ({} bytes) but shape {} of {} needs {} "
+          "bytes: {}",
+          src, printable(key), begin, end, end - begin, shape_text(entry.shape), dtype_name(entry.dtype), nbytes, kFix);
     }
     data_end = std::max(data_end, end);
     if (end <= data_len) entry.data = std::span<const std::byte>(data_start + begin, nbytes);
@@ -322,8 +332,7 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, std::string source, st
   }
 
   if (data_end > data_len) {
-    fail("{} is truncated (header says {} bytes of data, file has {}): {}", src, data_end,
-         data_len, kFix);
+    fail("{} is truncated (header says {} bytes of data, file has {}): {}", src, data_end, data_len, kFix);
   }
 
   // No two tensors may share bytes.
@@ -337,13 +346,12 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, std::string source, st
     const Entry& prev = *by_offset[i - 1];
     const Entry& cur = *by_offset[i];
     if (cur.data.data() < prev.data.data() + prev.data.size()) {
-      fail("{}: tensors '{}' and '{}' overlap in the data section: {}", src, printable(prev.name),
-           printable(cur.name), kFix);
+      fail("{}: tensors '{}' and '{}' overlap in the data section: {}", src, printable(prev.name), printable(cur.name),
+           kFix);
     }
   }
 
-  std::sort(file.entries_.begin(), file.entries_.end(),
-            [](const Entry& a, const Entry& b) { return a.name < b.name; });
+  std::sort(file.entries_.begin(), file.entries_.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
   return file;
 }
 

@@ -27,13 +27,32 @@ std::string_view dtype_name(Dtype dtype);                 // "F32", ...
 std::optional<Dtype> parse_dtype(std::string_view name);  // nullopt if unknown
 
 // Element type <-> Dtype, for the typed helpers below.
-template <typename T> struct DtypeOf;
-template <> struct DtypeOf<float> { static constexpr Dtype value = Dtype::F32; };
-template <> struct DtypeOf<double> { static constexpr Dtype value = Dtype::F64; };
-template <> struct DtypeOf<std::int32_t> { static constexpr Dtype value = Dtype::I32; };
-template <> struct DtypeOf<std::int64_t> { static constexpr Dtype value = Dtype::I64; };
-template <> struct DtypeOf<std::uint16_t> { static constexpr Dtype value = Dtype::U16; };
-template <> struct DtypeOf<std::uint32_t> { static constexpr Dtype value = Dtype::U32; };
+template <typename T>
+struct DtypeOf;
+template <>
+struct DtypeOf<float> {
+  static constexpr Dtype value = Dtype::F32;
+};
+template <>
+struct DtypeOf<double> {
+  static constexpr Dtype value = Dtype::F64;
+};
+template <>
+struct DtypeOf<std::int32_t> {
+  static constexpr Dtype value = Dtype::I32;
+};
+template <>
+struct DtypeOf<std::int64_t> {
+  static constexpr Dtype value = Dtype::I64;
+};
+template <>
+struct DtypeOf<std::uint16_t> {
+  static constexpr Dtype value = Dtype::U16;
+};
+template <>
+struct DtypeOf<std::uint32_t> {
+  static constexpr Dtype value = Dtype::U32;
+};
 
 class SafetensorsFile {
  public:
@@ -69,10 +88,10 @@ class SafetensorsFile {
   static SafetensorsFile parse(std::string bytes, std::string source, std::string_view what = "safetensors file");
 
   const std::string& path() const { return source_; }
-  std::vector<std::string> names() const;  // sorted
+  std::vector<std::string> names() const;                         // sorted
   const std::vector<Entry>& entries() const { return entries_; }  // sorted by name
-  const Entry* find(std::string_view name) const;                  // nullptr if absent
-  const Entry& at(std::string_view name) const;                    // Error if absent
+  const Entry* find(std::string_view name) const;                 // nullptr if absent
+  const Entry& at(std::string_view name) const;                   // Error if absent
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:

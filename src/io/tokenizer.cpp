@@ -9,7 +9,8 @@ namespace normlab::io {
 
 std::string sentencepiece_error_text(std::string_view message) {
   std::string_view text = message;
-  if (auto end = text.rfind("] "); end != std::string_view::npos && text.substr(0, end).find(".cc(") != std::string_view::npos) {
+  if (auto end = text.rfind("] ");
+      end != std::string_view::npos && text.substr(0, end).find(".cc(") != std::string_view::npos) {
     text.remove_prefix(end + 2);
   }
   while (!text.empty() && (text.back() == ' ' || text.back() == '.')) text.remove_suffix(1);
@@ -44,7 +45,9 @@ Tokenizer Tokenizer::from_bytes(std::string_view model_bytes, std::string source
 std::vector<std::int32_t> Tokenizer::encode(std::string_view text) const {
   std::vector<int> ids;
   auto status = sp_->Encode({text.data(), text.size()}, &ids);
-  if (!status.ok()) fail("tokenizer {} could not encode text ({}): check the input encoding", source_, sentencepiece_error_text(status.message()));
+  if (!status.ok())
+    fail("tokenizer {} could not encode text ({}): check the input encoding", source_,
+         sentencepiece_error_text(status.message()));
   return {ids.begin(), ids.end()};
 }
 
@@ -54,14 +57,17 @@ std::string Tokenizer::decode(std::span<const std::int32_t> ids) const {
   copy.reserve(ids.size());
   for (std::int32_t id : ids) {
     if (id < 0 || id >= n) {
-      fail("cannot decode id {} with tokenizer {}: its vocabulary has {} entries (ids 0..{}): the ids come from "
-           "a different tokenizer", id, source_, n, n - 1);
+      fail(
+          "cannot decode id {} with tokenizer {}: its vocabulary has {} entries (ids 0..{}): the ids come from "
+          "a different tokenizer",
+          id, source_, n, n - 1);
     }
     copy.push_back(id);
   }
   std::string text;
   auto status = sp_->Decode(copy, &text);
-  if (!status.ok()) fail("tokenizer {} could not decode ids ({}): check the ids", source_, sentencepiece_error_text(status.message()));
+  if (!status.ok())
+    fail("tokenizer {} could not decode ids ({}): check the ids", source_, sentencepiece_error_text(status.message()));
   return text;
 }
 

@@ -91,7 +91,8 @@ void validate(const ModelConfig& c, const std::string& where) {
   if ((c.norm.type == "crmsnorm") != p.compressed_stream)
     fail("{}: norm.type 'crmsnorm' and placement 'pre_crms' go together (the compressed stream needs CRMSNorm)", where);
   if (p.compressed_stream && c.tied_embeddings)
-    fail("{}: placement 'pre_crms' needs tied_embeddings = false (the compressed head differs from the embedding)", where);
+    fail("{}: placement 'pre_crms' needs tied_embeddings = false (the compressed head differs from the embedding)",
+         where);
 }
 
 Json to_json(const ModelConfig& c) {

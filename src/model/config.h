@@ -11,7 +11,7 @@ namespace normlab::model {
 struct NormConfig {
   std::string type = "layernorm";  // a registered norm type (norm.h, norms/registry.cpp)
   double eps = 1e-5;
-  bool bias = true;                // LayerNorm β
+  bool bias = true;  // LayerNorm β
 };
 
 struct InitConfig {
@@ -29,10 +29,10 @@ struct ModelConfig {
   int max_seq_len = 128;
   NormConfig norm;
   std::string placement = "pre";
-  std::optional<bool> final_norm;  // unset = the placement's default
-  bool embed_norm = false;          // a norm on the embedding output
-  std::string embed_scale = "none";  // none | sqrt_d | learned
-  std::string activation = "gelu";  // gelu | swiglu | geglu
+  std::optional<bool> final_norm;     // unset = the placement's default
+  bool embed_norm = false;            // a norm on the embedding output
+  std::string embed_scale = "none";   // none | sqrt_d | learned
+  std::string activation = "gelu";    // gelu | swiglu | geglu
   std::string positions = "learned";  // learned | rope
   double rope_base = 10000;
   bool tied_embeddings = true;

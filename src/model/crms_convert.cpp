@@ -53,7 +53,8 @@ class Writer {
   void write(const std::string& name, eng::Shape shape, const std::vector<double>& values) {
     const eng::TensorId id = m_.graph.find(name);
     if (id == eng::kNoTensor)
-      fail("convert_pre_ln_to_crms: the Pre-CRMSNorm model has no parameter '{}' (build it from crms_config_for())", name);
+      fail("convert_pre_ln_to_crms: the Pre-CRMSNorm model has no parameter '{}' (build it from crms_config_for())",
+           name);
     if (m_.graph.shape(id) != shape)
       fail("convert_pre_ln_to_crms: '{}' is {} in the Pre-CRMSNorm model, the conversion gives {}", name,
            m_.graph.shape(id).str(), shape.str());
@@ -84,7 +85,8 @@ std::vector<double> compress_producer(const std::vector<double>& w, int64_t d, i
     double mean = 0;
     for (int64_t i = 0; i < d; ++i) mean += w[static_cast<size_t>(i * in + j)];
     mean /= static_cast<double>(d);
-    for (int64_t i = 0; i + 1 < d; ++i) out[static_cast<size_t>(i * in + j)] = w[static_cast<size_t>(i * in + j)] - mean;
+    for (int64_t i = 0; i + 1 < d; ++i)
+      out[static_cast<size_t>(i * in + j)] = w[static_cast<size_t>(i * in + j)] - mean;
   }
   return out;
 }
@@ -96,7 +98,8 @@ std::vector<double> compress_rows(const std::vector<double>& t, int64_t rows, in
     double mean = 0;
     for (int64_t j = 0; j < d; ++j) mean += t[static_cast<size_t>(r * d + j)];
     mean /= static_cast<double>(d);
-    for (int64_t j = 0; j + 1 < d; ++j) out[static_cast<size_t>(r * (d - 1) + j)] = t[static_cast<size_t>(r * d + j)] - mean;
+    for (int64_t j = 0; j + 1 < d; ++j)
+      out[static_cast<size_t>(r * (d - 1) + j)] = t[static_cast<size_t>(r * d + j)] - mean;
   }
   return out;
 }
@@ -108,7 +111,8 @@ std::vector<double> compress_consumer(const std::vector<double>& w, const std::v
   for (int64_t o = 0; o < out; ++o) {
     const double last = w[static_cast<size_t>(o * d + d - 1)] * gamma[static_cast<size_t>(d - 1)];
     for (int64_t j = 0; j + 1 < d; ++j)
-      res[static_cast<size_t>(o * (d - 1) + j)] = w[static_cast<size_t>(o * d + j)] * gamma[static_cast<size_t>(j)] - last;
+      res[static_cast<size_t>(o * (d - 1) + j)] =
+          w[static_cast<size_t>(o * d + j)] * gamma[static_cast<size_t>(j)] - last;
   }
   return res;
 }
@@ -123,11 +127,13 @@ ModelConfig crms_config_for(const ModelConfig& c) {
   require(c.placement == "pre", "placement 'pre'");
   require(c.norm.type == "layernorm", "norm.type 'layernorm'");
   if (c.norm.bias)
-    fail("convert_pre_ln_to_crms: the source model has norm.bias = true; only bias-free LayerNorm converts exactly "
-         "(LN's β would have to fold into consumer biases the head does not have): use norm.bias = false");
+    fail(
+        "convert_pre_ln_to_crms: the source model has norm.bias = true; only bias-free LayerNorm converts exactly "
+        "(LN's β would have to fold into consumer biases the head does not have): use norm.bias = false");
   if (c.tied_embeddings)
-    fail("convert_pre_ln_to_crms: the source model has tied_embeddings = true; the compressed head and the "
-         "compressed embedding differ, so use tied_embeddings = false");
+    fail(
+        "convert_pre_ln_to_crms: the source model has tied_embeddings = true; the compressed head and the "
+        "compressed embedding differ, so use tied_embeddings = false");
   require(c.has_final_norm(), "a final norm (final_norm = true)");
   require(!c.embed_norm, "embed_norm = false");
   require(option(c, "qk_norm").get<std::string>() == "none", "options.qk_norm = \"none\"");
@@ -154,8 +160,10 @@ void convert_pre_ln_to_crms(const Model& src, Model& dst) {
   }
   for (const auto& [key, value] : a.items())
     if (b[key] != value)
-      fail("convert_pre_ln_to_crms: the target model's {} is {}, the Pre-CRMSNorm form of the source needs {} "
-           "(build the target from crms_config_for())", key, b[key].dump(), value.dump());
+      fail(
+          "convert_pre_ln_to_crms: the target model's {} is {}, the Pre-CRMSNorm form of the source needs {} "
+          "(build the target from crms_config_for())",
+          key, b[key].dump(), value.dump());
 
   const int64_t d = c.d_model, w = d - 1, V = c.vocab_size, ff = c.d_ff;
   Writer out(dst);

@@ -10,17 +10,20 @@ namespace normlab::model {
 
 Sampler::Sampler(int vocab, double temperature, int top_k, uint64_t seed)
     : temperature_(temperature),
-      k_(top_k > 0 ? std::min<size_t>(static_cast<size_t>(top_k), static_cast<size_t>(vocab)) : static_cast<size_t>(vocab)),
+      k_(top_k > 0 ? std::min<size_t>(static_cast<size_t>(top_k), static_cast<size_t>(vocab))
+                   : static_cast<size_t>(vocab)),
       rng_(seed),
       ranked_(static_cast<size_t>(vocab)),
       weights_(k_) {}
 
 int32_t Sampler::next(const float* logits) {
   for (size_t v = 0; v < ranked_.size(); ++v) ranked_[v] = {logits[v], static_cast<int32_t>(v)};
-  std::partial_sort(ranked_.begin(), ranked_.begin() + static_cast<std::ptrdiff_t>(k_), ranked_.end(), std::greater<>());
+  std::partial_sort(ranked_.begin(), ranked_.begin() + static_cast<std::ptrdiff_t>(k_), ranked_.end(),
+                    std::greater<>());
   if (temperature_ <= 0) return ranked_[0].second;
   double total = 0;
-  for (size_t i = 0; i < k_; ++i) total += (weights_[i] = std::exp((ranked_[i].first - ranked_[0].first) / temperature_));
+  for (size_t i = 0; i < k_; ++i)
+    total += (weights_[i] = std::exp((ranked_[i].first - ranked_[0].first) / temperature_));
   double u = rng_.uniform() * total;
   for (size_t i = 0; i < k_; ++i)
     if ((u -= weights_[i]) <= 0) return ranked_[i].second;

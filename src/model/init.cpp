@@ -52,7 +52,8 @@ void fill(T* data, int64_t n, Draw draw, Rng& rng) {
 void draw_into(Model& m, eng::TensorId id, Draw draw, uint64_t seed) {
   const eng::TensorSpec& p = m.graph.spec(id);
   Rng rng(hash_string(p.name, seed));
-  eng::dispatch_float(m.graph.float_type(), [&]<typename T>() { fill(m.graph.data<T>(id), p.shape.numel(), draw, rng); });
+  eng::dispatch_float(m.graph.float_type(),
+                      [&]<typename T>() { fill(m.graph.data<T>(id), p.shape.numel(), draw, rng); });
 }
 
 template <typename Fn>
@@ -126,7 +127,8 @@ std::vector<ParamStats> parameter_stats(const Model& m) {
     });
     const double mean = sum / static_cast<double>(n);
     out.push_back({p.name, eng::role_name(p.role), p.shape.str(), mean,
-                   std::sqrt(std::max(0.0, sq / static_cast<double>(n) - mean * mean)), std::sqrt(sq / static_cast<double>(n))});
+                   std::sqrt(std::max(0.0, sq / static_cast<double>(n) - mean * mean)),
+                   std::sqrt(sq / static_cast<double>(n))});
   }
   return out;
 }

@@ -20,10 +20,10 @@ using engine::TensorId;
 
 // Overrides of the configured norm for one slot.
 struct NormSpec {
-  std::string type;           // empty = model.norm.type
-  double eps = -1;            // < 0 = model.norm.eps
-  double gain_init = -1;      // < 0 = the type's default (1, or 0 for rmsnorm_gemma)
-  double dyt_alpha = -1;      // < 0 = options.dyt_alpha
+  std::string type;       // empty = model.norm.type
+  double eps = -1;        // < 0 = model.norm.eps
+  double gain_init = -1;  // < 0 = the type's default (1, or 0 for rmsnorm_gemma)
+  double dyt_alpha = -1;  // < 0 = options.dyt_alpha
 };
 
 // What a builder gets: the norm's name (its parameters are `name.weight`, `name.bias`, `name.alpha`),

@@ -66,7 +66,9 @@ TensorId SubLayer::scale(TensorId x, double c, const std::string& name) const {
   return eng::scale(g_, prefix() + "." + name, x, c);
 }
 
-TensorId SubLayer::center(TensorId x, const std::string& name) const { return eng::center(g_, prefix() + "." + name, x); }
+TensorId SubLayer::center(TensorId x, const std::string& name) const {
+  return eng::center(g_, prefix() + "." + name, x);
+}
 
 TensorId SubLayer::scale_add(TensorId a, TensorId b, TensorId p, const std::string& name) const {
   const auto mode = g_.shape(p).numel() == 1 ? eng::ScaleMode::scalar : eng::ScaleMode::vector;

@@ -29,8 +29,8 @@ enum class HeadScale { none, paper, fairseq };
 
 // What the sub-layer function F contains besides its linear maps (Sub-LN, NormFormer).
 struct BranchStyle {
-  bool inner_norm = false;  // Sub-LN: a norm over d on the concatenated heads, before W_O
-  bool mid_norm = false;    // Sub-LN / NormFormer: a norm over d_ff before fc2
+  bool inner_norm = false;                 // Sub-LN: a norm over d on the concatenated heads, before W_O
+  bool mid_norm = false;                   // Sub-LN / NormFormer: a norm over d_ff before fc2
   HeadScale head_scale = HeadScale::none;  // NormFormer: γ_h per head (before W_O, or on W_O's output)
 };
 
@@ -42,7 +42,9 @@ class Stack {
   const ModelConfig& config() const { return config_; }
   int layers() const { return config_.n_layers; }
   class SubLayer sublayer(int layer, Branch branch) const;
-  TensorId norm(const std::string& name, TensorId x, NormSpec spec = {}) const { return make_norm(g_, config_, name, x, spec); }
+  TensorId norm(const std::string& name, TensorId x, NormSpec spec = {}) const {
+    return make_norm(g_, config_, name, x, spec);
+  }
   TensorId add(const std::string& name, TensorId a, TensorId b, double alpha = 1, double beta = 1) const {
     return engine::add(g_, name, a, b, alpha, beta);
   }
@@ -105,18 +107,18 @@ struct Switch {
 
 struct Placement {
   std::string_view name;
-  std::string_view paper;      // citation
-  std::string_view equations;  // the sub-layer equations, one line
-  bool final_norm = true;      // default for model.final_norm = "auto"
+  std::string_view paper;            // citation
+  std::string_view equations;        // the sub-layer equations, one line
+  bool final_norm = true;            // default for model.final_norm = "auto"
   std::string_view defaults = "{}";  // JSON merged under the user's model config
   std::span<const Switch> switches = {};
   TensorId (*sublayer)(const SubLayer& s, TensorId h) = nullptr;
   TensorId (*stack)(const Stack& st, TensorId embedded) = nullptr;  // replaces the layer loop
   void (*init)(InitContext& ctx) = nullptr;                         // after the base init
-  std::string_view init_rule = "";  // one line, for `normlab variants`
-  std::string_view notes = "";      // paper-vs-code choices, for `normlab variants`
-  bool zero_mean_branch = false;    // Pre-RMSNorm: branch outputs and embeddings are re-centered
-  bool compressed_stream = false;   // Pre-CRMSNorm: the stream has width d − 1
+  std::string_view init_rule = "";                                  // one line, for `normlab variants`
+  std::string_view notes = "";                                      // paper-vs-code choices, for `normlab variants`
+  bool zero_mean_branch = false;   // Pre-RMSNorm: branch outputs and embeddings are re-centered
+  bool compressed_stream = false;  // Pre-CRMSNorm: the stream has width d − 1
 };
 
 const Placement& find_placement(std::string_view name);  // throws normlab::Error listing the known names

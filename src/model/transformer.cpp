@@ -150,7 +150,8 @@ std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng
 
   Stack stack(g, c, m->landmarks);
   if (placement.stack) {
-    if (skip_layer >= 0) fail("placement '{}' combines layers itself; dropping a layer is not defined for it", c.placement);
+    if (skip_layer >= 0)
+      fail("placement '{}' combines layers itself; dropping a layer is not defined for it", c.placement);
     h = placement.stack(stack, h);
   } else {
     for (int layer = 0; layer < c.n_layers; ++layer) {
@@ -165,7 +166,9 @@ std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng
     const double alpha = option(c, "dyt_alpha_final").get<double>();
     h = make_norm(g, c, "final_norm", h, NormSpec{.dyt_alpha = alpha > 0 ? alpha : -1});
   }
-  TensorId head = c.tied_embeddings ? table : g.parameter("lm_head.weight", Shape{c.vocab_size, c.stream_width()}, Role::head, true);
+  TensorId head = c.tied_embeddings
+                      ? table
+                      : g.parameter("lm_head.weight", Shape{c.vocab_size, c.stream_width()}, Role::head, true);
   m->logits = eng::linear(g, "logits", h, head, eng::kNoTensor);
   const double cap = option(c, "final_softcap").get<double>();
   TensorId scored = cap > 0 ? eng::softcap(g, "logits.capped", m->logits, cap) : m->logits;

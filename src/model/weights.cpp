@@ -25,7 +25,9 @@ void load_weights(Model& m, const io::SafetensorsFile& file, const std::vector<s
     const eng::TensorSpec& p = m.graph.spec(id);
     wanted.insert(p.name);
     const io::SafetensorsFile::Entry* e = file.find(p.name);
-    if (!e) fail("{}: has no tensor '{}', which this model config needs; was it saved from a different config?", file.path(), p.name);
+    if (!e)
+      fail("{}: has no tensor '{}', which this model config needs; was it saved from a different config?", file.path(),
+           p.name);
     if (e->shape != dims(p.shape)) {
       eng::Shape got;
       for (int64_t d : e->shape) got.dims[static_cast<size_t>(got.rank++)] = d;
@@ -44,7 +46,8 @@ void load_weights(Model& m, const io::SafetensorsFile& file, const std::vector<s
   }
   for (const std::string& name : file.names())
     if (!wanted.contains(name) && !ignored(name, ignore_prefixes) && name.find('.') != std::string::npos)
-      fail("{}: tensor '{}' is not a parameter of this model config; was it saved from a different config?", file.path(), name);
+      fail("{}: tensor '{}' is not a parameter of this model config; was it saved from a different config?",
+           file.path(), name);
 }
 
 std::vector<io::TensorToWrite> weight_entries(const Model& m, const std::string& prefix) {

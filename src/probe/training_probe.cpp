@@ -37,7 +37,8 @@ void keep_lines_up_to(const fs::path& file, int step, bool csv) {
     }
     int s = -1;
     if (csv) s = std::atoi(line.c_str());
-    else if (Json j = Json::parse(line, nullptr, false); !j.is_discarded() && j.contains("step")) s = j["step"].get<int>();
+    else if (Json j = Json::parse(line, nullptr, false); !j.is_discarded() && j.contains("step"))
+      s = j["step"].get<int>();
     if (s >= 0 && s <= step) kept += line + "\n";
   }
   io::write_file_atomic(file, kept);
@@ -49,7 +50,8 @@ TrainingProbe::TrainingProbe(model::Model& m, const fs::path& run_dir, bool resu
   jsonl_ = open_append(dir_ / "probes.jsonl", resume);
   csv_ = open_append(dir_ / "probes.csv", resume);
   if (!csv_exists) std::fputs("step,family,name,layer,sublayer,quantity,value\n", csv_);
-  for (eng::TensorId id : m.graph.parameters()) before_update_.emplace_back(static_cast<size_t>(m.graph.shape(id).numel()));
+  for (eng::TensorId id : m.graph.parameters())
+    before_update_.emplace_back(static_cast<size_t>(m.graph.shape(id).numel()));
 }
 
 TrainingProbe::~TrainingProbe() {
@@ -75,7 +77,8 @@ void TrainingProbe::set_reference(const int32_t* tokens, const int32_t* targets)
   m_.forward(false);
   eng::copy_to_f64(m_.graph, m_.logits, reference_logits_);
   const auto& s = m_.graph.shape(m_.logits);
-  io::write_safetensors(file, std::vector<io::TensorToWrite>{{"logits", io::Dtype::F64, {s[0], s[1], s[2]}, reference_logits_.data()}});
+  io::write_safetensors(
+      file, std::vector<io::TensorToWrite>{{"logits", io::Dtype::F64, {s[0], s[1], s[2]}, reference_logits_.data()}});
 }
 
 void TrainingProbe::write(int step, const char* family, const Json& columns) {
@@ -85,7 +88,9 @@ void TrainingProbe::write(int step, const char* family, const Json& columns) {
   std::fputs(line.c_str(), jsonl_);
   // Long form: one CSV row per (entry, quantity). Columns "name", "layer", "sublayer" identify entries;
   // a single-valued field (the loss and model_update families) is one row without identifiers.
-  const size_t n = columns.contains("name") ? columns["name"].size() : columns.contains("layer") ? columns["layer"].size() : 1;
+  const size_t n = columns.contains("name")    ? columns["name"].size()
+                   : columns.contains("layer") ? columns["layer"].size()
+                                               : 1;
   for (size_t i = 0; i < n; ++i)
     for (const auto& [quantity, values] : columns.items()) {
       if (quantity == "name" || quantity == "layer" || quantity == "sublayer") continue;
@@ -96,7 +101,9 @@ void TrainingProbe::write(int step, const char* family, const Json& columns) {
       };
       const Json& value = values.is_array() ? values[i] : values;
       std::fputs(fmt::format("{},{},{},{},{},{},{}\n", step, family, field("name"), field("layer"), field("sublayer"),
-                             quantity, value.dump()).c_str(), csv_);
+                             quantity, value.dump())
+                     .c_str(),
+                 csv_);
     }
   std::fflush(jsonl_);
   std::fflush(csv_);
@@ -106,8 +113,11 @@ void TrainingProbe::after_backward(int step, double loss, double grad_norm) {
   const eng::Graph& g = m_.graph;
   const model::Landmarks& lm = m_.landmarks;
 
-  Json stream{{"layer", Json::array()}, {"mean_square", Json::array()}, {"rms", Json::array()},
-              {"max_abs", Json::array()}, {"grad_norm", Json::array()}};
+  Json stream{{"layer", Json::array()},
+              {"mean_square", Json::array()},
+              {"rms", Json::array()},
+              {"max_abs", Json::array()},
+              {"grad_norm", Json::array()}};
   for (size_t l = 0; l < lm.layer_inputs.size(); ++l) {
     if (lm.layer_inputs[l] == eng::kNoTensor) continue;
     const TensorStats v = tensor_stats(g, lm.layer_inputs[l]);
@@ -121,7 +131,8 @@ void TrainingProbe::after_backward(int step, double loss, double grad_norm) {
   }
   write(step, "stream", stream);
 
-  Json branch{{"layer", Json::array()}, {"sublayer", Json::array()}, {"rms", Json::array()}, {"max_abs", Json::array()}};
+  Json branch{
+      {"layer", Json::array()}, {"sublayer", Json::array()}, {"rms", Json::array()}, {"max_abs", Json::array()}};
   for (size_t l = 0; l < lm.branch_outputs.size(); ++l)
     for (int s = 0; s < 2; ++s) {
       if (lm.branch_outputs[l][static_cast<size_t>(s)] == eng::kNoTensor) continue;
@@ -186,7 +197,8 @@ void TrainingProbe::after_update(int step) {
   m_.forward(false);
   eng::copy_to_f64(g, m_.logits, scratch_);
   double diff = 0;
-  for (size_t j = 0; j < scratch_.size(); ++j) diff += (scratch_[j] - reference_logits_[j]) * (scratch_[j] - reference_logits_[j]);
+  for (size_t j = 0; j < scratch_.size(); ++j)
+    diff += (scratch_[j] - reference_logits_[j]) * (scratch_[j] - reference_logits_[j]);
   write(step, "model_update", {{"logit_change_rms", std::sqrt(diff / static_cast<double>(scratch_.size()))}});
 }
 

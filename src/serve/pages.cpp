@@ -136,12 +136,13 @@ function poll(step, ms) {
 </script>)";
 
 std::string page(const std::string& title, const std::string& body, const std::string& script) {
-  return R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>)" + html_escape(title) + " — normlab</title>\n<style>" +
-         kStyle + "</style>\n" + kSelfCheckHead + "\n" + kCommonJs + R"(
+  return R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>)" + html_escape(title) +
+         " — normlab</title>\n<style>" + kStyle + "</style>\n" + kSelfCheckHead + "\n" + kCommonJs + R"(
 </head><body>
 <nav><a href="/">Index</a><a href="/compare">Compare</a><span class="root" id="root"></span></nav>
 <p id="error" style="color: #b00"></p>
-)" + body + "\n<script>\n" + script + "\n</script></body></html>\n";
+)" + body +
+         "\n<script>\n" + script + "\n</script></body></html>\n";
 }
 
 }  // namespace
@@ -150,20 +151,32 @@ std::string html_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      case '\'': out += "&#39;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      case '\'':
+        out += "&#39;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
 }
 
 std::string plain_page(const std::string& title, const std::string& body_html) {
-  return R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>)" + html_escape(title) + " — normlab</title>\n<style>" +
-         kStyle + "</style></head><body>\n<nav><a href=\"/\">Index</a><a href=\"/compare\">Compare</a></nav>\n" + body_html +
+  return R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>)" + html_escape(title) +
+         " — normlab</title>\n<style>" + kStyle +
+         "</style></head><body>\n<nav><a href=\"/\">Index</a><a href=\"/compare\">Compare</a></nav>\n" + body_html +
          "\n</body></html>\n";
 }
 

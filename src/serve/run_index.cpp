@@ -144,7 +144,8 @@ Json RunIndex::run(const fs::path& dir) {
   } else if (slot_status.is_object() && slot_status.value("status", "") != "finished") {
     status = slot_status.value("status", "failed"), message = slot_status.value("message", "");
   } else if (summary.is_object()) {
-    status = study::finished_outcome(m.curve, summary.value("unigram_entropy_nats", NAN)) == "stalled" ? "stalled" : "finished";
+    status = study::finished_outcome(m.curve, summary.value("unigram_entropy_nats", NAN)) == "stalled" ? "stalled"
+                                                                                                       : "finished";
   } else {
     status = age < kRunningWindowSeconds ? "running" : "stopped";
   }
@@ -197,14 +198,18 @@ Json RunIndex::scan() {
     for (const Json& r : runs) running += r["study"] == path && r["status"] == "running";
     const bool reported = fs::exists(dir / "report.html", ec);
     studies.push_back({{"path", path},
-                       {"status", running > 0 ? "running" : reported && done == total ? "finished" : "stopped"},
+                       {"status", running > 0                 ? "running"
+                                  : reported && done == total ? "finished"
+                                                              : "stopped"},
                        {"runs", total},
                        {"done", done},
                        {"running", running},
                        {"verdict", verdict_of(dir)},
                        {"report", reported ? (path.empty() ? "report.html" : path + "/report.html") : ""}});
   }
-  const auto by_path = [](const Json& a, const Json& b) { return a["path"].get<std::string>() < b["path"].get<std::string>(); };
+  const auto by_path = [](const Json& a, const Json& b) {
+    return a["path"].get<std::string>() < b["path"].get<std::string>();
+  };
   std::sort(runs.begin(), runs.end(), by_path);
   std::sort(studies.begin(), studies.end(), by_path);
   return {{"root", root_.string()}, {"runs", runs}, {"studies", studies}};

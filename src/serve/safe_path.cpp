@@ -19,10 +19,12 @@ bool inside(const fs::path& p, const fs::path& root) {
 Resolved resolve_under(const fs::path& root_canonical, std::string_view relative) {
   if (relative.find('\0') != std::string_view::npos || relative.find('\\') != std::string_view::npos)
     return {400, {}, "the path holds a NUL or a backslash"};
-  if (relative.starts_with('/')) return {400, {}, "absolute paths are refused: paths are relative to the served folder"};
+  if (relative.starts_with('/'))
+    return {400, {}, "absolute paths are refused: paths are relative to the served folder"};
   for (size_t start = 0; start <= relative.size();) {
     const size_t slash = std::min(relative.find('/', start), relative.size());
-    if (relative.substr(start, slash - start) == "..") return {400, {}, "'..' is refused: paths stay inside the served folder"};
+    if (relative.substr(start, slash - start) == "..")
+      return {400, {}, "'..' is refused: paths stay inside the served folder"};
     start = slash + 1;
   }
   std::error_code ec;

@@ -26,10 +26,15 @@ constexpr size_t kTailChunkBytes = 4 << 20;
 bool is_loopback(const std::string& host) { return host == "127.0.0.1" || host == "localhost" || host == "::1"; }
 
 std::string content_type(const fs::path& file) {
-  static const std::map<std::string, std::string> types = {
-      {".html", "text/html; charset=utf-8"}, {".md", "text/plain; charset=utf-8"},  {".txt", "text/plain; charset=utf-8"},
-      {".json", "application/json"},         {".jsonl", "text/plain; charset=utf-8"}, {".csv", "text/plain; charset=utf-8"},
-      {".png", "image/png"},                 {".svg", "image/svg+xml"},              {".js", "text/javascript"}};
+  static const std::map<std::string, std::string> types = {{".html", "text/html; charset=utf-8"},
+                                                           {".md", "text/plain; charset=utf-8"},
+                                                           {".txt", "text/plain; charset=utf-8"},
+                                                           {".json", "application/json"},
+                                                           {".jsonl", "text/plain; charset=utf-8"},
+                                                           {".csv", "text/plain; charset=utf-8"},
+                                                           {".png", "image/png"},
+                                                           {".svg", "image/svg+xml"},
+                                                           {".js", "text/javascript"}};
   const auto it = types.find(file.extension().string());
   return it == types.end() ? "application/octet-stream" : it->second;
 }
@@ -46,7 +51,8 @@ std::string url_segment(const std::string& s) {
 
 void error(httplib::Response& res, int status, const std::string& why) {
   res.status = status;
-  res.set_content(plain_page("error", fmt::format("<h1>{}</h1><p>{}</p>", status, html_escape(why))), "text/html; charset=utf-8");
+  res.set_content(plain_page("error", fmt::format("<h1>{}</h1><p>{}</p>", status, html_escape(why))),
+                  "text/html; charset=utf-8");
 }
 
 void json_reply(httplib::Response& res, const std::string& body) {
@@ -116,7 +122,9 @@ void Server::Impl::routes() {
     }
   });
 
-  http.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(index_page(), "text/html; charset=utf-8"); });
+  http.Get("/", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content(index_page(), "text/html; charset=utf-8");
+  });
   http.Get("/compare", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(compare_page(), "text/html; charset=utf-8");
   });
@@ -130,7 +138,8 @@ void Server::Impl::routes() {
     res.set_header("Cache-Control", "max-age=3600");
     res.set_content(chart_js, "text/javascript");
   });
-  http.Get("/api/index", [this](const httplib::Request&, httplib::Response& res) { json_reply(res, index.scan().dump()); });
+  http.Get("/api/index",
+           [this](const httplib::Request&, httplib::Response& res) { json_reply(res, index.scan().dump()); });
   http.Get("/api/run", [this](const httplib::Request& req, httplib::Response& res) {
     fs::path dir;
     if (!resolve(req.get_param_value("path"), res, dir)) return;
@@ -144,7 +153,8 @@ void Server::Impl::routes() {
 void Server::Impl::tail(const httplib::Request& req, httplib::Response& res) {
   const std::string path = req.get_param_value("path"), offset_text = req.get_param_value("offset");
   if (!path.ends_with(".jsonl")) return error(res, 400, "path must name a .jsonl file");
-  if (offset_text.empty() || offset_text.size() > 18 || !std::all_of(offset_text.begin(), offset_text.end(), [](unsigned char c) { return std::isdigit(c); }))
+  if (offset_text.empty() || offset_text.size() > 18 ||
+      !std::all_of(offset_text.begin(), offset_text.end(), [](unsigned char c) { return std::isdigit(c); }))
     return error(res, 400, "offset must be a byte offset (digits)");
   // A file not written yet (probes.jsonl before the first probe step) reads as empty, inside a folder that exists.
   Resolved file = resolve_under(root, path);
@@ -178,7 +188,8 @@ void Server::Impl::files(const httplib::Request& req, httplib::Response& res) {
     std::sort(entries.begin(), entries.end());
     std::string body = "<h1>" + html_escape(relative.empty() ? "/" : relative) + "</h1>\n";
     if (RunIndex::is_run(target))
-      body += "<p><a href=\"/run?path=" + url_segment(fs::path(relative).lexically_normal().generic_string()) + "\">live view of this run</a></p>\n";
+      body += "<p><a href=\"/run?path=" + url_segment(fs::path(relative).lexically_normal().generic_string()) +
+              "\">live view of this run</a></p>\n";
     body += "<ul>\n";
     for (const fs::directory_entry& e : entries) {
       const std::string name = e.path().filename().string(), slash = e.is_directory() ? "/" : "";
@@ -201,15 +212,19 @@ void Server::Impl::files(const httplib::Request& req, httplib::Response& res) {
 Server::Server(const ServeOptions& options) {
   std::error_code ec;
   if (!fs::is_directory(options.dir, ec))
-    fail("{} is not a folder: give the folder that holds your runs (normlab serve DIR; train writes into e.g. "
-         "runs/NAME with --run runs/NAME)", options.dir.string());
+    fail(
+        "{} is not a folder: give the folder that holds your runs (normlab serve DIR; train writes into e.g. "
+        "runs/NAME with --run runs/NAME)",
+        options.dir.string());
   impl_ = std::make_unique<Impl>(options, fs::canonical(options.dir));
   impl_->routes();
   const bool bound = options.port == 0 ? (impl_->port = impl_->http.bind_to_any_port(options.host)) > 0
                                        : impl_->http.bind_to_port(options.host, impl_->port = options.port);
   if (!bound)
-    fail("cannot listen on {}:{}: the port is in use or the address is not this machine's; choose another with "
-         "--port N (--port 0 takes any free one) or --host", options.host, options.port);
+    fail(
+        "cannot listen on {}:{}: the port is in use or the address is not this machine's; choose another with "
+        "--port N (--port 0 takes any free one) or --host",
+        options.host, options.port);
 }
 
 Server::~Server() = default;

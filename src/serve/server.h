@@ -33,7 +33,7 @@ class Server {
 
   int port() const;
   std::string url() const;  // http://host:port/
-  void run();   // serves until stop() (from another thread)
+  void run();               // serves until stop() (from another thread)
   void stop();
 
  private:

@@ -21,9 +21,9 @@ struct Variant {
   const char* label;
 };
 constexpr Variant kArms[] = {{"pre", "pre", "gpt2", "Pre-LN"},
-                         {"pre-scaled", "pre", "scaled", "Pre-LN + scaled init"},
-                         {"lns", "lns", "gpt2", "LayerNorm Scaling"},
-                         {"gpas", "gpas", "gpt2", "GPAS"}};
+                             {"pre-scaled", "pre", "scaled", "Pre-LN + scaled init"},
+                             {"lns", "lns", "gpt2", "LayerNorm Scaling"},
+                             {"gpas", "gpas", "gpt2", "GPAS"}};
 
 std::vector<RunRequest> plan(const StudyOptions& o) {
   const TrainPreset p = preset(o);
@@ -60,7 +60,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   profile.log_y = true;
   Chart over_time{"stream mean square at the stack's output during training", "step", "E[x²]"};
   over_time.log_y = true;
-  Table table{"At the end of training", {"arm", "E[x²] entering layer 1", "E[x²] at the output", "output ÷ layer 1", "val loss"}};
+  Table table{"At the end of training",
+              {"arm", "E[x²] entering layer 1", "E[x²] at the output", "output ÷ layer 1", "val loss"}};
   std::map<std::string, double> tops, growths;  // by arm id, seeds averaged
   for (const Variant& a : kArms) {
     const std::string id1 = seed_id(a.id, 1);
@@ -68,25 +69,29 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     profile.series.push_back(layer_series(a.label, s, "mean_square"));
     Series t{a.label, {}, {}};
     if (const RunOutcome* run = find_run(runs, id1))
-      for (const Json& j : probe_records(run->dir / "run", "stream")) t.x.push_back(number(j, "step")), t.y.push_back(top(j));
+      for (const Json& j : probe_records(run->dir / "run", "stream"))
+        t.x.push_back(number(j, "step")), t.y.push_back(top(j));
     over_time.series.push_back(t);
     tops[a.id] = seed_mean(o.seeds, [&](int seed) { return top(last_stream(runs, seed_id(a.id, seed))); });
     growths[a.id] = seed_mean(o.seeds, [&](int seed) {
       const Json stream = last_stream(runs, seed_id(a.id, seed));
       return top(stream) / first(stream);
     });
-    table.rows.push_back({a.label, num(first(s)), num(tops[a.id]), num(growths[a.id]), num(mean_val_loss(runs, a.id, o.seeds))});
+    table.rows.push_back(
+        {a.label, num(first(s)), num(tops[a.id]), num(growths[a.id]), num(mean_val_loss(runs, a.id, o.seeds))});
   }
   r.charts = {profile, over_time};
   r.tables = {table, outcome_table("Runs", runs)};
 
   const double pre = tops["pre"], lns = tops["lns"], gpas = tops["gpas"];
-  const Truth a = greater(growths["pre"], 2), b = greater(growths["pre-scaled"], 2), c = less(lns, 0.5 * pre), d = less(gpas, 0.5 * pre);
+  const Truth a = greater(growths["pre"], 2), b = greater(growths["pre-scaled"], 2), c = less(lns, 0.5 * pre),
+              d = less(gpas, 0.5 * pre);
   r.evidence = {
-      fmt::format("A. Pre-LN: output ÷ layer-1 mean square {} — {}", num(growths["pre"]), said(a, "grows with depth (holds)")),
+      fmt::format("A. Pre-LN: output ÷ layer-1 mean square {} — {}", num(growths["pre"]),
+                  said(a, "grows with depth (holds)")),
       fmt::format("B. Pre-LN + scaled init: {} — {}", num(growths["pre-scaled"]), said(b, "still grows (holds)")),
-      fmt::format("C. LayerNorm Scaling: output mean square {} vs Pre-LN {} (ratio {}) — {}", num(lns), num(pre), num(lns / pre),
-                  said(c, "capped (holds)", "not below half (does not hold)")),
+      fmt::format("C. LayerNorm Scaling: output mean square {} vs Pre-LN {} (ratio {}) — {}", num(lns), num(pre),
+                  num(lns / pre), said(c, "capped (holds)", "not below half (does not hold)")),
       fmt::format("D. GPAS: output mean square {} vs Pre-LN {} (ratio {}) — {}", num(gpas), num(pre), num(gpas / pre),
                   said(d, "capped (holds)", "not below half (does not hold)")),
   };
@@ -95,15 +100,17 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   if (const RunOutcome* run = find_run(runs, seed_id("gpas", 1))) {
     const std::vector<double> gates = numbers(last_probe(run->dir / "run", "scalar"), "value");
     for (double a_l : gates) gate_scale *= 1 - a_l / (1 + std::exp(-a_l));
-    r.evidence.push_back(fmt::format("GPAS's learned gates at the end (seed 1): mean a = {}, so the gates together scale the "
-                                     "stream by Π(1 − SiLU(a_ℓ)) = {} (< 1 shrinks it, > 1 amplifies it)",
-                                     num(mean(gates)), num(gates.empty() ? NAN : gate_scale)));
+    r.evidence.push_back(
+        fmt::format("GPAS's learned gates at the end (seed 1): mean a = {}, so the gates together scale the "
+                    "stream by Π(1 − SiLU(a_ℓ)) = {} (< 1 shrinks it, > 1 amplifies it)",
+                    num(mean(gates)), num(gates.empty() ? NAN : gate_scale)));
   }
   r.verdict = combine_verdicts({a, b, c, d});
-  r.verdict_rule = "From the last stream probe, seeds averaged. A: Pre-LN's stream mean square at the stack's output > 2× "
-                   "that entering layer 1; B: the same for Pre-LN with scaled init; C: LayerNorm Scaling's output mean square "
-                   "< 0.5× Pre-LN's; D: GPAS's < 0.5× Pre-LN's. All hold: reproduced; none: not reproduced; otherwise "
-                   "inconclusive.";
+  r.verdict_rule =
+      "From the last stream probe, seeds averaged. A: Pre-LN's stream mean square at the stack's output > 2× "
+      "that entering layer 1; B: the same for Pre-LN with scaled init; C: LayerNorm Scaling's output mean square "
+      "< 0.5× Pre-LN's; D: GPAS's < 0.5× Pre-LN's. All hold: reproduced; none: not reproduced; otherwise "
+      "inconclusive.";
   return r;
 }
 
@@ -112,9 +119,11 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 extern const Study kDepthVariance{
     .name = "depth-variance",
     .title = "Per-layer stream variance during training: Pre-LN, scaled init, LayerNorm Scaling, GPAS",
-    .claim = "During training Pre-LN's residual-stream variance grows with depth, also with a depth-scaled init; LayerNorm "
+    .claim =
+        "During training Pre-LN's residual-stream variance grows with depth, also with a depth-scaled init; LayerNorm "
         "Scaling and GPAS keep the deep layers' variance much lower.",
-    .source = "Sun et al. 2025, The Curse of Depth in Large Language Models (arXiv 2502.05795), Fig. 4; Chen et al. 2025, "
+    .source =
+        "Sun et al. 2025, The Curse of Depth in Large Language Models (arXiv 2502.05795), Fig. 4; Chen et al. 2025, "
         "GPAS (arXiv 2506.22049).",
     .cost = "default ~4 min on 2 cores, --quick ~15 s",
     .plan = plan,

@@ -15,9 +15,13 @@ struct Preset {
   int layers, steps;
   std::vector<double> alphas;
 };
-Preset preset(const StudyOptions& o) { return o.quick ? Preset{4, 30, {0.5, 2.0}} : Preset{6, 400, {0.1, 0.5, 1.0, 2.0, 4.0}}; }
+Preset preset(const StudyOptions& o) {
+  return o.quick ? Preset{4, 30, {0.5, 2.0}} : Preset{6, 400, {0.1, 0.5, 1.0, 2.0, 4.0}};
+}
 
-std::string id_of(double alpha, int seed) { return alpha > 0 ? fmt::format("dyt-a{:g}-s{}", alpha, seed) : fmt::format("layernorm-s{}", seed); }
+std::string id_of(double alpha, int seed) {
+  return alpha > 0 ? fmt::format("dyt-a{:g}-s{}", alpha, seed) : fmt::format("layernorm-s{}", seed);
+}
 
 // Every arm gets a unit-variance stream (fairseq/Xavier embeddings): tanh(αx) only normalizes when x
 // is not tiny. With GPT-2's N(0, 0.02) embeddings every α₀ from 0.1 to 4 stalled at the unigram level
@@ -43,10 +47,11 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const Preset p = preset(o);
   Report r;
-  r.setup = fmt::format("Xavier init with unit-variance embeddings (√d × N(0, d^-1/2)); DyT in every norm slot with α₀ ∈ "
-                        "{{{}}} (model.options.dyt_alpha), against Pre-LN with LayerNorm; a contrast run: DyT α₀ = 0.5 with "
-                        "GPT-2 init.",
-                        fmt::join(p.alphas, ", "));
+  r.setup = fmt::format(
+      "Xavier init with unit-variance embeddings (√d × N(0, d^-1/2)); DyT in every norm slot with α₀ ∈ "
+      "{{{}}} (model.options.dyt_alpha), against Pre-LN with LayerNorm; a contrast run: DyT α₀ = 0.5 with "
+      "GPT-2 init.",
+      fmt::join(p.alphas, ", "));
   const auto val = [&](double alpha) {
     return seed_mean(o.seeds, [&](int seed) -> double {
       const TrainResult t = train_result(find_run(runs, id_of(alpha, seed)));
@@ -74,7 +79,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   table.rows.push_back({"DyT α₀ = 0.5, GPT-2 init (contrast)", num(contrast), num(contrast - ln)});
   Chart curves{"training loss (seed 1)", "step", "loss"};
   for (const RunOutcome& run : runs)
-    if (run.request.id.ends_with("-s1")) curves.series.push_back(loss_series(run.request.id.substr(0, run.request.id.size() - 3), &run));
+    if (run.request.id.ends_with("-s1"))
+      curves.series.push_back(loss_series(run.request.id.substr(0, run.request.id.size() - 3), &run));
   r.charts = {sweep, curves};
   r.tables = {table, outcome_table("Runs", runs)};
 
@@ -85,15 +91,20 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       fmt::format("A. best DyT (α₀ = {:g}) val loss {} vs LayerNorm {} (difference {}) — {}", best_alpha,
                   std::isinf(best) ? "∞ (every α₀ diverged)" : num(best), std::isinf(ln) ? "∞ (diverged)" : num(ln),
                   num(best - ln), said(a, "matches (holds)", "does not match within 0.1 (does not hold)")),
-      fmt::format("B. spread over α₀: worst − best = {} — {}", std::isinf(worst) ? std::string("∞ (a run diverged)") : num(worst - best),
+      fmt::format("B. spread over α₀: worst − best = {} — {}",
+                  std::isinf(worst) ? std::string("∞ (a run diverged)") : num(worst - best),
                   said(b, "α₀ matters (holds)", "α₀ barely matters here (does not hold)")),
   };
-  r.evidence.push_back(fmt::format("Contrast (not in the verdict): DyT α₀ = 0.5 with GPT-2's small init reaches {} (LayerNorm "
-                                   "with unit-variance embeddings: {})", num(contrast), num(ln)));
+  r.evidence.push_back(
+      fmt::format("Contrast (not in the verdict): DyT α₀ = 0.5 with GPT-2's small init reaches {} (LayerNorm "
+                  "with unit-variance embeddings: {})",
+                  num(contrast), num(ln)));
   r.verdict = combine_verdicts({a, b});
-  r.verdict_rule = "Final validation loss, seeds averaged (a diverged run counts as ∞). A: LayerNorm and the best α₀ did not "
-                   "diverge and the best α₀'s loss is within 0.1 nats of LayerNorm's (or below); B: the worst α₀'s loss exceeds the best's by > 0.1 nats. Both: "
-                   "reproduced; neither: not reproduced; otherwise inconclusive.";
+  r.verdict_rule =
+      "Final validation loss, seeds averaged (a diverged run counts as ∞). A: LayerNorm and the best α₀ did not "
+      "diverge and the best α₀'s loss is within 0.1 nats of LayerNorm's (or below); B: the worst α₀'s loss exceeds the "
+      "best's by > 0.1 nats. Both: "
+      "reproduced; neither: not reproduced; otherwise inconclusive.";
   return r;
 }
 
@@ -102,7 +113,9 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 extern const Study kDytAlpha{
     .name = "dyt-alpha",
     .title = "DyT: the initial α against LayerNorm",
-    .claim = "With a well-chosen α₀, DyT (no normalization) matches Pre-LN with LayerNorm; α₀ matters: away from the good value "
+    .claim =
+        "With a well-chosen α₀, DyT (no normalization) matches Pre-LN with LayerNorm; α₀ matters: away from the good "
+        "value "
         "training lags or diverges.",
     .source = "Zhu, Chen, He, LeCun, Liu 2025, Transformers without Normalization (CVPR 2025, arXiv 2503.10622), §7.",
     .cost = "default ~4 min on 2 cores, --quick ~15 s",

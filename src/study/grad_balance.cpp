@@ -3,8 +3,8 @@
 // and scales even them out. Mix-LN (Li et al. 2025) puts Post-LN in the first layers for the same
 // reason; HybridNorm (Zhuo et al. 2025: QKV-norm in attention, Post-LN FFN) claims the same balance.
 #include <cmath>
-#include <map>
 #include <cstdio>
+#include <map>
 
 #include "study/catalog.h"
 #include "study/kit.h"
@@ -15,7 +15,8 @@ namespace {
 
 TrainPreset preset(const StudyOptions& o) { return o.quick ? TrainPreset{4, 30, 10} : TrainPreset{12, 400, 40}; }
 
-constexpr Arm kArms[] = {{"pre", "Pre-LN"}, {"normformer", "NormFormer"}, {"mixln", "Mix-LN"}, {"hybridnorm", "HybridNorm"}};
+constexpr Arm kArms[] = {
+    {"pre", "Pre-LN"}, {"normformer", "NormFormer"}, {"mixln", "Mix-LN"}, {"hybridnorm", "HybridNorm"}};
 
 std::vector<RunRequest> plan(const StudyOptions& o) {
   const TrainPreset p = preset(o);
@@ -48,8 +49,9 @@ std::vector<double> layer_grads(const RunOutcome* run, int layers) {
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const TrainPreset p = preset(o);
   Report r;
-  r.setup = "Each placement's default init; the gradient norm of each layer (all its parameters) averaged over the probes "
-            "every train.probe_every steps.";
+  r.setup =
+      "Each placement's default init; the gradient norm of each layer (all its parameters) averaged over the probes "
+      "every train.probe_every steps.";
   Chart chart{"gradient norm per layer, averaged over training", "layer", "‖∂L/∂θ_layer‖"};
   chart.log_y = true;
   Table table{"Balance", {"placement", "first layer", "last layer", "first ÷ last", "|ln(first ÷ last)|", "val loss"}};
@@ -78,14 +80,16 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     if (arm.id == std::string("pre")) continue;
     const Truth flatter = less(imbalance[arm.id], imbalance["pre"]);
     holds.push_back(flatter);
-    r.evidence.push_back(fmt::format("{}. {}: |ln(first ÷ last)| = {} vs Pre-LN's {} — {}", letter++, arm.label, num(imbalance[arm.id]),
-                                     num(imbalance["pre"]), said(flatter, "more balanced (holds)", "not more balanced (does not hold)")));
+    r.evidence.push_back(fmt::format("{}. {}: |ln(first ÷ last)| = {} vs Pre-LN's {} — {}", letter++, arm.label,
+                                     num(imbalance[arm.id]), num(imbalance["pre"]),
+                                     said(flatter, "more balanced (holds)", "not more balanced (does not hold)")));
   }
   r.verdict = combine_verdicts(holds);
-  r.verdict_rule = "Per layer, the norm of the gradient of all its parameters, averaged over the probe steps; seeds averaged. "
-                   "A: Pre-LN's first-layer gradient > 1.5× its last layer's; B, C, D: NormFormer's, Mix-LN's and "
-                   "HybridNorm's imbalance |ln(first ÷ last)| is below Pre-LN's. All hold: reproduced; none: not reproduced; "
-                   "otherwise inconclusive.";
+  r.verdict_rule =
+      "Per layer, the norm of the gradient of all its parameters, averaged over the probe steps; seeds averaged. "
+      "A: Pre-LN's first-layer gradient > 1.5× its last layer's; B, C, D: NormFormer's, Mix-LN's and "
+      "HybridNorm's imbalance |ln(first ÷ last)| is below Pre-LN's. All hold: reproduced; none: not reproduced; "
+      "otherwise inconclusive.";
   return r;
 }
 
@@ -94,9 +98,13 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 extern const Study kGradBalance{
     .name = "grad-balance",
     .title = "Per-layer gradient norms during training: Pre-LN, NormFormer, Mix-LN, HybridNorm",
-    .claim = "During training Pre-LN's early layers receive much larger gradients than its late layers; NormFormer, Mix-LN and "
+    .claim =
+        "During training Pre-LN's early layers receive much larger gradients than its late layers; NormFormer, Mix-LN "
+        "and "
         "HybridNorm balance the gradient across depth.",
-    .source = "Shleifer et al. 2021, NormFormer (arXiv 2110.09456), §3, Fig. 2; Li et al. 2025, Mix-LN (arXiv 2412.13795); Zhuo "
+    .source =
+        "Shleifer et al. 2021, NormFormer (arXiv 2110.09456), §3, Fig. 2; Li et al. 2025, Mix-LN (arXiv 2412.13795); "
+        "Zhuo "
         "et al. 2025, HybridNorm (arXiv 2503.04598).",
     .cost = "default ~3 min on 2 cores, --quick ~15 s",
     .plan = plan,

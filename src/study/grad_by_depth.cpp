@@ -33,8 +33,8 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 }
 
 // ‖∂L/∂W_fc2‖ of each layer (bottom to top), averaged over seeds.
-std::vector<double> fc2_profile(const std::vector<RunOutcome>& runs, const std::string& init, const std::string& placement,
-                                int layers, int seeds) {
+std::vector<double> fc2_profile(const std::vector<RunOutcome>& runs, const std::string& init,
+                                const std::string& placement, int layers, int seeds) {
   return seed_mean_each(seeds, static_cast<size_t>(layers), [&](int seed) {
     Json a = run_analysis(find_run(runs, id_of(init, placement, layers, seed)), "grad-init");
     std::vector<double> profile(static_cast<size_t>(layers), NAN);
@@ -52,8 +52,9 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const std::vector<int> ds = depths(o);
   const int shallow = ds.front(), deep = ds.back();
   Report r;
-  r.setup = "normlab probe --analysis grad-init on each config (mean of 3 inits × 4 batches per run); inits: Xavier with "
-            "√d-scaled N(0, d^-1/2) embeddings (unit-variance stream, the theorem's regime) and GPT-2 N(0, 0.02).";
+  r.setup =
+      "normlab probe --analysis grad-init on each config (mean of 3 inits × 4 batches per run); inits: Xavier with "
+      "√d-scaled N(0, d^-1/2) embeddings (unit-variance stream, the theorem's regime) and GPT-2 N(0, 0.02).";
 
   Chart last{"last-layer fc2 gradient norm at init against depth", "depth L", "‖∂L/∂W_fc2‖ (last layer)"};
   last.log_y = true;
@@ -96,15 +97,16 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const Truth b = between(pre_x.depth_ratio, expected / 1.5, expected * 1.5);
   const Truth c = greater(post_x.top_over_bottom, 1.5);
   r.evidence = {
-      fmt::format("A. Xavier, Post-LN last-layer gradient, depth {} → {}: ratio {} — {}", shallow, deep, num(post_x.depth_ratio),
-                  said(a, "flat in depth (holds)", "not flat (does not hold)")),
-      fmt::format("B. Xavier, Pre-LN last-layer gradient, depth {} → {}: ratio {} against √({}/{}) = {} — {}", shallow, deep,
-                  num(pre_x.depth_ratio), shallow, deep, num(expected), said(b)),
+      fmt::format("A. Xavier, Post-LN last-layer gradient, depth {} → {}: ratio {} — {}", shallow, deep,
+                  num(post_x.depth_ratio), said(a, "flat in depth (holds)", "not flat (does not hold)")),
+      fmt::format("B. Xavier, Pre-LN last-layer gradient, depth {} → {}: ratio {} against √({}/{}) = {} — {}", shallow,
+                  deep, num(pre_x.depth_ratio), shallow, deep, num(expected), said(b)),
       fmt::format("C. Xavier, Post-LN at depth {}: last-layer ÷ first-layer gradient {} (Pre-LN: {}) — {}", deep,
                   num(post_x.top_over_bottom), num(pre_x.top_over_bottom), said(c, "grows toward the top (holds)")),
-      fmt::format("Contrast (not in the verdict), GPT-2 init: Post-LN depth ratio {}, last ÷ first {}; Pre-LN depth ratio {}, "
-                  "last ÷ first {}",
-                  num(post_g.depth_ratio), num(post_g.top_over_bottom), num(pre_g.depth_ratio), num(pre_g.top_over_bottom)),
+      fmt::format(
+          "Contrast (not in the verdict), GPT-2 init: Post-LN depth ratio {}, last ÷ first {}; Pre-LN depth ratio {}, "
+          "last ÷ first {}",
+          num(post_g.depth_ratio), num(post_g.top_over_bottom), num(pre_g.depth_ratio), num(pre_g.top_over_bottom)),
   };
   r.verdict = combine_verdicts({a, b, c});
   r.verdict_rule = fmt::format(
@@ -121,9 +123,13 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 extern const Study kGradByDepth{
     .name = "grad-by-depth",
     .title = "Gradient norm per layer at initialization, by depth",
-    .claim = "At init, Post-LN's last-layer FFN gradient is independent of depth and Post-LN's gradients grow toward the top "
+    .claim =
+        "At init, Post-LN's last-layer FFN gradient is independent of depth and Post-LN's gradients grow toward the "
+        "top "
         "layers; Pre-LN's last-layer gradient shrinks like 1/√L.",
-    .source = "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745), Thm 1 and Fig. 3.",
+    .source =
+        "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745), Thm 1 and Fig. "
+        "3.",
     .cost = "default ~1 min on 2 cores, --quick ~15 s",
     .plan = plan,
     .judge = judge,

@@ -20,11 +20,27 @@ int log_every(int steps) { return std::clamp(steps / 8, 1, 10); }
 
 Json small_lm(const std::string& placement, int layers, int steps, uint64_t seed, int warmup, int probe_every) {
   return Json{{"model",
-               {{"placement", placement}, {"n_layers", layers}, {"d_model", 64}, {"n_heads", 4}, {"d_ff", 256}, {"max_seq_len", 64}}},
+               {{"placement", placement},
+                {"n_layers", layers},
+                {"d_model", 64},
+                {"n_heads", 4},
+                {"d_ff", 256},
+                {"max_seq_len", 64}}},
               {"train",
-               {{"batch_size", 16}, {"seq_len", 64}, {"steps", steps}, {"lr", 1e-3}, {"schedule", "constant"},
-                {"warmup", warmup}, {"beta2", 0.98}, {"clip", 0.0}, {"weight_decay", 0.0}, {"log_every", log_every(steps)},
-                {"eval_every", 0}, {"eval_batches", 4}, {"checkpoint_every", 0}, {"seed", seed},
+               {{"batch_size", 16},
+                {"seq_len", 64},
+                {"steps", steps},
+                {"lr", 1e-3},
+                {"schedule", "constant"},
+                {"warmup", warmup},
+                {"beta2", 0.98},
+                {"clip", 0.0},
+                {"weight_decay", 0.0},
+                {"log_every", log_every(steps)},
+                {"eval_every", 0},
+                {"eval_batches", 4},
+                {"checkpoint_every", 0},
+                {"seed", seed},
                 {"probe_every", probe_every}}}};
 }
 
@@ -41,8 +57,9 @@ std::vector<RunRequest> placement_runs(int seeds, std::span<const Arm> arms, con
   std::vector<RunRequest> runs;
   for (int seed = 1; seed <= seeds; ++seed)
     for (const Arm& a : arms)
-      runs.push_back({seed_id(a.id, seed), small_lm(a.id, p.layers, p.steps, static_cast<uint64_t>(seed), warmup, p.probe_every),
-                      "train", analyses});
+      runs.push_back({seed_id(a.id, seed),
+                      small_lm(a.id, p.layers, p.steps, static_cast<uint64_t>(seed), warmup, p.probe_every), "train",
+                      analyses});
   return runs;
 }
 
@@ -90,10 +107,11 @@ void flatten(const Json& j, const std::string& prefix, std::map<std::string, std
 
 // The fields that make a run's setup, shown even when every run shares them.
 constexpr const char* kSetupFields[] = {
-    "model.placement", "model.n_layers", "model.d_model", "model.n_heads", "model.d_ff", "model.norm.type",
-    "model.init.scheme", "model.embed_scale", "model.positions", "model.tied_embeddings", "train.batch_size",
-    "train.seq_len", "train.steps", "train.lr", "train.schedule", "train.warmup", "train.beta2", "train.clip",
-    "train.weight_decay", "train.probe_every", "train.seed", "data.dir"};
+    "model.placement",  "model.n_layers",    "model.d_model",     "model.n_heads",      "model.d_ff",
+    "model.norm.type",  "model.init.scheme", "model.embed_scale", "model.positions",    "model.tied_embeddings",
+    "train.batch_size", "train.seq_len",     "train.steps",       "train.lr",           "train.schedule",
+    "train.warmup",     "train.beta2",       "train.clip",        "train.weight_decay", "train.probe_every",
+    "train.seed",       "data.dir"};
 
 }  // namespace
 
@@ -168,7 +186,8 @@ Table outcome_table(const std::string& title, const std::vector<RunOutcome>& run
   for (const RunOutcome& run : runs) {
     if (run.request.kind != "train") continue;
     const TrainResult r = train_result(&run);
-    t.rows.push_back({run.request.id, r.outcome, num(r.final_loss), num(r.val_loss), fmt::format("{:.0f}", run.seconds)});
+    t.rows.push_back(
+        {run.request.id, r.outcome, num(r.final_loss), num(r.val_loss), fmt::format("{:.0f}", run.seconds)});
     t.row_class.push_back(r.outcome == "failed" ? "diverged" : r.outcome);
   }
   return t;

@@ -25,8 +25,8 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 }
 
 // Per layer, seeds averaged: an analysis column (angular_distance or delta_loss).
-std::vector<double> per_layer(const std::vector<RunOutcome>& runs, const std::string& placement, const std::string& analysis,
-                              const std::string& column, int layers, int seeds) {
+std::vector<double> per_layer(const std::vector<RunOutcome>& runs, const std::string& placement,
+                              const std::string& analysis, const std::string& column, int layers, int seeds) {
   return seed_mean_each(seeds, static_cast<size_t>(layers), [&](int seed) {
     return analysis_column(find_run(runs, seed_id(placement, seed)), analysis, column);
   });
@@ -35,13 +35,15 @@ std::vector<double> per_layer(const std::vector<RunOutcome>& runs, const std::st
 // The mean over the first half of the layers and over the second.
 std::pair<double, double> halves(const std::vector<double>& v) {
   const size_t h = v.size() / 2;
-  return {mean({v.begin(), v.begin() + static_cast<std::ptrdiff_t>(h)}), mean({v.begin() + static_cast<std::ptrdiff_t>(h), v.end()})};
+  return {mean({v.begin(), v.begin() + static_cast<std::ptrdiff_t>(h)}),
+          mean({v.begin() + static_cast<std::ptrdiff_t>(h), v.end()})};
 }
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const TrainPreset p = preset(o);
   Report r;
-  r.setup = "After training, normlab probe --analysis angular,layer-drop on the final checkpoint (4 validation batches).";
+  r.setup =
+      "After training, normlab probe --analysis angular,layer-drop on the final checkpoint (4 validation batches).";
   Chart angular{"angular distance between the stream entering and leaving layer ℓ", "layer ℓ", "arccos(cos)/π"};
   Chart drop{"validation-loss increase when layer ℓ is skipped", "layer ℓ", "Δloss (nats)"};
   Table table{"Halves of the stack (means over layers)",
@@ -57,8 +59,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     angular.series.push_back(indexed_series(a.label, ang));
     drop.series.push_back(indexed_series(a.label, dl));
     const Halves& arm = h[a.id] = {halves(ang), halves(dl)};
-    table.rows.push_back({a.label, num(arm.angle.first), num(arm.angle.second), num(arm.loss.first), num(arm.loss.second),
-                          num(arm.loss.second / (arm.loss.first + arm.loss.second))});
+    table.rows.push_back({a.label, num(arm.angle.first), num(arm.angle.second), num(arm.loss.first),
+                          num(arm.loss.second), num(arm.loss.second / (arm.loss.first + arm.loss.second))});
   }
   r.charts = {angular, drop};
   r.tables = {table, outcome_table("Training runs", runs)};
@@ -68,25 +70,31 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const Truth pre_ok = all_trained(runs, "pre", o.seeds), post_ok = all_trained(runs, "post", o.seeds),
               lns_ok = all_trained(runs, "lns", o.seeds);
   const auto untrained = [](Truth ok) { return ok == Truth::fails ? " (not judged: the run did not train)" : ""; };
-  const Truth a = pre_ok && less(pre.angle.second, pre.angle.first), b = pre_ok && less(pre.loss.second, pre.loss.first);
-  const Truth c = post_ok && less(post.loss.first, post.loss.second), d = pre_ok && lns_ok && greater(share(lns.loss), share(pre.loss));
+  const Truth a = pre_ok && less(pre.angle.second, pre.angle.first),
+              b = pre_ok && less(pre.loss.second, pre.loss.first);
+  const Truth c = post_ok && less(post.loss.first, post.loss.second),
+              d = pre_ok && lns_ok && greater(share(lns.loss), share(pre.loss));
   r.evidence = {
-      fmt::format("A. Pre-LN angular distance: first half {}, second half {} — {}{}", num(pre.angle.first), num(pre.angle.second),
-                  said(a, "deep layers turn the stream less (holds)"), untrained(pre_ok)),
-      fmt::format("B. Pre-LN layer-drop Δloss: first half {}, second half {} — {}{}", num(pre.loss.first), num(pre.loss.second),
-                  said(b, "deep layers are cheaper to drop (holds)"), untrained(pre_ok)),
-      fmt::format("C. Post-LN layer-drop Δloss: first half {}, second half {} — {}{}", num(post.loss.first), num(post.loss.second),
-                  said(c, "early layers are cheaper to drop (holds)"), untrained(post_ok)),
-      fmt::format("D. second-half share of the total Δloss: LayerNorm Scaling {} vs Pre-LN {} — {}{}", num(share(lns.loss)),
-                  num(share(pre.loss)), said(d, "deep layers matter more with LNS (holds)"), untrained(pre_ok && lns_ok)),
+      fmt::format("A. Pre-LN angular distance: first half {}, second half {} — {}{}", num(pre.angle.first),
+                  num(pre.angle.second), said(a, "deep layers turn the stream less (holds)"), untrained(pre_ok)),
+      fmt::format("B. Pre-LN layer-drop Δloss: first half {}, second half {} — {}{}", num(pre.loss.first),
+                  num(pre.loss.second), said(b, "deep layers are cheaper to drop (holds)"), untrained(pre_ok)),
+      fmt::format("C. Post-LN layer-drop Δloss: first half {}, second half {} — {}{}", num(post.loss.first),
+                  num(post.loss.second), said(c, "early layers are cheaper to drop (holds)"), untrained(post_ok)),
+      fmt::format("D. second-half share of the total Δloss: LayerNorm Scaling {} vs Pre-LN {} — {}{}",
+                  num(share(lns.loss)), num(share(pre.loss)), said(d, "deep layers matter more with LNS (holds)"),
+                  untrained(pre_ok && lns_ok)),
   };
   r.verdict = combine_verdicts({a, b, c, d});
-  r.verdict_rule = "Layers split into the first and second half of the stack, values averaged over layers and seeds. A: Pre-LN's "
-                   "mean angular distance is lower in the second half; B: Pre-LN's mean layer-drop Δloss is lower in the "
-                   "second half; C: Post-LN's is lower in the first half; D: the second half's share of the summed Δloss is "
-                   "larger for LayerNorm Scaling than for Pre-LN. A sub-claim about a model holds only if that model trained (every seed; "
-                   "a stalled model's layers say nothing about a trained one's). All hold: reproduced; none: not reproduced; otherwise "
-                   "inconclusive.";
+  r.verdict_rule =
+      "Layers split into the first and second half of the stack, values averaged over layers and seeds. A: Pre-LN's "
+      "mean angular distance is lower in the second half; B: Pre-LN's mean layer-drop Δloss is lower in the "
+      "second half; C: Post-LN's is lower in the first half; D: the second half's share of the summed Δloss is "
+      "larger for LayerNorm Scaling than for Pre-LN. A sub-claim about a model holds only if that model trained (every "
+      "seed; "
+      "a stalled model's layers say nothing about a trained one's). All hold: reproduced; none: not reproduced; "
+      "otherwise "
+      "inconclusive.";
   return r;
 }
 
@@ -95,9 +103,12 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 extern const Study kLayerImportance{
     .name = "layer-importance",
     .title = "Which layers matter after training: angular distance and layer-drop Δloss",
-    .claim = "In a trained Pre-LN model the deep layers barely turn the stream and are cheap to drop; in Post-LN the early "
+    .claim =
+        "In a trained Pre-LN model the deep layers barely turn the stream and are cheap to drop; in Post-LN the early "
         "layers are the cheap ones; LayerNorm Scaling makes the deep layers matter more than in Pre-LN.",
-    .source = "Sun et al. 2025, The Curse of Depth (arXiv 2502.05795), Figs. 3, 7; Li et al. 2025, Mix-LN (arXiv 2412.13795), "
+    .source =
+        "Sun et al. 2025, The Curse of Depth (arXiv 2502.05795), Figs. 3, 7; Li et al. 2025, Mix-LN (arXiv "
+        "2412.13795), "
         "Fig. 1; Gromov et al. 2024 (angular distance).",
     .cost = "default ~3.5 min on 2 cores, --quick ~15 s",
     .plan = plan,

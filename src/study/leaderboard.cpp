@@ -26,7 +26,9 @@ struct Family {
 };
 const std::vector<Family>& families() {
   static const std::vector<Family> f = {
-      {"post-norm", 5e-4, {"post", "dlcl_post", "admin", "deepnorm", "residual", "mixln", "hybridnorm", "hybridnorm_star"}},
+      {"post-norm",
+       5e-4,
+       {"post", "dlcl_post", "admin", "deepnorm", "residual", "mixln", "hybridnorm", "hybridnorm_star"}},
       {"norm-free", 5e-4, {"rezero", "tfixup", "dyt"}},
   };
   return f;
@@ -59,9 +61,10 @@ struct Entry {
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Report r;
-  r.setup = fmt::format("All {} placements, each with its default init; lr by family: pre-norm 1e-3, post-norm 5e-4, "
-                        "norm-free 5e-4 (a fixed rule, not tuned here); final validation loss on 4 batches.",
-                        model::placement_names().size());
+  r.setup = fmt::format(
+      "All {} placements, each with its default init; lr by family: pre-norm 1e-3, post-norm 5e-4, "
+      "norm-free 5e-4 (a fixed rule, not tuned here); final validation loss on 4 batches.",
+      model::placement_names().size());
   std::vector<Entry> entries;
   for (const std::string& placement : model::placement_names()) {
     const auto [family, lr] = family_of(placement);
@@ -84,18 +87,22 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return (std::isnan(a.mean) ? INFINITY : a.mean) < (std::isnan(b.mean) ? INFINITY : b.mean);
   });
-  Table table{"Ranking by mean final validation loss", {"rank", "placement", "family", "lr", "val loss (mean)", "± sd",
-                                                        "min – max", "runs trained / slow / stalled / diverged / failed"}};
+  Table table{"Ranking by mean final validation loss",
+              {"rank", "placement", "family", "lr", "val loss (mean)", "± sd", "min – max",
+               "runs trained / slow / stalled / diverged / failed"}};
   Chart bars{"final validation loss by rank (mean over seeds)", "rank", "val loss"};
   Series means{"mean", {}, {}}, lows{"min", {}, {}}, highs{"max", {}, {}};
   int diverged = 0, stalled = 0, failed = 0;
   double pre = NAN, post = NAN;
   for (size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];
-    table.rows.push_back({std::to_string(i + 1), e.placement, e.family, fmt::format("{:g}", e.lr), num(e.mean), num(e.sd),
-                          std::isfinite(e.lo) ? num(e.lo) + " – " + num(e.hi) : "n/a",
+    table.rows.push_back({std::to_string(i + 1), e.placement, e.family, fmt::format("{:g}", e.lr), num(e.mean),
+                          num(e.sd), std::isfinite(e.lo) ? num(e.lo) + " – " + num(e.hi) : "n/a",
                           fmt::format("{} / {} / {} / {} / {}", e.trained, e.slow, e.stalled, e.diverged, e.failed)});
-    table.row_class.push_back(e.diverged || e.failed ? "diverged" : e.stalled ? "stalled" : e.slow ? "slow" : "trained");
+    table.row_class.push_back(e.diverged || e.failed ? "diverged"
+                              : e.stalled            ? "stalled"
+                              : e.slow               ? "slow"
+                                                     : "trained");
     means.x.push_back(double(i + 1)), means.y.push_back(e.mean);
     lows.x.push_back(double(i + 1)), lows.y.push_back(std::isfinite(e.lo) ? e.lo : NAN);
     highs.x.push_back(double(i + 1)), highs.y.push_back(std::isfinite(e.hi) ? e.hi : NAN);
@@ -108,18 +115,22 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.tables = {table, outcome_table("Every run", runs)};
 
   // A run that failed is evidence neither way; one that stalled or diverged is evidence against A.
-  const Truth a = diverged + stalled > 0 ? Truth::fails : failed > 0 ? Truth::undecided : Truth::holds, b = less(pre, post);
+  const Truth a = diverged + stalled > 0 ? Truth::fails
+                  : failed > 0           ? Truth::undecided
+                                         : Truth::holds,
+              b = less(pre, post);
   r.evidence = {
-      fmt::format("A. runs that diverged: {}; that stalled: {}; that failed: {} (of {}) — {}", diverged, stalled, failed,
-                  entries.size() * static_cast<size_t>(o.seeds), said(a, "every placement trains (holds)")),
+      fmt::format("A. runs that diverged: {}; that stalled: {}; that failed: {} (of {}) — {}", diverged, stalled,
+                  failed, entries.size() * static_cast<size_t>(o.seeds), said(a, "every placement trains (holds)")),
       fmt::format("B. Pre-LN val loss {} vs Post-LN {} — {}", num(pre), num(post), said(b, "Pre-LN lower (holds)")),
-      fmt::format("best: {} ({}); worst: {} ({})", entries.front().placement, num(entries.front().mean), entries.back().placement,
-                  num(entries.back().mean)),
+      fmt::format("best: {} ({}); worst: {} ({})", entries.front().placement, num(entries.front().mean),
+                  entries.back().placement, num(entries.back().mean)),
   };
   r.verdict = combine_verdicts({a, b});
-  r.verdict_rule = std::string("A: no run of any placement stalled or diverged (") + kStalledRule +
-                   "; diverged = non-finite); B: Pre-LN's mean final validation loss is below Post-LN's. Both: reproduced; "
-                   "neither: not reproduced; otherwise inconclusive.";
+  r.verdict_rule =
+      std::string("A: no run of any placement stalled or diverged (") + kStalledRule +
+      "; diverged = non-finite); B: Pre-LN's mean final validation loss is below Post-LN's. Both: reproduced; "
+      "neither: not reproduced; otherwise inconclusive.";
   return r;
 }
 
@@ -128,8 +139,12 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 extern const Study kLeaderboard{
     .name = "leaderboard",
     .title = "Leaderboard: every placement, same budget, same learning-rate rule",
-    .claim = "Under one shared training rule every placement trains (none diverges or stalls), and Pre-LN ends below Post-LN.",
-    .source = "The survey's starting point: Xiong et al. 2020 (arXiv 2002.04745) and the variants' own papers (normlab variants).",
+    .claim =
+        "Under one shared training rule every placement trains (none diverges or stalls), and Pre-LN ends below "
+        "Post-LN.",
+    .source =
+        "The survey's starting point: Xiong et al. 2020 (arXiv 2002.04745) and the variants' own papers (normlab "
+        "variants).",
     .cost = "default ~14 min on 2 cores (26 × 2 runs), --quick ~25 s",
     .default_seeds = 2,
     .plan = plan,

@@ -35,13 +35,16 @@ double largest(const Json& stream) {
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Report r;
-  r.setup = "max|x| of the residual stream entering each layer (probe batch = the step's batch) every train.probe_every steps.";
+  r.setup =
+      "max|x| of the residual stream entering each layer (probe batch = the step's batch) every train.probe_every "
+      "steps.";
   Chart profile{"max |x| of the stream by layer at the end of training", "layer (L = the stack's output)", "max |x|"};
   profile.log_y = true;
   Chart over_time{"largest max |x| over layers during training", "step", "max |x|"};
   over_time.log_y = true;
-  Table table{"Stream magnitudes", {"placement", "largest max|x| at step 1 (seed 1)", "at the last probe (seeds)", "growth",
-                                    "mean max|x| first half of layers", "second half", "val loss"}};
+  Table table{"Stream magnitudes",
+              {"placement", "largest max|x| at step 1 (seed 1)", "at the last probe (seeds)", "growth",
+               "mean max|x| first half of layers", "second half", "val loss"}};
   struct Numbers {
     double growth, last, first_half, second_half;
   };
@@ -68,30 +71,35 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
         const auto v = numbers(s.back(), "max_abs");  // L + 1 entries: layers 1..L are the layers' outputs
         if (v.size() < 3) return NAN;
         const size_t h = 1 + (v.size() - 1) / 2;
-        return second ? mean({v.begin() + static_cast<std::ptrdiff_t>(h), v.end()}) : mean({v.begin() + 1, v.begin() + static_cast<std::ptrdiff_t>(h)});
+        return second ? mean({v.begin() + static_cast<std::ptrdiff_t>(h), v.end()})
+                      : mean({v.begin() + 1, v.begin() + static_cast<std::ptrdiff_t>(h)});
       });
     };
     n.first_half = half(false), n.second_half = half(true);
     out[a.id] = n;
-    table.rows.push_back({a.label, num(s1.empty() ? NAN : largest(s1.front())), num(n.last), num(n.growth), num(n.first_half),
-                          num(n.second_half), num(mean_val_loss(runs, a.id, o.seeds))});
+    table.rows.push_back({a.label, num(s1.empty() ? NAN : largest(s1.front())), num(n.last), num(n.growth),
+                          num(n.first_half), num(n.second_half), num(mean_val_loss(runs, a.id, o.seeds))});
   }
   r.charts = {profile, over_time};
   r.tables = {table, outcome_table("Runs", runs)};
 
   const Numbers pre = out["pre"], peri = out["peri"];
-  const Truth a = greater(pre.growth, 2), b = greater(pre.second_half, pre.first_half), c = less(peri.growth, 0.5 * pre.growth);
+  const Truth a = greater(pre.growth, 2), b = greater(pre.second_half, pre.first_half),
+              c = less(peri.growth, 0.5 * pre.growth);
   r.evidence = {
       fmt::format("A. Pre-LN: largest max|x| grows {}× from step 1 to the last probe — {}", num(pre.growth), said(a)),
-      fmt::format("B. Pre-LN at the end: mean max|x| {} in the first half of the layers, {} in the second — {}", num(pre.first_half),
-                  num(pre.second_half), said(b, "larger in the deep layers (holds)")),
-      fmt::format("C. Peri-LN's largest max|x| grows {}× against Pre-LN's {}× — {}", num(peri.growth), num(pre.growth), said(c, "bounded (holds)", "not below half of Pre-LN's growth (does not hold)")),
+      fmt::format("B. Pre-LN at the end: mean max|x| {} in the first half of the layers, {} in the second — {}",
+                  num(pre.first_half), num(pre.second_half), said(b, "larger in the deep layers (holds)")),
+      fmt::format("C. Peri-LN's largest max|x| grows {}× against Pre-LN's {}× — {}", num(peri.growth), num(pre.growth),
+                  said(c, "bounded (holds)", "not below half of Pre-LN's growth (does not hold)")),
   };
   r.verdict = combine_verdicts({a, b, c});
-  r.verdict_rule = "max|x| of the stream after each layer, seeds averaged. A: Pre-LN's largest value over layers grows > 2× "
-                   "from step 1 (init) to the last probe; B: at the last probe Pre-LN's mean over the second half of the layers "
-                   "exceeds the first half's; C: Peri-LN's growth factor is < 0.5× Pre-LN's (Peri-LN's stream is a sum of normalized branch outputs, so its level starts higher: growth, not level, is compared). All hold: reproduced; "
-                   "none: not reproduced; otherwise inconclusive.";
+  r.verdict_rule =
+      "max|x| of the stream after each layer, seeds averaged. A: Pre-LN's largest value over layers grows > 2× "
+      "from step 1 (init) to the last probe; B: at the last probe Pre-LN's mean over the second half of the layers "
+      "exceeds the first half's; C: Peri-LN's growth factor is < 0.5× Pre-LN's (Peri-LN's stream is a sum of "
+      "normalized branch outputs, so its level starts higher: growth, not level, is compared). All hold: reproduced; "
+      "none: not reproduced; otherwise inconclusive.";
   return r;
 }
 
@@ -100,9 +108,13 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 extern const Study kMassiveActivations{
     .name = "massive-activations",
     .title = "Largest |activation| by layer over training: Pre-LN vs Peri-LN",
-    .claim = "In Pre-LN the largest hidden-state magnitudes grow during training, most in the deep layers; Peri-LN, which also "
+    .claim =
+        "In Pre-LN the largest hidden-state magnitudes grow during training, most in the deep layers; Peri-LN, which "
+        "also "
         "normalizes each branch's output, keeps them bounded.",
-    .source = "Kim et al. 2025, Peri-LN: Revisiting Normalization Layer in the Transformer Architecture (arXiv 2502.02732), §3–4.",
+    .source =
+        "Kim et al. 2025, Peri-LN: Revisiting Normalization Layer in the Transformer Architecture (arXiv 2502.02732), "
+        "§3–4.",
     .cost = "default ~3 min on 2 cores, --quick ~10 s",
     .plan = plan,
     .judge = judge,

@@ -24,15 +24,16 @@ struct Variant {
   const char* label;
 };
 constexpr Variant kArms[] = {{"post-w0", "post", false, "Post-LN, no warm-up"},
-                         {"post-warm", "post", true, "Post-LN, warm-up"},
-                         {"deepnorm-w0", "deepnorm", false, "DeepNorm, no warm-up"}};
+                             {"post-warm", "post", true, "Post-LN, warm-up"},
+                             {"deepnorm-w0", "deepnorm", false, "DeepNorm, no warm-up"}};
 
 std::vector<RunRequest> plan(const StudyOptions& o) {
   const Preset p = preset(o);
   std::vector<RunRequest> runs;
   for (int seed = 1; seed <= o.seeds; ++seed)
     for (const Variant& a : kArms) {
-      Json config = small_lm(a.placement, p.layers, p.steps, static_cast<uint64_t>(seed), a.warmup ? p.warmup : 0, p.probe_every);
+      Json config =
+          small_lm(a.placement, p.layers, p.steps, static_cast<uint64_t>(seed), a.warmup ? p.warmup : 0, p.probe_every);
       use_xavier(config);
       runs.push_back({seed_id(a.id, seed), config, "train", ""});
     }
@@ -54,7 +55,8 @@ Trace trace(const RunOutcome* run) {
     const std::vector<double> rms = numbers(j, "input_rms");
     std::vector<double> inputs;
     for (size_t i = 0; i < rms.size(); ++i)
-      if (j["name"][i].is_string() && j["name"][i].get<std::string>().find("post_norm") != std::string::npos) inputs.push_back(rms[i]);
+      if (j["name"][i].is_string() && j["name"][i].get<std::string>().find("post_norm") != std::string::npos)
+        inputs.push_back(rms[i]);
     t.ln_input.push_back(mean(inputs));
   }
   return t;
@@ -86,11 +88,12 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   for (const Variant& a : kArms) {
     std::vector<Trace> traces;  // index seed − 1
     for (int seed = 1; seed <= o.seeds; ++seed) traces.push_back(trace(find_run(runs, seed_id(a.id, seed))));
-    numbers_of[a.id] = {seed_mean(o.seeds, [&](int seed) { return early_max(traces[static_cast<size_t>(seed - 1)], early); }),
-                        seed_mean(o.seeds, [&](int seed) -> double {
-                          const Trace& t = traces[static_cast<size_t>(seed - 1)];
-                          return t.ln_input.size() > 1 ? t.ln_input.back() / t.ln_input.front() : NAN;
-                        })};
+    numbers_of[a.id] = {
+        seed_mean(o.seeds, [&](int seed) { return early_max(traces[static_cast<size_t>(seed - 1)], early); }),
+        seed_mean(o.seeds, [&](int seed) -> double {
+          const Trace& t = traces[static_cast<size_t>(seed - 1)];
+          return t.ln_input.size() > 1 ? t.ln_input.back() / t.ln_input.front() : NAN;
+        })};
     update.series.push_back({a.label, traces[0].step, traces[0].update});
     inputs.series.push_back({a.label, traces[0].step, traces[0].ln_input});
   }
@@ -102,18 +105,21 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const Truth b = greater(post.growth, 1.5);
   const Truth c = less(warm.early_update, post.early_update);
   r.evidence = {
-      fmt::format("A. largest ‖ΔF‖ in the first {} steps: Post-LN {} vs DeepNorm {} (ratio {}) — {}", early, num(post.early_update),
-                  num(deepnorm.early_update), num(post.early_update / deepnorm.early_update), said(a)),
+      fmt::format("A. largest ‖ΔF‖ in the first {} steps: Post-LN {} vs DeepNorm {} (ratio {}) — {}", early,
+                  num(post.early_update), num(deepnorm.early_update), num(post.early_update / deepnorm.early_update),
+                  said(a)),
       fmt::format("B. Post-LN LayerNorm input size, last probe ÷ first: {} (DeepNorm {}) — {}", num(post.growth),
                   num(deepnorm.growth), said(b, "grows (holds)", "does not grow 1.5× (does not hold)")),
       fmt::format("C. largest early ‖ΔF‖ of Post-LN with {} warm-up steps: {} vs {} without — {}", p.warmup,
-                  num(warm.early_update), num(post.early_update), said(c, "damped (holds)", "not damped (does not hold)")),
+                  num(warm.early_update), num(post.early_update),
+                  said(c, "damped (holds)", "not damped (does not hold)")),
   };
   r.verdict = combine_verdicts({a, b, c});
-  r.verdict_rule = "A: Post-LN's (no warm-up) largest ‖ΔF‖ over the first quarter of training > 1.5× DeepNorm's; B: the mean "
-                   "‖x‖/√d entering Post-LN's post-residual norms grows > 1.5× from the first probe to the last; C: with "
-                   "warm-up, Post-LN's largest early ‖ΔF‖ is below the no-warm-up run's. Seeds averaged. All hold: reproduced; "
-                   "none: not reproduced; otherwise inconclusive.";
+  r.verdict_rule =
+      "A: Post-LN's (no warm-up) largest ‖ΔF‖ over the first quarter of training > 1.5× DeepNorm's; B: the mean "
+      "‖x‖/√d entering Post-LN's post-residual norms grows > 1.5× from the first probe to the last; C: with "
+      "warm-up, Post-LN's largest early ‖ΔF‖ is below the no-warm-up run's. Seeds averaged. All hold: reproduced; "
+      "none: not reproduced; otherwise inconclusive.";
   return r;
 }
 
@@ -122,7 +128,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 extern const Study kModelUpdate{
     .name = "model-update",
     .title = "Early-training model update and LayerNorm input size",
-    .claim = "Post-LN's model update ‖F(θ_t) − F(θ_0)‖ jumps early in training and its LayerNorm inputs grow; warm-up damps "
+    .claim =
+        "Post-LN's model update ‖F(θ_t) − F(θ_0)‖ jumps early in training and its LayerNorm inputs grow; warm-up damps "
         "the jump, and DeepNorm's update stays smaller.",
     .source = "Wang et al. 2022, DeepNet: Scaling Transformers to 1,000 Layers (arXiv 2203.00555), §3, Figs. 4–5.",
     .cost = "default ~2.5 min on 2 cores, --quick ~20 s",

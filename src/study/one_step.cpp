@@ -18,7 +18,9 @@ constexpr const char* kPlacements[] = {"post", "pre", "admin"};
 // (‖ΔF‖² 1.30 → 1.49 from N = 24 to N = 48, measured), hiding the growth rate.
 constexpr double kLr = 1e-5;
 
-std::string id_of(const std::string& placement, int layers, int seed) { return fmt::format("{}-L{}-s{}", placement, layers, seed); }
+std::string id_of(const std::string& placement, int layers, int seed) {
+  return fmt::format("{}-L{}-s{}", placement, layers, seed);
+}
 
 std::vector<RunRequest> plan(const StudyOptions& o) {
   std::vector<RunRequest> runs;
@@ -27,17 +29,20 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
       for (int layers : depths(o)) {
         Json config = small_lm(placement, layers, 1, static_cast<uint64_t>(seed));
         use_xavier(config);
-        runs.push_back({id_of(placement, layers, seed), config, "probe", "one-step", {"--lr", fmt::format("{:g}", kLr)}});
+        runs.push_back(
+            {id_of(placement, layers, seed), config, "probe", "one-step", {"--lr", fmt::format("{:g}", kLr)}});
       }
   return runs;
 }
 
 // ‖ΔF‖² (mean square over logits) per depth, averaged over seeds.
-std::vector<double> output_change(const std::vector<RunOutcome>& runs, const std::string& placement, const StudyOptions& o) {
+std::vector<double> output_change(const std::vector<RunOutcome>& runs, const std::string& placement,
+                                  const StudyOptions& o) {
   std::vector<double> out;
   for (int layers : depths(o))
     out.push_back(seed_mean(o.seeds, [&](int seed) {
-      return std::pow(number(run_analysis(find_run(runs, id_of(placement, layers, seed)), "one-step"), "output_change_rms"), 2);
+      return std::pow(
+          number(run_analysis(find_run(runs, id_of(placement, layers, seed)), "one-step"), "output_change_rms"), 2);
     }));
   return out;
 }
@@ -58,10 +63,11 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   std::vector<double> sublayers;
   for (int l : ds) sublayers.push_back(2.0 * l);
   Report r;
-  r.setup = fmt::format("normlab probe --analysis one-step --lr {:g}: one Adam step from a fresh init on one batch, ‖ΔF‖² = "
-                        "mean square of the logit change; Xavier init with unit-variance embeddings; Admin's ω by its closed "
-                        "form (log); N = 2L sub-layers.",
-                        kLr);
+  r.setup = fmt::format(
+      "normlab probe --analysis one-step --lr {:g}: one Adam step from a fresh init on one batch, ‖ΔF‖² = "
+      "mean square of the logit change; Xavier init with unit-variance embeddings; Admin's ω by its closed "
+      "form (log); N = 2L sub-layers.",
+      kLr);
   Chart chart{"one-step output change ‖ΔF‖² against the number of sub-layers N", "N = 2L", "‖ΔF‖²"};
   chart.log_y = true;
   Table table{"‖ΔF‖² after one step", {"placement"}};
@@ -85,14 +91,16 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.evidence = {
       fmt::format("A. growth of ‖ΔF‖² with N (log-log slope): Post-LN {} vs Pre-LN {} — {}", num(post), num(pre),
                   said(a, "Post-LN amplifies faster (holds)", "not faster by 0.5 (does not hold)")),
-      fmt::format("B. Post-LN {} vs Admin {} — {}", num(post), num(admin), said(b, "Admin damps the growth (holds)", "not slower by 0.5 (does not hold)")),
-      fmt::format("C. Pre-LN {} and Admin {} grow at most linearly (slope ≤ 1, the theory says logarithmically) — {}", num(pre),
-                  num(admin), said(c)),
+      fmt::format("B. Post-LN {} vs Admin {} — {}", num(post), num(admin),
+                  said(b, "Admin damps the growth (holds)", "not slower by 0.5 (does not hold)")),
+      fmt::format("C. Pre-LN {} and Admin {} grow at most linearly (slope ≤ 1, the theory says logarithmically) — {}",
+                  num(pre), num(admin), said(c)),
   };
   r.verdict = combine_verdicts({a, b, c});
-  r.verdict_rule = "Growth is the least-squares slope of log ‖ΔF‖² against log N (1 = linear, 0 = flat; logarithmic growth "
-                   "gives a small slope). A: Post-LN's slope exceeds Pre-LN's by > 0.5; B: Post-LN's exceeds Admin's by > 0.5; "
-                   "C: Pre-LN's and Admin's slopes are ≤ 1. All hold: reproduced; none: not reproduced; otherwise inconclusive.";
+  r.verdict_rule =
+      "Growth is the least-squares slope of log ‖ΔF‖² against log N (1 = linear, 0 = flat; logarithmic growth "
+      "gives a small slope). A: Post-LN's slope exceeds Pre-LN's by > 0.5; B: Post-LN's exceeds Admin's by > 0.5; "
+      "C: Pre-LN's and Admin's slopes are ≤ 1. All hold: reproduced; none: not reproduced; otherwise inconclusive.";
   return r;
 }
 
@@ -101,9 +109,13 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 extern const Study kOneStep{
     .name = "one-step",
     .title = "Output change after one Adam step, against depth (Admin's amplification)",
-    .claim = "After one optimizer step from init, Post-LN's output change ‖F(W) − F(W*)‖² grows about linearly with the number "
+    .claim =
+        "After one optimizer step from init, Post-LN's output change ‖F(W) − F(W*)‖² grows about linearly with the "
+        "number "
         "of sub-layers N, while Pre-LN's and Admin's grow only about logarithmically.",
-    .source = "Liu et al. 2020, Understanding the Difficulty of Training Transformers (Admin, arXiv 2004.08249), Thm 2, Fig. 4.",
+    .source =
+        "Liu et al. 2020, Understanding the Difficulty of Training Transformers (Admin, arXiv 2004.08249), Thm 2, Fig. "
+        "4.",
     .cost = "default ~10 s on 2 cores, --quick ~10 s",
     .plan = plan,
     .judge = judge,

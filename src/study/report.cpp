@@ -17,35 +17,52 @@ std::string escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '&': out += "&amp;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
 }
 
 Json chart_config(const Chart& c) {
-  static const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#17becf", "#bcbd22"};
+  static const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                                  "#8c564b", "#e377c2", "#7f7f7f", "#17becf", "#bcbd22"};
   Json datasets = Json::array();
   for (size_t i = 0; i < c.series.size(); ++i) {
     Json points = Json::array();
     for (size_t j = 0; j < c.series[i].x.size(); ++j)
       if (std::isfinite(c.series[i].y[j])) points.push_back({{"x", c.series[i].x[j]}, {"y", c.series[i].y[j]}});
-    datasets.push_back({{"label", c.series[i].label}, {"data", points}, {"borderColor", colours[i % 10]},
-                        {"backgroundColor", colours[i % 10]}, {"showLine", true}, {"pointRadius", 2}, {"borderWidth", 1.5}});
+    datasets.push_back({{"label", c.series[i].label},
+                        {"data", points},
+                        {"borderColor", colours[i % 10]},
+                        {"backgroundColor", colours[i % 10]},
+                        {"showLine", true},
+                        {"pointRadius", 2},
+                        {"borderWidth", 1.5}});
   }
-  return {{"type", "scatter"},
-          {"data", {{"datasets", datasets}}},
-          {"options",
-           {{"animation", false},
-            {"responsive", false},
-            {"plugins", {{"title", {{"display", true}, {"text", c.title}}}}},
-            {"scales",
-             {{"x", {{"title", {{"display", true}, {"text", c.x_label}}}}},
-              {"y", {{"type", c.log_y ? "logarithmic" : "linear"}, {"title", {{"display", true}, {"text", c.y_label}}}}}}}}}};
+  return {
+      {"type", "scatter"},
+      {"data", {{"datasets", datasets}}},
+      {"options",
+       {{"animation", false},
+        {"responsive", false},
+        {"plugins", {{"title", {{"display", true}, {"text", c.title}}}}},
+        {"scales",
+         {{"x", {{"title", {{"display", true}, {"text", c.x_label}}}}},
+          {"y",
+           {{"type", c.log_y ? "logarithmic" : "linear"}, {"title", {{"display", true}, {"text", c.y_label}}}}}}}}}};
 }
 
 // A grid cell that starts with an outcome (trained, slow, stalled, diverged, failed) is coloured by it.
@@ -88,7 +105,9 @@ Truth operator&&(Truth a, Truth b) {
 
 Truth operator||(Truth a, Truth b) { return !(!a && !b); }
 
-Truth operator!(Truth a) { return a == Truth::holds ? Truth::fails : a == Truth::fails ? Truth::holds : Truth::undecided; }
+Truth operator!(Truth a) {
+  return a == Truth::holds ? Truth::fails : a == Truth::fails ? Truth::holds : Truth::undecided;
+}
 
 std::string combine_verdicts(const std::vector<Truth>& claims) {
   size_t holding = 0;
@@ -120,23 +139,26 @@ tr.diverged, td.diverged, td.failed { background: #f8d7da; }
 canvas { margin: 1em 0; border: 1px solid #eee; }
 </style>
 <script>window.__errors = 0; window.addEventListener('error', () => { window.__errors++; });</script>
-<script>)" + chart_js + R"(</script></head><body>
+<script>)" + chart_js +
+                     R"(</script></head><body>
 )";
   std::string verdict_class = r.verdict;
   std::replace(verdict_class.begin(), verdict_class.end(), ' ', '-');
-  html += "<h1>" + escape(r.title) + "</h1>\n<p><b>Claim.</b> " + escape(r.claim) + "</p>\n<p><b>Source.</b> " + escape(r.source) +
-          "</p>\n<p><b>Setup.</b> " + escape(r.setup) + "</p>\n";
-  html += "<h2>Verdict</h2>\n<p class=\"verdict " + verdict_class + "\">" + escape(r.verdict) + "</p>\n<p><b>Rule.</b> " +
-          escape(r.verdict_rule) + "</p>\n";
+  html += "<h1>" + escape(r.title) + "</h1>\n<p><b>Claim.</b> " + escape(r.claim) + "</p>\n<p><b>Source.</b> " +
+          escape(r.source) + "</p>\n<p><b>Setup.</b> " + escape(r.setup) + "</p>\n";
+  html += "<h2>Verdict</h2>\n<p class=\"verdict " + verdict_class + "\">" + escape(r.verdict) +
+          "</p>\n<p><b>Rule.</b> " + escape(r.verdict_rule) + "</p>\n";
   if (!r.failures.empty()) {
-    html += "<p><b>Failed runs</b> (nothing is decided from them; fix the cause and rerun the same command):</p>\n<ul>\n";
+    html +=
+        "<p><b>Failed runs</b> (nothing is decided from them; fix the cause and rerun the same command):</p>\n<ul>\n";
     for (const auto& f : r.failures) html += "<li>" + escape(f) + "</li>\n";
     html += "</ul>\n";
   }
   html += "<ul>\n";
   for (const auto& e : r.evidence) html += "<li>" + escape(e) + "</li>\n";
   html += "</ul>\n<h2>Evidence</h2>\n";
-  for (size_t i = 0; i < r.charts.size(); ++i) html += fmt::format("<canvas id=\"chart{}\" width=\"900\" height=\"380\"></canvas>\n", i);
+  for (size_t i = 0; i < r.charts.size(); ++i)
+    html += fmt::format("<canvas id=\"chart{}\" width=\"900\" height=\"380\"></canvas>\n", i);
   for (const Table& t : r.tables) {
     html += "<h3>" + escape(t.title) + "</h3>\n<table><tr>";
     for (const auto& h : t.header) html += "<th>" + escape(h) + "</th>";
@@ -178,8 +200,8 @@ document.body.setAttribute('data-errors', window.__errors);
   fs::create_directories(dir);
   io::write_file_atomic(dir / "report.html", html);
 
-  std::string md = "# " + r.title + "\n\n**Claim.** " + r.claim + "\n\n**Source.** " + r.source + "\n\n**Setup.** " + r.setup +
-                   "\n\n## Verdict: " + r.verdict + "\n\n**Rule.** " + r.verdict_rule + "\n\n";
+  std::string md = "# " + r.title + "\n\n**Claim.** " + r.claim + "\n\n**Source.** " + r.source + "\n\n**Setup.** " +
+                   r.setup + "\n\n## Verdict: " + r.verdict + "\n\n**Rule.** " + r.verdict_rule + "\n\n";
   if (!r.failures.empty()) {
     md += "**Failed runs** (nothing is decided from them; fix the cause and rerun the same command):\n\n";
     for (const auto& f : r.failures) md += "* " + f + "\n";

@@ -31,12 +31,14 @@ struct Report {
   std::string name, title, claim, source, setup;
   std::string verdict;       // reproduced | not reproduced | inconclusive | incomplete
   std::string verdict_rule;  // what was compared, with which threshold
-  std::vector<std::string> failures;  // "<run>: <its error line>" for each run that failed (the verdict is then incomplete)
+  std::vector<std::string>
+      failures;  // "<run>: <its error line>" for each run that failed (the verdict is then incomplete)
   std::vector<std::string> evidence;  // the numbers behind the verdict
   std::vector<Chart> charts;
   std::vector<Table> tables;
   std::vector<std::string> run_dirs;  // relative to the report
-  std::vector<std::string> provenance;  // what rerunning it takes: command, overrides, normlab commit, corpus, threads, seeds
+  std::vector<std::string>
+      provenance;  // what rerunning it takes: command, overrides, normlab commit, corpus, threads, seeds
 };
 
 // Writes report.html and report.md into dir; returns the HTML path.

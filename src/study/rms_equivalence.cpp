@@ -30,8 +30,7 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
       Json config = small_lm(a.id, p.layers, p.steps, static_cast<uint64_t>(seed), p.steps / 10);
       config["model"]["tied_embeddings"] = false;  // the CRMS conversion needs a separate head
       if (a.id == std::string("pre")) config["model"]["norm"] = {{"type", "layernorm"}, {"bias", false}};
-      runs.push_back({seed_id(a.id, seed), config, "train",
-                      a.id == std::string("pre") ? "norm-equivalence" : ""});
+      runs.push_back({seed_id(a.id, seed), config, "train", a.id == std::string("pre") ? "norm-equivalence" : ""});
     }
   return runs;
 }
@@ -45,16 +44,18 @@ double worst(const std::vector<RunOutcome>& runs, int seeds, const std::string& 
     Json a = run_analysis(run, "norm-equivalence");
     const std::vector<double> values = numbers(a, column);
     for (size_t i = 0; i < values.size(); ++i)
-      if (a["precision"][i] == precision && a["variant"][i] == variant) w = std::isnan(w) ? values[i] : std::max(w, values[i]);
+      if (a["precision"][i] == precision && a["variant"][i] == variant)
+        w = std::isnan(w) ? values[i] : std::max(w, values[i]);
   }
   return w;
 }
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Report r;
-  r.setup = "Bias-free LayerNorm for Pre-LN; the trained Pre-LN checkpoint is also converted and compared on one validation "
-            "batch in fp32 and fp64; throughput = tokens ÷ training wall time (runs share the machine: use --jobs 1 for "
-            "cleaner timings).";
+  r.setup =
+      "Bias-free LayerNorm for Pre-LN; the trained Pre-LN checkpoint is also converted and compared on one validation "
+      "batch in fp32 and fp64; throughput = tokens ÷ training wall time (runs share the machine: use --jobs 1 for "
+      "cleaner timings).";
   Table eq{"Check of the converter: largest difference from the Pre-LN model (over seeds)",
            {"precision", "variant", "logits: max |Δ| ÷ max(max |z|, 1)", "loss |Δ|", "gradients: max relative error"}};
   bool converts = true;
@@ -64,11 +65,14 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       const double logits = worst(runs, o.seeds, precision, variant, "logits_max_error");
       const double loss = worst(runs, o.seeds, precision, variant, "loss_error");
       const double grads = worst(runs, o.seeds, precision, variant, "grad_max_rel_error");
-      eq.rows.push_back({precision, variant, num(logits), num(loss), variant == std::string("pre_rms") ? num(grads) : "(weights differ)"});
-      converts = converts && logits <= tol && loss <= tol * 10 && (variant != std::string("pre_rms") || grads <= tol * 10);
+      eq.rows.push_back({precision, variant, num(logits), num(loss),
+                         variant == std::string("pre_rms") ? num(grads) : "(weights differ)"});
+      converts =
+          converts && logits <= tol && loss <= tol * 10 && (variant != std::string("pre_rms") || grads <= tol * 10);
     }
   }
-  Table speed{"Training", {"placement", "final val loss (mean over seeds)", "− Pre-LN", "tokens/s (mean over seeds)", "÷ Pre-LN"}};
+  Table speed{"Training",
+              {"placement", "final val loss (mean over seeds)", "− Pre-LN", "tokens/s (mean over seeds)", "÷ Pre-LN"}};
   Chart curves{"training loss", "step", "loss"};
   std::map<std::string, double> throughput, val;  // by arm id
   for (const Arm& a : kArms) {
@@ -91,28 +95,35 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 
   // A form that diverged, or a Pre-LN that diverged, matches nothing.
   const auto matches = [&](const std::string& id) {
-    return std::isinf(val[id]) || std::isinf(val["pre"]) ? Truth::fails : less(std::abs(val[id] - val["pre"]), kSameLoss);
+    return std::isinf(val[id]) || std::isinf(val["pre"]) ? Truth::fails
+                                                         : less(std::abs(val[id] - val["pre"]), kSameLoss);
   };
   const Truth same = matches("pre_rms") && matches("pre_crms");
-  const Truth faster = greater(throughput["pre_rms"], throughput["pre"]) && greater(throughput["pre_crms"], throughput["pre"]);
+  const Truth faster =
+      greater(throughput["pre_rms"], throughput["pre"]) && greater(throughput["pre_crms"], throughput["pre"]);
   r.evidence = {
-      fmt::format("A. final validation loss trained from each form's own init: Pre-LN {}, Pre-RMSNorm {} ({}), Pre-CRMSNorm {} "
-                  "({}) — {}",
-                  num(val["pre"]), num(val["pre_rms"]), num(val["pre_rms"] - val["pre"]), num(val["pre_crms"]),
-                  num(val["pre_crms"] - val["pre"]), said(same, "the same loss (holds)", "not within 0.05 nats (does not hold)")),
-      fmt::format("B. throughput ÷ Pre-LN: Pre-RMSNorm {}, Pre-CRMSNorm {} — {}", num(throughput["pre_rms"] / throughput["pre"]),
-                  num(throughput["pre_crms"] / throughput["pre"]), said(faster, "both faster (holds)", "not both faster (does not hold)")),
-      fmt::format("Check (not in the verdict): the trained Pre-LN converted to Pre-RMSNorm differs in its logits by {} (fp32) / {} "
+      fmt::format(
+          "A. final validation loss trained from each form's own init: Pre-LN {}, Pre-RMSNorm {} ({}), Pre-CRMSNorm {} "
+          "({}) — {}",
+          num(val["pre"]), num(val["pre_rms"]), num(val["pre_rms"] - val["pre"]), num(val["pre_crms"]),
+          num(val["pre_crms"] - val["pre"]),
+          said(same, "the same loss (holds)", "not within 0.05 nats (does not hold)")),
+      fmt::format("B. throughput ÷ Pre-LN: Pre-RMSNorm {}, Pre-CRMSNorm {} — {}",
+                  num(throughput["pre_rms"] / throughput["pre"]), num(throughput["pre_crms"] / throughput["pre"]),
+                  said(faster, "both faster (holds)", "not both faster (does not hold)")),
+      fmt::format("Check (not in the verdict): the trained Pre-LN converted to Pre-RMSNorm differs in its logits by {} "
+                  "(fp32) / {} "
                   "(fp64), in its gradients by {} / {}; to Pre-CRMSNorm by {} / {} — {}",
                   eq.rows[0][2], eq.rows[2][2], eq.rows[0][4], eq.rows[2][4], eq.rows[1][2], eq.rows[3][2],
                   converts ? "equal within rounding" : "NOT equal: the converter or a norm is wrong"),
   };
   r.verdict = combine_verdicts({same, faster});
-  r.verdict_rule = "Seeds averaged. A: Pre-RMSNorm and Pre-CRMSNorm, each trained from its own init, end within 0.05 nats of "
-                   "Pre-LN's final validation loss (a diverged run matches nothing); B: both RMS forms train more tokens per "
-                   "second than Pre-LN. Both: reproduced; neither: not reproduced; otherwise inconclusive. The converter check "
-                   "(logits ≤ 1e-4 in fp32 and ≤ 1e-10 in fp64 relative to their scale) is shown, not judged: it holds by "
-                   "construction unless the code is wrong.";
+  r.verdict_rule =
+      "Seeds averaged. A: Pre-RMSNorm and Pre-CRMSNorm, each trained from its own init, end within 0.05 nats of "
+      "Pre-LN's final validation loss (a diverged run matches nothing); B: both RMS forms train more tokens per "
+      "second than Pre-LN. Both: reproduced; neither: not reproduced; otherwise inconclusive. The converter check "
+      "(logits ≤ 1e-4 in fp32 and ≤ 1e-10 in fp64 relative to their scale) is shown, not judged: it holds by "
+      "construction unless the code is wrong.";
   return r;
 }
 
@@ -121,8 +132,11 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 extern const Study kRmsEquivalence{
     .name = "rms-equivalence",
     .title = "Pre-LN ≡ Pre-RMSNorm ≡ Pre-CRMSNorm: equal outputs, and the speed difference",
-    .claim = "A Pre-LN Transformer computes exactly the same function as its Pre-RMSNorm form (same weights, centred branches) "
-        "and its Pre-CRMSNorm form (converted weights), with equal gradients for Pre-RMSNorm; the RMS forms train faster.",
+    .claim =
+        "A Pre-LN Transformer computes exactly the same function as its Pre-RMSNorm form (same weights, centred "
+        "branches) "
+        "and its Pre-CRMSNorm form (converted weights), with equal gradients for Pre-RMSNorm; the RMS forms train "
+        "faster.",
     .source = "Jiang, Gu, Zhu, Pan 2023, Pre-RMSNorm and Pre-CRMSNorm Transformers (NeurIPS 2023, arXiv 2305.14858).",
     .cost = "default ~1 min on 2 cores (--jobs 1 for clean timings), --quick ~15 s",
     .plan = plan,

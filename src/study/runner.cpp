@@ -22,9 +22,12 @@ namespace fs = std::filesystem;
 
 const char* status_name(RunStatus s) {
   switch (s) {
-    case RunStatus::finished: return "finished";
-    case RunStatus::diverged: return "diverged";
-    case RunStatus::failed: return "failed";
+    case RunStatus::finished:
+      return "finished";
+    case RunStatus::diverged:
+      return "diverged";
+    case RunStatus::failed:
+      return "failed";
   }
   return "?";
 }
@@ -60,8 +63,11 @@ Json read_json(const fs::path& file) {
 
 // What a run's results depend on, stored as request.json and compared before a run is reused.
 Json stored_request(const RunOutcome& o) {
-  return Json{{"kind", o.request.kind}, {"analyses", o.request.analyses}, {"probe_flags", o.request.probe_flags},
-              {"corpus", corpus_checksum(o.config["data"]["dir"].get<std::string>())}, {"config", o.config}};
+  return Json{{"kind", o.request.kind},
+              {"analyses", o.request.analyses},
+              {"probe_flags", o.request.probe_flags},
+              {"corpus", corpus_checksum(o.config["data"]["dir"].get<std::string>())},
+              {"config", o.config}};
 }
 
 // The first difference between a stored request and the plan's, e.g. "config/train/lr was 0.001, now 0.003".
@@ -71,7 +77,9 @@ std::string first_difference(const Json& stored, const Json& planned) {
   if (patch.empty()) return "they are equal";
   const std::string path = patch[0]["path"].get<std::string>();
   const Json::json_pointer pointer(path);
-  const auto value = [&](const Json& doc) { return doc.contains(pointer) ? doc.at(pointer).dump() : std::string("(absent)"); };
+  const auto value = [&](const Json& doc) {
+    return doc.contains(pointer) ? doc.at(pointer).dump() : std::string("(absent)");
+  };
   return fmt::format("{} was {}, now {}", path.substr(1), value(stored), value(planned));
 }
 
@@ -121,7 +129,8 @@ std::vector<std::vector<std::string>> stages(const std::string& binary, const Ru
     return out;
   }
   if (!fs::exists(dir / "run" / "summary.json")) {
-    if (fs::exists(dir / "run" / "checkpoint.safetensors")) out.push_back({binary, "train", "--run", (dir / "run").string(), "--resume"});
+    if (fs::exists(dir / "run" / "checkpoint.safetensors"))
+      out.push_back({binary, "train", "--run", (dir / "run").string(), "--resume"});
     else out.push_back({binary, "train", "--run", (dir / "run").string(), "--config", (dir / "config.json").string()});
   }
   if (!o.request.analyses.empty()) probe({binary, "probe", "--run", (dir / "run").string()});
@@ -211,9 +220,10 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
     pending.push_back(i);
   }
   if (!mismatched.empty())
-    fail("{} of the runs stored in {} were made from another request than this plan's, e.g. {}: rerun with --fresh to "
-         "discard the stored runs and run them again, or give another --out",
-         mismatched.size(), (study_dir / "runs").string(), mismatched.front());
+    fail(
+        "{} of the runs stored in {} were made from another request than this plan's, e.g. {}: rerun with --fresh to "
+        "discard the stored runs and run them again, or give another --out",
+        mismatched.size(), (study_dir / "runs").string(), mismatched.front());
   for (size_t i : stale) fs::remove_all(outcomes[i].dir);
   for (size_t i : pending) {
     RunOutcome& o = outcomes[i];
@@ -224,7 +234,8 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
     io::write_file_atomic(o.dir / "request.json", planned[i].dump(2) + "\n");
   }
   const size_t skipped = outcomes.size() - pending.size();
-  if (!options.quiet && skipped > 0) std::cerr << fmt::format("study: {} of {} runs already done\n", skipped, outcomes.size());
+  if (!options.quiet && skipped > 0)
+    std::cerr << fmt::format("study: {} of {} runs already done\n", skipped, outcomes.size());
 
   const std::string binary = self_binary();
   const int jobs = std::max(1, options.jobs), threads = std::max(1, options.threads / jobs);
@@ -250,8 +261,9 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
     const bool ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
     o.message = ok ? "" : last_line(o.dir / "log.txt");
     o.status = ok ? RunStatus::finished : diverged(o.dir) ? RunStatus::diverged : RunStatus::failed;
-    io::write_file_atomic(o.dir / "status.json",
-                          Json{{"status", status_name(o.status)}, {"message", o.message}, {"seconds", o.seconds}}.dump() + "\n");
+    io::write_file_atomic(
+        o.dir / "status.json",
+        Json{{"status", status_name(o.status)}, {"message", o.message}, {"seconds", o.seconds}}.dump() + "\n");
     ++done;
     if (!options.quiet)
       std::cerr << fmt::format("study: [{}/{}] {} {} ({:.0f}s){}\n", done, outcomes.size(), o.request.id,

@@ -13,10 +13,10 @@
 namespace normlab::study {
 
 struct RunRequest {
-  std::string id;           // directory name under <study>/runs/
-  Json config;              // a full run config (model / data / train)
-  std::string kind = "train";  // train | probe (normlab probe --analysis <analyses> on the fresh init)
-  std::string analyses;     // probe: the analyses of the fresh init; train: of the trained checkpoint
+  std::string id;                             // directory name under <study>/runs/
+  Json config;                                // a full run config (model / data / train)
+  std::string kind = "train";                 // train | probe (normlab probe --analysis <analyses> on the fresh init)
+  std::string analyses;                       // probe: the analyses of the fresh init; train: of the trained checkpoint
   std::vector<std::string> probe_flags = {};  // more `normlab probe` options, e.g. {"--lr", "1e-5"}
 };
 

@@ -20,7 +20,8 @@ struct Case {
   int ffn_multiple;
   const char* label;
 };
-constexpr Case kCases[] = {{"pre", "pre", 1, "Pre-LN, d_ff = d"}, {"post", "post", 1, "Post-LN, d_ff = d"},
+constexpr Case kCases[] = {{"pre", "pre", 1, "Pre-LN, d_ff = d"},
+                           {"post", "post", 1, "Post-LN, d_ff = d"},
                            {"pre-ffn4", "pre", 4, "Pre-LN, d_ff = 4d"}};
 
 std::vector<RunRequest> plan(const StudyOptions& o) {
@@ -59,8 +60,10 @@ double slope(const std::vector<double>& y) {
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const int L = depth(o);
   Report r;
-  r.setup = "normlab probe --analysis stream-init on each config (mean of 3 inits × 4 batches per run); d_ff = d (the lemma's "
-            "assumption) and 4d for contrast, RoPE (no position table), no biases, Xavier init, unit-variance embeddings.";
+  r.setup =
+      "normlab probe --analysis stream-init on each config (mean of 3 inits × 4 batches per run); d_ff = d (the "
+      "lemma's "
+      "assumption) and 4d for contrast, RoPE (no position table), no biases, Xavier init, unit-variance embeddings.";
   const auto pre = profile(runs, "pre", L, o.seeds), post = profile(runs, "post", L, o.seeds),
              wide = profile(runs, "pre-ffn4", L, o.seeds);
 
@@ -80,7 +83,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       inside_layers += in == Truth::holds;
       post_unit += std::abs(post[i] - 1.0) <= 0.05;
     }
-    table.rows.push_back({std::to_string(l), num(1 + l / 2.0), num(pre[i]), num(1 + 1.5 * l), num(post[i]), num(wide[i])});
+    table.rows.push_back(
+        {std::to_string(l), num(1 + l / 2.0), num(pre[i]), num(1 + 1.5 * l), num(post[i]), num(wide[i])});
   }
   chart.series = {lower, upper};
   for (const auto& [label, p] : {std::pair{"Pre-LN, d_ff = d", &pre}, {"Post-LN", &post}, {"Pre-LN, d_ff = 4d", &wide}})
@@ -91,21 +95,25 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const double pre_slope = slope(pre), wide_slope = slope(wide);
   const Truth a = inside, b = between(pre_slope, 0.5, 1.5);
   r.evidence = {
-      fmt::format("A. Pre-LN (d_ff = d): {} of {} layers inside [1 + l/2, 1 + 3l/2]; E‖x_{}‖²/d = {} — {}", inside_layers, L, L,
-                  num(pre[static_cast<size_t>(L)]), said(a)),
-      fmt::format("B. Pre-LN (d_ff = d) grows linearly: least-squares slope of E‖x_l‖²/d against l = {} per layer (lemma: "
-                  "between 0.5 and 1.5) — {}", num(pre_slope), said(b)),
+      fmt::format("A. Pre-LN (d_ff = d): {} of {} layers inside [1 + l/2, 1 + 3l/2]; E‖x_{}‖²/d = {} — {}",
+                  inside_layers, L, L, num(pre[static_cast<size_t>(L)]), said(a)),
+      fmt::format(
+          "B. Pre-LN (d_ff = d) grows linearly: least-squares slope of E‖x_l‖²/d against l = {} per layer (lemma: "
+          "between 0.5 and 1.5) — {}",
+          num(pre_slope), said(b)),
       fmt::format("Check (not in the verdict: a LayerNorm output by construction): Post-LN, {} of {} layer inputs with "
-                  "E‖x‖²/d within 1 ± 0.05", post_unit, L),
-      fmt::format("Contrast (not in the verdict): Pre-LN with d_ff = 4d grows {} per layer, to {} at l = {}", num(wide_slope),
-                  num(wide[static_cast<size_t>(L)]), L),
+                  "E‖x‖²/d within 1 ± 0.05",
+                  post_unit, L),
+      fmt::format("Contrast (not in the verdict): Pre-LN with d_ff = 4d grows {} per layer, to {} at l = {}",
+                  num(wide_slope), num(wide[static_cast<size_t>(L)]), L),
   };
   r.verdict = combine_verdicts({a, b});
-  r.verdict_rule = "A: the Pre-LN (d_ff = d) mean square lies inside [1 + l/2, 1 + 3l/2] at every layer l = 1..L; B: its "
-                   "least-squares slope against l (l = 0..L) lies in (0.5, 1.5), the lemma's linear growth. Both: reproduced; "
-                   "neither: not reproduced; otherwise inconclusive. Post-LN's layer inputs are LayerNorm outputs (mean "
-                   "square 1 by construction): shown as a check. The d_ff = 4d model is not part of the lemma and is shown "
-                   "for contrast.";
+  r.verdict_rule =
+      "A: the Pre-LN (d_ff = d) mean square lies inside [1 + l/2, 1 + 3l/2] at every layer l = 1..L; B: its "
+      "least-squares slope against l (l = 0..L) lies in (0.5, 1.5), the lemma's linear growth. Both: reproduced; "
+      "neither: not reproduced; otherwise inconclusive. Post-LN's layer inputs are LayerNorm outputs (mean "
+      "square 1 by construction): shown as a check. The d_ff = 4d model is not part of the lemma and is shown "
+      "for contrast.";
   return r;
 }
 
@@ -114,7 +122,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 extern const Study kStreamAtInit{
     .name = "stream-at-init",
     .title = "Residual-stream mean square by layer at initialization (Xiong's Lemma 2)",
-    .claim = "At init, Pre-LN's stream grows linearly with depth, (1 + l/2) ≤ E‖x_l‖²/d ≤ (1 + 3l/2), while every Post-LN "
+    .claim =
+        "At init, Pre-LN's stream grows linearly with depth, (1 + l/2) ≤ E‖x_l‖²/d ≤ (1 + 3l/2), while every Post-LN "
         "layer input has E‖x‖²/d = 1.",
     .source = "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745), Lemma 2.",
     .cost = "default ~10 s on 2 cores, --quick ~5 s",

@@ -17,8 +17,8 @@ namespace fs = std::filesystem;
 
 namespace {
 const std::array kStudies = {
-    &kWhyPreLn,      &kGradByDepth,      &kStreamAtInit,       &kWarmupGrid,     &kModelUpdate,    &kOneStep,
-    &kDepthVariance, &kLayerImportance,  &kGradBalance,        &kRmsEquivalence, &kMassiveActivations, &kDytAlpha,
+    &kWhyPreLn,      &kGradByDepth,     &kStreamAtInit, &kWarmupGrid,     &kModelUpdate,        &kOneStep,
+    &kDepthVariance, &kLayerImportance, &kGradBalance,  &kRmsEquivalence, &kMassiveActivations, &kDytAlpha,
     &kLeaderboard,
 };
 }  // namespace
@@ -47,10 +47,13 @@ void check_override_key(const Json& fields, const std::string& assignment) {
   const std::string section = dot == std::string::npos ? "" : key.substr(0, dot);
   std::string parent = "/" + section;
   std::replace(parent.begin(), parent.end(), '.', '/');
-  const Json* keys = section.empty() ? &fields : fields.contains(Json::json_pointer(parent)) ? &fields.at(Json::json_pointer(parent)) : &fields;
+  const Json* keys = section.empty()                               ? &fields
+                     : fields.contains(Json::json_pointer(parent)) ? &fields.at(Json::json_pointer(parent))
+                                                                   : &fields;
   std::vector<std::string> known;
   for (const auto& [k, v] : keys->items()) known.push_back((keys == &fields ? "" : section + ".") + k);
-  fail("--set {}: {} is not a run-config field (known here: {}); nothing was run", assignment, key, fmt::join(known, ", "));
+  fail("--set {}: {} is not a run-config field (known here: {}); nothing was run", assignment, key,
+       fmt::join(known, ", "));
 }
 
 // The commit of the source tree the binary sits in (git describe), if git and the tree are there.
@@ -69,22 +72,27 @@ std::string source_version() {
   return out.empty() ? "unknown" : out;
 }
 
-std::vector<std::string> provenance(const StudyOptions& o, const RunnerOptions& runner, const std::vector<RunOutcome>& runs) {
+std::vector<std::string> provenance(const StudyOptions& o, const RunnerOptions& runner,
+                                    const std::vector<RunOutcome>& runs) {
   std::vector<std::string> lines = {
       "command: " + (o.command_line.empty() ? std::string("(not recorded)") : o.command_line),
-      fmt::format("overrides (--set, applied to every run): {}", o.overrides.empty() ? "none" : fmt::format("{}", fmt::join(o.overrides, " "))),
+      fmt::format("overrides (--set, applied to every run): {}",
+                  o.overrides.empty() ? "none" : fmt::format("{}", fmt::join(o.overrides, " "))),
       "normlab: " + source_version() + " (git describe, at report time, of the source tree holding the binary)",
   };
   std::set<std::string> corpora;
   for (const RunOutcome& r : runs) {
     const std::string dir = r.config["data"]["dir"].get<std::string>();
-    if (corpora.insert(dir).second) lines.push_back(fmt::format("corpus: {} (meta.json fnv1a64 {})", dir, corpus_checksum(dir)));
+    if (corpora.insert(dir).second)
+      lines.push_back(fmt::format("corpus: {} (meta.json fnv1a64 {})", dir, corpus_checksum(dir)));
   }
   const int jobs = std::max(1, runner.jobs);
-  lines.push_back(fmt::format("threads: {} cores, {} run(s) at once, {} thread(s) each", runner.threads, jobs, std::max(1, runner.threads / jobs)));
+  lines.push_back(fmt::format("threads: {} cores, {} run(s) at once, {} thread(s) each", runner.threads, jobs,
+                              std::max(1, runner.threads / jobs)));
   lines.push_back(fmt::format("seeds: 1–{}", o.seeds));
-  lines.push_back("the same command with the same --out reuses every finished run whose request.json equals the plan's; "
-                  "--fresh runs them all again");
+  lines.push_back(
+      "the same command with the same --out reuses every finished run whose request.json equals the plan's; "
+      "--fresh runs them all again");
   return lines;
 }
 
@@ -115,14 +123,15 @@ Report judge_study(const Study& study, const StudyOptions& options, const std::v
   report.setup = report.setup.empty() ? configs : configs + " " + report.setup;
   for (const RunOutcome& o : outcomes) {
     if (o.status == RunStatus::failed)
-      report.failures.push_back(fmt::format("{}: {}", o.request.id,
-                                            o.message.empty() ? "failed without an error line (see its log.txt)" : o.message));
+      report.failures.push_back(fmt::format(
+          "{}: {}", o.request.id, o.message.empty() ? "failed without an error line (see its log.txt)" : o.message));
     report.run_dirs.push_back(fs::relative(o.dir, options.dir).string());
   }
   if (!report.failures.empty()) report.verdict = "incomplete";
   if (report.verdict == "incomplete")
-    report.verdict_rule += " Incomplete: a run failed, or a number a sub-claim needs is missing; nothing is decided "
-                           "(a sub-claim shown as \"cannot decide\" lacks its numbers).";
+    report.verdict_rule +=
+        " Incomplete: a run failed, or a number a sub-claim needs is missing; nothing is decided "
+        "(a sub-claim shown as \"cannot decide\" lacks its numbers).";
   return report;
 }
 

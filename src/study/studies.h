@@ -23,7 +23,7 @@ struct Study {
   std::string_view name;
   std::string_view title, claim, source;  // the report's heading, the claim tested, the papers (with sections)
   std::string_view cost;                  // the presets' run time on 2 cores
-  int default_seeds = 1;  // seeds when --seeds is not given (the quick preset always uses 1)
+  int default_seeds = 1;                  // seeds when --seeds is not given (the quick preset always uses 1)
   std::vector<RunRequest> (*plan)(const StudyOptions& options);
   // The report's setup (what is measured, beyond the runs' configs), evidence, verdict and rule,
   // charts and tables (judge_study adds the rest). Arms are found by run id, never by position.

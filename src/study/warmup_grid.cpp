@@ -45,12 +45,14 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 }
 
 // A cell's outcome over seeds: the worst one (diverged > failed > stalled > trained), with the mean loss.
-TrainResult cell(const std::vector<RunOutcome>& runs, const std::string& placement, int layers, double lr, int warmup, int seeds) {
+TrainResult cell(const std::vector<RunOutcome>& runs, const std::string& placement, int layers, double lr, int warmup,
+                 int seeds) {
   static const std::vector<std::string> order = {"trained", "slow", "stalled", "failed", "diverged", "missing"};
   TrainResult worst{"trained"};
   worst.final_loss = seed_mean(seeds, [&](int seed) -> double {
     const TrainResult r = train_result(find_run(runs, id_of(placement, layers, lr, warmup, seed)));
-    if (std::find(order.begin(), order.end(), r.outcome) > std::find(order.begin(), order.end(), worst.outcome)) worst.outcome = r.outcome;
+    if (std::find(order.begin(), order.end(), r.outcome) > std::find(order.begin(), order.end(), worst.outcome))
+      worst.outcome = r.outcome;
     return r.final_loss;
   });
   return worst;
@@ -92,7 +94,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
           if (p != "post") {
             ++repair_cells;
             repairs_train = repairs_train && c.learned();
-            if (c.learned() != Truth::holds) failures.push_back(fmt::format("{} L{} lr {:g} w{} {}", p, layers, lr, warmup, c.outcome));
+            if (c.learned() != Truth::holds)
+              failures.push_back(fmt::format("{} L{} lr {:g} w{} {}", p, layers, lr, warmup, c.outcome));
           }
         }
         table.rows.push_back(row);
@@ -102,27 +105,29 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 
   for (int warmup : g.warmups) {
     Chart curves{fmt::format("training loss at depth {}, lr 1e-3, warm-up {}", deep, warmup), "step", "loss"};
-    for (const char* placement : kPlacements) curves.series.push_back(loss_series(placement, find_run(runs, id_of(placement, deep, 1e-3, warmup, 1))));
+    for (const char* placement : kPlacements)
+      curves.series.push_back(loss_series(placement, find_run(runs, id_of(placement, deep, 1e-3, warmup, 1))));
     r.charts.push_back(curves);
   }
   r.tables.push_back(outcome_table("Every run", runs));
 
   r.evidence = {
-      fmt::format("A. Post-LN at depth {} without warm-up, lr ≥ 1e-3: {} of {} cells fail — {}", deep, deep_post_failing,
-                  deep_post_cells, said(post_fails)),
-      fmt::format("B. with {} warm-up steps, {} of those {} failing cells train (or are slow) — {}", g.warmups.back(), rescued_cells,
-                  deep_post_failing, said(rescued, "rescued (holds)", "not rescued (does not hold)")),
+      fmt::format("A. Post-LN at depth {} without warm-up, lr ≥ 1e-3: {} of {} cells fail — {}", deep,
+                  deep_post_failing, deep_post_cells, said(post_fails)),
+      fmt::format("B. with {} warm-up steps, {} of those {} failing cells train (or are slow) — {}", g.warmups.back(),
+                  rescued_cells, deep_post_failing, said(rescued, "rescued (holds)", "not rescued (does not hold)")),
       fmt::format("C. Pre-LN, DeepNorm and Admin: {} of {} cells do not train{}{} — {}", failures.size(), repair_cells,
                   failures.empty() ? "" : ": ", fmt::join(failures, "; "), said(repairs_train)),
       fmt::format("D. Post-LN at depth {}, lr 1e-3, no warm-up: {}, final loss {} — {}", shallow, shallow_post.outcome,
                   num(shallow_post.final_loss), said(shallow_post_trains)),
   };
   r.verdict = combine_verdicts({post_fails, rescued, repairs_train, shallow_post_trains});
-  r.verdict_rule = std::string("Each cell is classified trained / slow / stalled / diverged (") + kStalledRule +
-                   "; diverged = a non-finite loss or gradient); stalled and diverged cells fail, slow ones do not. A: some "
-                   "deep Post-LN cell without warm-up at lr ≥ 1e-3 fails; B: one of those cells does not fail with the "
-                   "longest warm-up; C: no Pre-LN, DeepNorm or Admin cell fails; D: the shallowest Post-LN trains at lr 1e-3 "
-                   "without warm-up. All hold: reproduced; none: not reproduced; otherwise inconclusive.";
+  r.verdict_rule =
+      std::string("Each cell is classified trained / slow / stalled / diverged (") + kStalledRule +
+      "; diverged = a non-finite loss or gradient); stalled and diverged cells fail, slow ones do not. A: some "
+      "deep Post-LN cell without warm-up at lr ≥ 1e-3 fails; B: one of those cells does not fail with the "
+      "longest warm-up; C: no Pre-LN, DeepNorm or Admin cell fails; D: the shallowest Post-LN trains at lr 1e-3 "
+      "without warm-up. All hold: reproduced; none: not reproduced; otherwise inconclusive.";
   return r;
 }
 
@@ -131,9 +136,11 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 extern const Study kWarmupGrid{
     .name = "warmup-grid",
     .title = "Learning rate × warm-up × depth: where Post-LN, Pre-LN, DeepNorm and Admin train",
-    .claim = "Deep Post-LN fails (stalls or diverges) without warm-up at the usual learning rates and warm-up rescues it; "
+    .claim =
+        "Deep Post-LN fails (stalls or diverges) without warm-up at the usual learning rates and warm-up rescues it; "
         "Pre-LN, DeepNorm and Admin train in every cell; shallow Post-LN trains without warm-up.",
-    .source = "Xiong et al. 2020 (arXiv 2002.04745) §3.2; Wang et al. 2022, DeepNet (arXiv 2203.00555) §3, §5; Liu et al. "
+    .source =
+        "Xiong et al. 2020 (arXiv 2002.04745) §3.2; Wang et al. 2022, DeepNet (arXiv 2203.00555) §3, §5; Liu et al. "
         "2020, Admin (arXiv 2004.08249).",
     .cost = "default ~15 min on 2 cores (48 runs), --quick ~50 s (16 runs)",
     .plan = plan,

@@ -43,7 +43,8 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
     for (const char* placement : {"post", "pre"})
       for (int warmup : {0, p.warmup})
         runs.push_back({id_of("train", placement, p.deep, warmup, seed),
-                        base_config(p.deep, placement, p.steps, warmup, static_cast<uint64_t>(seed), false), "train", ""});
+                        base_config(p.deep, placement, p.steps, warmup, static_cast<uint64_t>(seed), false), "train",
+                        ""});
     for (int warmup : {0, p.warmup})
       runs.push_back({id_of("xavier", "post", p.deep, warmup, seed),
                       base_config(p.deep, "post", p.steps, warmup, static_cast<uint64_t>(seed), true), "train", ""});
@@ -74,50 +75,64 @@ double final_loss(const std::vector<RunOutcome>& runs, const std::string& placem
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const Preset p = preset(o);
   Report r;
-  r.setup = "A (init-* runs): Xavier init with embeddings N(0, d^-1/2)·√d (fairseq, unit-variance stream), gradients of fresh "
-            "inits. B, C (train-* runs): GPT-2 init, constant lr after a linear warm-up; a contrast pair of Post-LN runs with "
-            "Xavier init (xavier-*).";
+  r.setup =
+      "A (init-* runs): Xavier init with embeddings N(0, d^-1/2)·√d (fairseq, unit-variance stream), gradients of "
+      "fresh "
+      "inits. B, C (train-* runs): GPT-2 init, constant lr after a linear warm-up; a contrast pair of Post-LN runs "
+      "with "
+      "Xavier init (xavier-*).";
 
   // A. gradients at init
-  const double post_s = last_fc2_grad(runs, "post", p.shallow, o.seeds), post_d = last_fc2_grad(runs, "post", p.deep, o.seeds);
-  const double pre_s = last_fc2_grad(runs, "pre", p.shallow, o.seeds), pre_d = last_fc2_grad(runs, "pre", p.deep, o.seeds);
+  const double post_s = last_fc2_grad(runs, "post", p.shallow, o.seeds),
+               post_d = last_fc2_grad(runs, "post", p.deep, o.seeds);
+  const double pre_s = last_fc2_grad(runs, "pre", p.shallow, o.seeds),
+               pre_d = last_fc2_grad(runs, "pre", p.deep, o.seeds);
   const double post_ratio = post_d / post_s, pre_ratio = pre_d / pre_s;
   const Truth a_holds = between(post_ratio, 0.75, 1.33) && less(pre_ratio, 0.85);
-  r.evidence.push_back(fmt::format("A. last-layer fc2 gradient at init, depth {} → {}: Post-LN {} → {} (ratio {}), Pre-LN {} → {} "
-                                   "(ratio {}; 1/√(L ratio) = {}) — {}",
-                                   p.shallow, p.deep, num(post_s), num(post_d), num(post_ratio), num(pre_s), num(pre_d),
-                                   num(pre_ratio), num(std::sqrt(double(p.shallow) / p.deep)), said(a_holds)));
+  r.evidence.push_back(
+      fmt::format("A. last-layer fc2 gradient at init, depth {} → {}: Post-LN {} → {} (ratio {}), Pre-LN {} → {} "
+                  "(ratio {}; 1/√(L ratio) = {}) — {}",
+                  p.shallow, p.deep, num(post_s), num(post_d), num(post_ratio), num(pre_s), num(pre_d), num(pre_ratio),
+                  num(std::sqrt(double(p.shallow) / p.deep)), said(a_holds)));
 
   // B. warm-up; a diverged Pre-LN is not a Pre-LN that trains
-  const double post0 = final_loss(runs, "post", p.deep, 0, o.seeds), postw = final_loss(runs, "post", p.deep, p.warmup, o.seeds);
-  const double pre0 = final_loss(runs, "pre", p.deep, 0, o.seeds), prew = final_loss(runs, "pre", p.deep, p.warmup, o.seeds);
+  const double post0 = final_loss(runs, "post", p.deep, 0, o.seeds),
+               postw = final_loss(runs, "post", p.deep, p.warmup, o.seeds);
+  const double pre0 = final_loss(runs, "pre", p.deep, 0, o.seeds),
+               prew = final_loss(runs, "pre", p.deep, p.warmup, o.seeds);
   const Truth stalls = std::isinf(pre0) ? Truth::fails : greater(post0 - pre0, 0.2), rescued = less(postw, post0 - 0.1);
-  r.evidence.push_back(fmt::format("B. final train loss at depth {} (mean of the last 3 logs): Post-LN {} without warm-up, {} with "
-                                   "{} warm-up steps; Pre-LN {} / {} — Post-LN without warm-up lags Pre-LN by {} ({}), warm-up "
-                                   "changes Post-LN by {} ({})",
-                                   p.deep, num(post0), num(postw), p.warmup, num(pre0), num(prew), num(post0 - pre0),
-                                   said(stalls), num(postw - post0), said(rescued, "rescued", "not rescued")));
+  r.evidence.push_back(
+      fmt::format("B. final train loss at depth {} (mean of the last 3 logs): Post-LN {} without warm-up, {} with "
+                  "{} warm-up steps; Pre-LN {} / {} — Post-LN without warm-up lags Pre-LN by {} ({}), warm-up "
+                  "changes Post-LN by {} ({})",
+                  p.deep, num(post0), num(postw), p.warmup, num(pre0), num(prew), num(post0 - pre0), said(stalls),
+                  num(postw - post0), said(rescued, "rescued", "not rescued")));
 
   const double xavier0 = final_loss(runs, "post", p.deep, 0, o.seeds, "xavier"),
                xavierw = final_loss(runs, "post", p.deep, p.warmup, o.seeds, "xavier");
-  r.evidence.push_back(fmt::format("Contrast (not in the verdict): with Xavier init, Post-LN ends at {} without warm-up and {} "
-                                   "with {} warm-up steps", num(xavier0), num(xavierw), p.warmup));
+  r.evidence.push_back(
+      fmt::format("Contrast (not in the verdict): with Xavier init, Post-LN ends at {} without warm-up and {} "
+                  "with {} warm-up steps",
+                  num(xavier0), num(xavierw), p.warmup));
 
   // C. the stream grows with depth (Pre-LN, without warm-up, at the last probe)
   const double growth = seed_mean(o.seeds, [&](int seed) -> double {
     const RunOutcome* run = find_run(runs, id_of("train", "pre", p.deep, 0, seed));
-    const std::vector<double> ms = run ? numbers(last_probe(run->dir / "run", "stream")["mean_square"]) : std::vector<double>{};
+    const std::vector<double> ms =
+        run ? numbers(last_probe(run->dir / "run", "stream")["mean_square"]) : std::vector<double>{};
     return ms.size() > 1 ? ms.back() / ms[1] : NAN;
   });
   const Truth c_holds = greater(growth, 2.0);
-  r.evidence.push_back(fmt::format("C. Pre-LN stream mean square at the stack's output ÷ entering layer 1, after training: {} — {}",
-                                   num(growth), said(c_holds, "holds (grows with depth)")));
+  r.evidence.push_back(
+      fmt::format("C. Pre-LN stream mean square at the stack's output ÷ entering layer 1, after training: {} — {}",
+                  num(growth), said(c_holds, "holds (grows with depth)")));
 
   r.verdict = combine_verdicts({a_holds, stalls && rescued, c_holds});
-  r.verdict_rule = "A: Post-LN ratio of last-layer fc2 gradients (deep/shallow) within [0.75, 1.33] and Pre-LN's below 0.85; "
-                   "B: Post-LN without warm-up ends > 0.2 nats above Pre-LN without warm-up, and warm-up lowers Post-LN's final "
-                   "loss by > 0.1; C: Pre-LN stream mean square at the top > 2× that entering layer 1. All hold: reproduced; "
-                   "none: not reproduced; otherwise inconclusive.";
+  r.verdict_rule =
+      "A: Post-LN ratio of last-layer fc2 gradients (deep/shallow) within [0.75, 1.33] and Pre-LN's below 0.85; "
+      "B: Post-LN without warm-up ends > 0.2 nats above Pre-LN without warm-up, and warm-up lowers Post-LN's final "
+      "loss by > 0.1; C: Pre-LN stream mean square at the top > 2× that entering layer 1. All hold: reproduced; "
+      "none: not reproduced; otherwise inconclusive.";
 
   Chart grads{"A. last-layer fc2 gradient norm at init", "depth L", "‖∂L/∂W_fc2‖"};
   grads.series.push_back({"Post-LN", {double(p.shallow), double(p.deep)}, {post_s, post_d}});
@@ -127,8 +142,9 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Chart curves{fmt::format("B. training loss at depth {}", p.deep), "step", "loss"};
   for (const char* placement : {"post", "pre"})
     for (int warmup : {0, p.warmup})
-      curves.series.push_back(loss_series(fmt::format("{}-LN, warm-up {}", placement == std::string("post") ? "Post" : "Pre", warmup),
-                                          find_run(runs, id_of("train", placement, p.deep, warmup, 1))));
+      curves.series.push_back(
+          loss_series(fmt::format("{}-LN, warm-up {}", placement == std::string("post") ? "Post" : "Pre", warmup),
+                      find_run(runs, id_of("train", placement, p.deep, warmup, 1))));
   for (int warmup : {0, p.warmup})
     curves.series.push_back(loss_series(fmt::format("Post-LN, Xavier init, warm-up {}", warmup),
                                         find_run(runs, id_of("xavier", "post", p.deep, warmup, 1))));
@@ -151,11 +167,14 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 extern const Study kWhyPreLn{
     .name = "why-pre-ln",
     .title = "Why Pre-LN won: gradients at init, warm-up, and the growing stream",
-    .claim = "At init Post-LN's last-layer gradient does not shrink with depth while Pre-LN's falls like 1/√L; deep "
+    .claim =
+        "At init Post-LN's last-layer gradient does not shrink with depth while Pre-LN's falls like 1/√L; deep "
         "Post-LN without warm-up stalls where Pre-LN trains, and warm-up rescues it; Pre-LN pays with a residual "
         "stream whose size grows with depth.",
-    .source = "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745), Thm 1, "
-        "Fig. 3, §3.2; Wang et al. 2022, DeepNet (arXiv 2203.00555); Sun et al. 2025, The Curse of Depth (arXiv 2502.05795).",
+    .source =
+        "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745), Thm 1, "
+        "Fig. 3, §3.2; Wang et al. 2022, DeepNet (arXiv 2203.00555); Sun et al. 2025, The Curse of Depth (arXiv "
+        "2502.05795).",
     .cost = "default ~5 min on 2 cores, --quick ~30 s",
     .plan = plan,
     .judge = judge,

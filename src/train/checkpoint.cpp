@@ -38,7 +38,8 @@ io::SafetensorsFile open_checkpoint(const fs::path& file) {
     return std::string_view(reinterpret_cast<const char*>(e.data.data()), e.data.size());
   });
   if (sum == f.metadata().end() || sum->second != actual)
-    fail("{}: the checkpoint is corrupted (data checksum mismatch); resume from an earlier copy or train anew", file.string());
+    fail("{}: the checkpoint is corrupted (data checksum mismatch); resume from an earlier copy or train anew",
+         file.string());
   return f;
 }
 }  // namespace
@@ -61,10 +62,15 @@ void save_checkpoint(const fs::path& run_dir, const model::Model& m, AdamW& opt,
   }
   const Json cfg = to_json(config);
   const std::string sum = data_checksum(entries);
-  io::write_safetensors(run_dir / kCheckpointFile, entries,
-                        {{"format", kFormat}, {"step", std::to_string(step)}, {"config", cfg.dump()}, {"data_fnv1a64", sum}});
-  Json human{{"format", kFormat}, {"step", step}, {"weights", kCheckpointFile}, {"optimizer", "AdamW, optim.m.* and optim.v.* in the same file"},
-             {"rng", "stateless: batches and dropout masks are functions of (train.seed, step)"}, {"config", cfg}};
+  io::write_safetensors(
+      run_dir / kCheckpointFile, entries,
+      {{"format", kFormat}, {"step", std::to_string(step)}, {"config", cfg.dump()}, {"data_fnv1a64", sum}});
+  Json human{{"format", kFormat},
+             {"step", step},
+             {"weights", kCheckpointFile},
+             {"optimizer", "AdamW, optim.m.* and optim.v.* in the same file"},
+             {"rng", "stateless: batches and dropout masks are functions of (train.seed, step)"},
+             {"config", cfg}};
   io::write_file_atomic(run_dir / kCheckpointJson, human.dump(2) + "\n");
 }
 
@@ -77,7 +83,8 @@ int load_checkpoint(const fs::path& file, model::Model& m, AdamW* opt) {
       const std::string& name = m.graph.spec(params[i]).name;
       for (const char* moment : {"optim.m.", "optim.v."})
         if (f.at(moment + name).numel() != m.graph.shape(params[i]).numel())
-          fail("{}: '{}{}' does not match the parameter's size; the checkpoint is corrupted", file.string(), moment, name);
+          fail("{}: '{}{}' does not match the parameter's size; the checkpoint is corrupted", file.string(), moment,
+               name);
       opt->first_moment(i) = f.at("optim.m." + name).to_f64_vector();
       opt->second_moment(i) = f.at("optim.v." + name).to_f64_vector();
     }

@@ -11,8 +11,10 @@ Loader::Loader(std::span<const int32_t> train, std::span<const int32_t> val, int
     : train_(train), val_(val), batch_(batch), seq_(seq), seed_(seed) {
   for (auto [split, name] : {std::pair{train, "train"}, std::pair{val, "validation"}})
     if (static_cast<int64_t>(split.size()) < seq + 1)
-      fail("the {} split has {} tokens, fewer than seq_len + 1 = {}: use a larger corpus, a larger val_fraction, or a "
-           "shorter train.seq_len", name, split.size(), seq + 1);
+      fail(
+          "the {} split has {} tokens, fewer than seq_len + 1 = {}: use a larger corpus, a larger val_fraction, or a "
+          "shorter train.seq_len",
+          name, split.size(), seq + 1);
 }
 
 void Loader::fill(std::span<const int32_t> source, int b, int64_t start, Batch& out) const {

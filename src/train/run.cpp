@@ -12,9 +12,10 @@ Run build_run(RunConfig config, int batch) {
   run.data = io::load_tokens(config.data_dir);
   if (config.model.vocab_size == 0) config.model.vocab_size = run.data.vocab_size;
   if (config.model.vocab_size != run.data.vocab_size)
-    fail("model.vocab_size = {} but the token data in {} has a vocabulary of {}: remove model.vocab_size or re-run "
-         "normlab prepare with --vocab-size {}", config.model.vocab_size, config.data_dir, run.data.vocab_size,
-         config.model.vocab_size);
+    fail(
+        "model.vocab_size = {} but the token data in {} has a vocabulary of {}: remove model.vocab_size or re-run "
+        "normlab prepare with --vocab-size {}",
+        config.model.vocab_size, config.data_dir, run.data.vocab_size, config.model.vocab_size);
   const TrainConfig& t = config.train;
   if (batch == 0) batch = t.batch_size;
   run.model = model::build_model(config.model, batch, t.seq_len);

@@ -23,10 +23,10 @@ struct TrainConfig {
   int checkpoint_every = 200;  // 0 = only at the end
   int log_every = 10;
   uint64_t seed = 1;
-  int threads = 0;  // 0 = OpenMP's default
-  int probe_every = 0;        // probes every N steps (probes.jsonl / probes.csv); 0 = off, costs nothing
-  double spike_z = 6.0;       // flag a loss or grad-norm spike above this running z-score; 0 = off
-  bool spike_skip = false;    // skip the optimizer update on a flagged spike
+  int threads = 0;          // 0 = OpenMP's default
+  int probe_every = 0;      // probes every N steps (probes.jsonl / probes.csv); 0 = off, costs nothing
+  double spike_z = 6.0;     // flag a loss or grad-norm spike above this running z-score; 0 = off
+  bool spike_skip = false;  // skip the optimizer update on a flagged spike
 };
 
 struct RunConfig {

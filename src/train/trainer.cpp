@@ -58,8 +58,10 @@ Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
   if (options_.resume && !fs::exists(checkpoint))
     fail("cannot resume: {} has no {} (train without --resume to start a new run)", run_dir_.string(), kCheckpointFile);
   if (options_.resume && to_json(checkpoint_config(checkpoint)) != to_json(run_.config))
-    fail("cannot resume: {}/config.json differs from the config stored in its checkpoint; restore it (the checkpoint's "
-         "copy is in checkpoint.json) or start a new run", run_dir_.string());
+    fail(
+        "cannot resume: {}/config.json differs from the config stored in its checkpoint; restore it (the checkpoint's "
+        "copy is in checkpoint.json) or start a new run",
+        run_dir_.string());
   fs::create_directories(run_dir_);
   io::write_file_atomic(run_dir_ / "config.json", to_json(run_.config).dump(2) + "\n");
 }
@@ -87,11 +89,14 @@ void Trainer::stop_non_finite(int step, double loss, double grad_norm) {
   std::string saved = fmt::format("the checkpoint in {} is intact", run_dir_.string());
   if (step > 1 && probe::parameters_finite(run_.model->graph)) {  // the state after step − 1, the last good one
     save_checkpoint(run_dir_, *run_.model, *optimizer_, run_.config, step - 1);
-    saved = fmt::format("the last good state (step {}) is saved in {}", step - 1, (run_dir_ / kCheckpointFile).string());
+    saved =
+        fmt::format("the last good state (step {}) is saved in {}", step - 1, (run_dir_ / kCheckpointFile).string());
   }
   log_metrics({{"type", "non_finite"}, {"step", step}, {"loss", loss}, {"grad_norm", grad_norm}, {"first", where}});
-  fail("non-finite values at step {} (loss {}, grad norm {}): first {} {}; {}. Lower train.lr, add warm-up, or turn on "
-       "train.clip", step, loss, grad_norm, layer, where.empty() ? "(not found)" : where, saved);
+  fail(
+      "non-finite values at step {} (loss {}, grad norm {}): first {} {}; {}. Lower train.lr, add warm-up, or turn on "
+      "train.clip",
+      step, loss, grad_norm, layer, where.empty() ? "(not found)" : where, saved);
 }
 
 TrainSummary Trainer::run() {
@@ -124,8 +129,11 @@ TrainSummary Trainer::run() {
   probe::SpikeDetector loss_spikes(128, 20, t.spike_z), grad_spikes(128, 20, t.spike_z);
 
   const int last = options_.stop_after >= 0 ? std::min(options_.stop_after, t.steps) : t.steps;
-  if (start >= t.steps) fail("{} already finished its {} steps; raise train.steps in a new run to train longer", run_dir_.string(), t.steps);
-  if (last <= start) fail("--stop-after {} is not after the checkpoint's step {}: give a later step", options_.stop_after, start);
+  if (start >= t.steps)
+    fail("{} already finished its {} steps; raise train.steps in a new run to train longer", run_dir_.string(),
+         t.steps);
+  if (last <= start)
+    fail("--stop-after {} is not after the checkpoint's step {}: give a later step", options_.stop_after, start);
   const double tokens_per_step = double(t.batch_size) * t.seq_len * t.grad_accum;
   TrainSummary summary;
   summary.unigram_entropy = run_.data.unigram_entropy_nats;
@@ -138,7 +146,8 @@ TrainSummary Trainer::run() {
     m.graph.zero_param_grads();
     loss = 0;
     for (int micro = 0; micro < t.grad_accum; ++micro) {
-      m.graph.set_step(static_cast<uint64_t>(step) * static_cast<uint64_t>(t.grad_accum) + static_cast<uint64_t>(micro));  // dropout masks
+      m.graph.set_step(static_cast<uint64_t>(step) * static_cast<uint64_t>(t.grad_accum) +
+                       static_cast<uint64_t>(micro));  // dropout masks
       run_.loader->train_batch(step, micro, batch);
       m.set_batch(batch.tokens.data(), batch.targets.data());
       loss += m.forward(true) / t.grad_accum;
@@ -151,11 +160,16 @@ TrainSummary Trainer::run() {
     const bool spike = loss_spikes.is_spike(loss_z) || grad_spikes.is_spike(grad_z);
     if (spike) {
       const bool skipped = t.spike_skip;
-      log_metrics({{"type", "spike"}, {"step", step}, {"loss", loss}, {"loss_z", loss_z}, {"grad_norm", grad_norm},
-                   {"grad_norm_z", grad_z}, {"update_skipped", skipped}});
+      log_metrics({{"type", "spike"},
+                   {"step", step},
+                   {"loss", loss},
+                   {"loss_z", loss_z},
+                   {"grad_norm", grad_norm},
+                   {"grad_norm_z", grad_z},
+                   {"update_skipped", skipped}});
       if (options_.progress)
-        *options_.progress << fmt::format("step {:>6} | spike: loss z {:.1f}, grad-norm z {:.1f}{}\n", step, loss_z, grad_z,
-                                          skipped ? " (update skipped)" : "");
+        *options_.progress << fmt::format("step {:>6} | spike: loss z {:.1f}, grad-norm z {:.1f}{}\n", step, loss_z,
+                                          grad_z, skipped ? " (update skipped)" : "");
     }
     const bool probing = probes && (step == 1 || step % t.probe_every == 0);  // step 1: the state at init
     if (probing) probes->after_backward(step, loss, grad_norm);
@@ -170,8 +184,13 @@ TrainSummary Trainer::run() {
       const double window = std::chrono::duration<double>(Clock::now() - window_start).count();
       const double tps = window_steps * tokens_per_step / std::max(window, 1e-9);
       const double elapsed = std::chrono::duration<double>(Clock::now() - begin).count();
-      log_metrics({{"type", "train"}, {"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
-                   {"tokens_per_s", tps}, {"elapsed_s", elapsed}});
+      log_metrics({{"type", "train"},
+                   {"step", step},
+                   {"loss", loss},
+                   {"lr", lr},
+                   {"grad_norm", grad_norm},
+                   {"tokens_per_s", tps},
+                   {"elapsed_s", elapsed}});
       progress_line(step, loss, lr, tps, (last - step) * tokens_per_step / std::max(tps, 1e-9));
       summary.tokens_per_second = tps;
       window_start = Clock::now();
@@ -181,7 +200,8 @@ TrainSummary Trainer::run() {
     if ((t.eval_every > 0 && step % t.eval_every == 0) || final_step) {
       summary.val_loss = evaluate(m, *run_.loader, t.eval_batches);
       log_metrics({{"type", "eval"}, {"step", step}, {"val_loss", summary.val_loss}});
-      if (options_.progress) *options_.progress << fmt::format("step {:>6} | val_loss {:.4f}\n", step, summary.val_loss);
+      if (options_.progress)
+        *options_.progress << fmt::format("step {:>6} | val_loss {:.4f}\n", step, summary.val_loss);
     }
     if ((t.checkpoint_every > 0 && step % t.checkpoint_every == 0) || step == last)
       save_checkpoint(run_dir_, m, *optimizer_, run_.config, step);
@@ -190,9 +210,13 @@ TrainSummary Trainer::run() {
   summary.train_loss = loss;
   summary.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
   if (last == t.steps) {
-    Json s{{"steps", summary.steps}, {"train_loss", summary.train_loss}, {"val_loss", summary.val_loss},
-           {"unigram_entropy_nats", summary.unigram_entropy}, {"seconds", summary.seconds},
-           {"tokens_per_s", summary.tokens_per_second}, {"parameters", m.graph.parameter_count()}};
+    Json s{{"steps", summary.steps},
+           {"train_loss", summary.train_loss},
+           {"val_loss", summary.val_loss},
+           {"unigram_entropy_nats", summary.unigram_entropy},
+           {"seconds", summary.seconds},
+           {"tokens_per_s", summary.tokens_per_second},
+           {"parameters", m.graph.parameter_count()}};
     io::write_file_atomic(run_dir_ / "summary.json", s.dump(2) + "\n");
   }
   return summary;

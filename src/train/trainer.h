@@ -20,8 +20,8 @@ struct TrainSummary {
 };
 
 struct TrainOptions {
-  bool resume = false;    // continue from run_dir's checkpoint
-  int stop_after = -1;    // stop (with a checkpoint) once this step is done; -1 = train.steps
+  bool resume = false;               // continue from run_dir's checkpoint
+  int stop_after = -1;               // stop (with a checkpoint) once this step is done; -1 = train.steps
   std::ostream* progress = nullptr;  // progress lines; nullptr = silent
 };
 

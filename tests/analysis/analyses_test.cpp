@@ -6,8 +6,8 @@
 
 #include <cmath>
 
-#include "common/error.h"
 #include "analysis/analyses.h"
+#include "common/error.h"
 #include "probe/probe_test_util.h"
 #include "train/trainer.h"
 
@@ -23,7 +23,8 @@ train::RunConfig rezero_config() { return tiny_run({{"placement", "rezero"}, {"n
 TEST(ProbeAnalyses, ReZeroAtInitDroppingAnyLayerChangesTheLossByExactlyZero) {
   const train::RunConfig c = rezero_config();
   auto m = fresh_model(c);
-  for (int l = 0; l < 3; ++l) ASSERT_EQ(values(m->graph, m->graph.at(fmt::format("layers.{}.rezero_alpha", l)))[0], 0.0);
+  for (int l = 0; l < 3; ++l)
+    ASSERT_EQ(values(m->graph, m->graph.at(fmt::format("layers.{}.rezero_alpha", l)))[0], 0.0);
   const train::Loader loader = make_loader(c);
   AnalysisSettings s;
   s.batches = 2;
@@ -161,7 +162,8 @@ TEST(ProbeAnalyses, GradientNormsAtInitEqualADirectComputation) {
       m->graph.zero_param_grads();
       m->forward(false);
       m->graph.backward(m->loss);
-      for (size_t i = 0; i < params.size(); ++i) expected[i] += l2(values(m->graph, params[i], true)) / (s.seeds * s.batches);
+      for (size_t i = 0; i < params.size(); ++i)
+        expected[i] += l2(values(m->graph, params[i], true)) / (s.seeds * s.batches);
     }
   }
   for (size_t i = 0; i < params.size(); ++i) {
@@ -205,11 +207,13 @@ TEST(ProbeAnalyses, GradientNormsAtInitForReZeroVanishInsideEveryBranch) {
 // Pre-LN with bias-free LayerNorm and untied embeddings, its weights moved off their init (unit gains
 // and zero biases would make the identities easy), against its Pre-RMSNorm and Pre-CRMSNorm forms.
 TEST(ProbeAnalyses, NormEquivalenceFindsTheThreeFormsEqualToRounding) {
-  const train::RunConfig c = tiny_run({{"placement", "pre"}, {"tied_embeddings", false}, {"norm", {{"type", "layernorm"}, {"bias", false}}}});
+  const train::RunConfig c =
+      tiny_run({{"placement", "pre"}, {"tied_embeddings", false}, {"norm", {{"type", "layernorm"}, {"bias", false}}}});
   auto m = fresh_model(c);
   for (engine::TensorId id : m->graph.parameters()) {
     float* w = m->graph.data<float>(id);
-    for (int64_t i = 0; i < m->graph.shape(id).numel(); ++i) w[i] += 0.1f * static_cast<float>(std::sin(3.0 * static_cast<double>(i) + 1.0));
+    for (int64_t i = 0; i < m->graph.shape(id).numel(); ++i)
+      w[i] += 0.1f * static_cast<float>(std::sin(3.0 * static_cast<double>(i) + 1.0));
   }
   const Json r = norm_equivalence(*m, make_loader(c));
   ASSERT_EQ(r.at("variant").size(), 4u) << r.dump();
@@ -231,7 +235,8 @@ TEST(ProbeAnalyses, NormEquivalenceRefusesModelsItCannotCompare) {
       norm_equivalence(*m, make_loader(c));
       ADD_FAILURE() << "accepted " << model.dump();
     } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("model.norm.bias=false, model.tied_embeddings=false"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("model.norm.bias=false, model.tied_embeddings=false"), std::string::npos)
+          << e.what();
     }
   }
 }

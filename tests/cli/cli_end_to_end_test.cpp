@@ -26,10 +26,12 @@ TEST(CliEndToEnd, PrepareTrainEvalGenerate) {
   spit(tmp / "corpus.txt", tiny_corpus_text(400, 23));
   const fs::path tokens = tmp / "tokens", run = tmp / "run";
 
-  auto r = run_cli({"prepare", "-i", (tmp / "corpus.txt").string(), "-o", tokens.string(), "--vocab-size", "120"}, tmp.path());
+  auto r = run_cli({"prepare", "-i", (tmp / "corpus.txt").string(), "-o", tokens.string(), "--vocab-size", "120"},
+                   tmp.path());
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_NE(r.out.find("vocab 120"), std::string::npos) << describe(r);
-  for (const char* f : {"meta.json", "tokenizer.model", "train.bin", "val.bin"}) EXPECT_TRUE(fs::exists(tokens / f)) << f;
+  for (const char* f : {"meta.json", "tokenizer.model", "train.bin", "val.bin"})
+    EXPECT_TRUE(fs::exists(tokens / f)) << f;
 
   Json cfg = tiny_config_doc(30, tokens);
   cfg["train"]["log_every"] = 5;
@@ -91,7 +93,8 @@ TEST(CliEndToEnd, PrepareTrainEvalGenerate) {
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_TRUE(r.out.starts_with("And the")) << describe(r);
   EXPECT_GT(r.out.size(), std::string("And the\n").size()) << describe(r);
-  const auto again = run_cli({"generate", "--run", run.string(), "-n", "10", "--seed", "3", "-p", "And the"}, tmp.path());
+  const auto again =
+      run_cli({"generate", "--run", run.string(), "-n", "10", "--seed", "3", "-p", "And the"}, tmp.path());
   EXPECT_EQ(again.out, r.out) << "sampling with a fixed seed is deterministic";
   r = run_cli({"generate", "--run", run.string(), "-n", "10", "-t", "0"}, tmp.path());
   EXPECT_EQ(r.exit_code, 0) << describe(r);

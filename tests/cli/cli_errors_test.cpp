@@ -230,9 +230,7 @@ TEST_F(CliErrors, ConfigImpossibleValues) {
   EXPECT_FALSE(fs::exists(tmp_ / "new_run"));
 }
 
-TEST_F(CliErrors, UnknownPlacement) {
-  expect_cli_error(train_with({"model.placement=prex"}), {"placement", "'prex'"});
-}
+TEST_F(CliErrors, UnknownPlacement) { expect_cli_error(train_with({"model.placement=prex"}), {"placement", "'prex'"}); }
 
 // --- token data ---
 
@@ -263,7 +261,8 @@ TEST_F(CliErrors, ResumeWithOverridesIsRefused) {
   const fs::path run = copy_run();
   const auto before = snapshot(run);
   expect_cli_error(cli({"train", "--run", run.string(), "--resume", "--set", "train.lr=1"}), {"--resume", "--set"});
-  expect_cli_error(cli({"train", "--run", run.string(), "--resume", "-c", config().string()}), {"--resume", "--config"});
+  expect_cli_error(cli({"train", "--run", run.string(), "--resume", "-c", config().string()}),
+                   {"--resume", "--config"});
   EXPECT_EQ(snapshot(run), before);
 }
 

@@ -18,11 +18,14 @@ TEST(CliVariants, ListsEveryPlacementWithPaperEquationsAndSwitches) {
   const auto r = run_cli({"variants"}, tmp.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   for (const model::Placement* p : model::all_placements()) {
-    EXPECT_NE(r.out.find(std::string(p->name) + "\n    paper:      " + std::string(p->paper)), std::string::npos) << p->name;
+    EXPECT_NE(r.out.find(std::string(p->name) + "\n    paper:      " + std::string(p->paper)), std::string::npos)
+        << p->name;
     EXPECT_NE(r.out.find(std::string(p->equations)), std::string::npos) << p->name;
-    for (const model::Switch& s : p->switches) EXPECT_NE(r.out.find(std::string(s.name) + " = "), std::string::npos) << s.name;
+    for (const model::Switch& s : p->switches)
+      EXPECT_NE(r.out.find(std::string(s.name) + " = "), std::string::npos) << s.name;
   }
-  for (const model::Switch& s : model::common_switches()) EXPECT_NE(r.out.find(std::string(s.name) + " = "), std::string::npos);
+  for (const model::Switch& s : model::common_switches())
+    EXPECT_NE(r.out.find(std::string(s.name) + " = "), std::string::npos);
   // Paper-vs-code choices are stated.
   EXPECT_NE(r.out.find("fairseq's post-W_O form"), std::string::npos);
 }
@@ -57,9 +60,10 @@ std::map<std::string, double> report_std(const std::vector<std::string>& sets, c
 TEST(CliInitReport, RealizesDeepNormsBetaAndTheScaledInit) {
   TempDir tmp("cli");
   const int layers = 24, d = 256;
-  auto deepnorm = report_std({"model.placement=deepnorm", "model.n_layers=24", "model.d_model=256", "model.d_ff=256"}, tmp);
+  auto deepnorm =
+      report_std({"model.placement=deepnorm", "model.n_layers=24", "model.d_model=256", "model.d_ff=256"}, tmp);
   const double xavier = std::sqrt(2.0 / (d + d)), beta = std::pow(8.0 * layers, -0.25);
-  EXPECT_NEAR(deepnorm.at("layers.5.attn.q.weight"), xavier, 0.03 * xavier);         // gain 1 on q
+  EXPECT_NEAR(deepnorm.at("layers.5.attn.q.weight"), xavier, 0.03 * xavier);                // gain 1 on q
   EXPECT_NEAR(deepnorm.at("layers.5.attn.v.weight"), beta * xavier, 0.03 * beta * xavier);  // gain β on v
   EXPECT_NEAR(deepnorm.at("layers.23.ffn.fc2.weight"), beta * xavier, 0.03 * beta * xavier);
   EXPECT_EQ(deepnorm.at("layers.0.attn.post_norm.weight"), 0.0);  // gains are constant 1

@@ -27,8 +27,8 @@ constexpr int kVocab = 200;
 
 // Deterministic pseudo-English: words built from syllables, lines of 4..15 words.
 std::string generated_text(std::uint64_t seed = 7) {
-  static const char* const kSyllables[] = {"the", "an", "lo", "ra", "mi", "ke", "sto", "ver", "un", "der",
-                                           "ing", "al", "po", "tes", "qu", "is", "ba", "or", "ne", "ath"};
+  static const char* const kSyllables[] = {"the", "an", "lo", "ra",  "mi", "ke", "sto", "ver", "un", "der",
+                                           "ing", "al", "po", "tes", "qu", "is", "ba",  "or",  "ne", "ath"};
   std::uint64_t state = seed;
   auto next = [&](std::uint64_t n) {
     state = state * 6364136223846793005ULL + 1442695040888963407ULL;

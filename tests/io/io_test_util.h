@@ -57,8 +57,7 @@ inline void expect_error(const std::function<void()>& fn, std::initializer_list<
     const std::string message = e.what();
     EXPECT_EQ(message.find('\n'), std::string::npos) << "multi-line message: " << message;
     for (std::string_view fragment : fragments) {
-      EXPECT_NE(message.find(fragment), std::string::npos)
-          << "message lacks \"" << fragment << "\": " << message;
+      EXPECT_NE(message.find(fragment), std::string::npos) << "message lacks \"" << fragment << "\": " << message;
     }
     return;
   } catch (const std::exception& e) {

@@ -64,8 +64,8 @@ TEST(IoSafetensors, RoundTripsEveryDtypeAndMetadata) {
 
   const SafetensorsFile file = SafetensorsFile::read(path);
   EXPECT_EQ(file.metadata(), metadata);
-  EXPECT_EQ(file.names(), (std::vector<std::string>{"b.f64", "c.i32", "d.i64", "e.u16", "f.u32", "g.scalar",
-                                                    "h.empty", "layers.0.attn.q.weight"}));
+  EXPECT_EQ(file.names(), (std::vector<std::string>{"b.f64", "c.i32", "d.i64", "e.u16", "f.u32", "g.scalar", "h.empty",
+                                                    "layers.0.attn.q.weight"}));
   const auto& q = file.at("layers.0.attn.q.weight");
   EXPECT_EQ(q.dtype, Dtype::F32);
   EXPECT_EQ(q.shape, (std::vector<std::int64_t>{2, 3}));
@@ -129,8 +129,8 @@ class IoSafetensorsCorruption : public ::testing::Test {
   void SetUp() override {
     const std::vector<float> a(10, 1.0f);
     const std::vector<std::int32_t> b(3, 7);
-    write_safetensors(path_, std::vector<TensorToWrite>{{"a", Dtype::F32, {2, 5}, a.data()},
-                                                        {"b", Dtype::I32, {3}, b.data()}},
+    write_safetensors(path_,
+                      std::vector<TensorToWrite>{{"a", Dtype::F32, {2, 5}, a.data()}, {"b", Dtype::I32, {3}, b.data()}},
                       {{"k", "v"}});
     good_ = slurp(path_);
     std::memcpy(&header_len_, good_.data(), 8);
@@ -234,8 +234,7 @@ TEST_F(IoSafetensorsCorruption, MissingTensorAndWrongDtype) {
 
 TEST_F(IoSafetensorsCorruption, ErrorNamesTheRole) {
   spit(path_, good_.substr(0, good_.size() - 1));
-  expect_error([&] { SafetensorsFile::read(path_, "checkpoint"); },
-               {"checkpoint " + path_.string() + " is truncated"});
+  expect_error([&] { SafetensorsFile::read(path_, "checkpoint"); }, {"checkpoint " + path_.string() + " is truncated"});
 }
 
 TEST(IoSafetensors, MissingFile) {
@@ -247,14 +246,26 @@ TEST(IoSafetensors, WriterRejectsBadInput) {
   TempDir dir;
   const float v[2] = {0, 0};
   const auto path = dir / "w.safetensors";
-  expect_error([&] { write_safetensors(path, std::vector<TensorToWrite>{{"a", Dtype::F32, {2}, v}, {"a", Dtype::F32, {2}, v}}); },
-               {path.string(), "'a' appears twice"});
-  expect_error([&] { write_safetensors(path, std::vector<TensorToWrite>{{"a", Dtype::F32, {-1}, v}}); },
-               {path.string(), "shape [-1]"});
-  expect_error([&] { write_safetensors(path, std::vector<TensorToWrite>{{"a", Dtype::F32, {2}, nullptr}}); },
-               {path.string(), "no data"});
-  expect_error([&] { write_safetensors(path, std::vector<TensorToWrite>{{"__metadata__", Dtype::F32, {2}, v}}); },
-               {"reserved"});
+  expect_error(
+      [&] {
+        write_safetensors(path, std::vector<TensorToWrite>{{"a", Dtype::F32, {2}, v}, {"a", Dtype::F32, {2}, v}});
+      },
+      {path.string(), "'a' appears twice"});
+  expect_error(
+      [&] {
+        write_safetensors(path, std::vector<TensorToWrite>{{"a", Dtype::F32, {-1}, v}});
+      },
+      {path.string(), "shape [-1]"});
+  expect_error(
+      [&] {
+        write_safetensors(path, std::vector<TensorToWrite>{{"a", Dtype::F32, {2}, nullptr}});
+      },
+      {path.string(), "no data"});
+  expect_error(
+      [&] {
+        write_safetensors(path, std::vector<TensorToWrite>{{"__metadata__", Dtype::F32, {2}, v}});
+      },
+      {"reserved"});
   EXPECT_FALSE(std::filesystem::exists(path));
 }
 

@@ -22,7 +22,7 @@ namespace eng = normlab::engine;
 constexpr int kBatch = 2, kSeq = 7, kVocab = 29;
 
 Json small(const std::string& placement, const Json& extra = Json::object()) {
-  Json j{{"vocab_size", kVocab}, {"d_model", 16},     {"n_heads", 4},       {"n_layers", 3},
+  Json j{{"vocab_size", kVocab}, {"d_model", 16},       {"n_heads", 4},          {"n_layers", 3},
          {"d_ff", 24},           {"max_seq_len", kSeq}, {"placement", placement}};
   j.merge_patch(extra);
   return j;
@@ -39,7 +39,9 @@ std::unique_ptr<Model> build(const Json& config, eng::DType dtype) {
   return m;
 }
 
-std::vector<double> values(const eng::Graph& g, eng::TensorId id, bool grad = false) { return eng::to_f64(g, id, grad); }
+std::vector<double> values(const eng::Graph& g, eng::TensorId id, bool grad = false) {
+  return eng::to_f64(g, id, grad);
+}
 
 void set_values(eng::Graph& g, eng::TensorId id, const std::vector<double>& v) {
   eng::dispatch_float(g.float_type(), [&]<typename T>() {
@@ -74,7 +76,8 @@ void copy_weights(const Model& from, Model& to) {
 // max |a − b| / max(max |b|, 1)
 double max_error(const std::vector<double>& a, const std::vector<double>& b) {
   double diff = 0, scale = 1;
-  for (size_t i = 0; i < a.size(); ++i) diff = std::max(diff, std::abs(a[i] - b[i])), scale = std::max(scale, std::abs(b[i]));
+  for (size_t i = 0; i < a.size(); ++i)
+    diff = std::max(diff, std::abs(a[i] - b[i])), scale = std::max(scale, std::abs(b[i]));
   return diff / scale;
 }
 
@@ -91,7 +94,9 @@ const std::vector<Json>& prenorm_shapes() {
   static const std::vector<Json> shapes = {
       Json::object(),
       {{"activation", "swiglu"}, {"positions", "rope"}, {"bias", false}, {"tied_embeddings", false}},
-      {{"activation", "geglu"}, {"embed_scale", "learned"}, {"options", {{"attn_softcap", 3.0}, {"final_softcap", 4.0}}}},
+      {{"activation", "geglu"},
+       {"embed_scale", "learned"},
+       {"options", {{"attn_softcap", 3.0}, {"final_softcap", 4.0}}}},
   };
   return shapes;
 }
@@ -118,7 +123,8 @@ TEST(Equivalence, PreLnEqualsPreRmsLogitsLossAndGradients) {
         const std::string& name = pre->graph.spec(id).name;
         const auto want = values(pre->graph, id, true), got = values(rms->graph, rms->graph.at(name), true);
         double diff2 = 0, ref2 = 0;
-        for (size_t i = 0; i < want.size(); ++i) diff2 += (got[i] - want[i]) * (got[i] - want[i]), ref2 += want[i] * want[i];
+        for (size_t i = 0; i < want.size(); ++i)
+          diff2 += (got[i] - want[i]) * (got[i] - want[i]), ref2 += want[i] * want[i];
         if (name.ends_with(".k.bias") && extra.value("positions", "learned") != "rope") {
           // Softmax ignores a shift of all scores of a row: the key bias's exact gradient is 0, so
           // both are rounding noise.
@@ -179,7 +185,8 @@ TEST(Equivalence, PreLnEqualsPreCrmsAfterConversion) {
         double mean = 0;
         for (size_t j = 0; j < 16; ++j) mean += z[r * 16 + j] / 16;
         for (size_t j = 0; j < 15; ++j)
-          err = std::max(err, std::abs(x[r * 15 + j] - (z[r * 16 + j] - mean))), scale = std::max(scale, std::abs(z[r * 16 + j]));
+          err = std::max(err, std::abs(x[r * 15 + j] - (z[r * 16 + j] - mean))),
+          scale = std::max(scale, std::abs(z[r * 16 + j]));
       }
       EXPECT_LE(err / scale, f64 ? 1e-12 : 1e-5) << "compressed stream";
     }
@@ -248,8 +255,8 @@ TEST(Equivalence, GpasForwardScalesTheStreamAndBackwardPassesThroughUnscaled) {
           for (size_t k = 0; k < r.size(); ++k) ASSERT_NEAR(r[k], x[k] + f[k], 1e-14 * (1 + std::abs(r[k])));
           // ... and the block input is the previous gate's output (or the embedding).
           const std::string prev = std::string(s) == "ffn" ? fmt::format("layers.{}.attn.gated", i)
-                                   : i > 0                  ? fmt::format("layers.{}.ffn.gated", i - 1)
-                                                            : std::string("embed.out");
+                                   : i > 0                 ? fmt::format("layers.{}.ffn.gated", i - 1)
+                                                           : std::string("embed.out");
           EXPECT_EQ(n.in[0], g.at(prev));
         }
       const auto r = values(g, residual), y = values(g, gated);
@@ -308,7 +315,8 @@ TEST(Equivalence, LnsScalesEachBranchInputByOneOverSqrtDepth) {
       const float factor = static_cast<float>(1.0 / std::sqrt(static_cast<double>(i + 1)));
       const float* normed = g.data<float>(g.at(p + ".in_norm.out"));
       const float* scaled = g.data<float>(g.at(p + ".lns_scaled"));
-      for (int64_t k = 0; k < g.shape(g.at(p + ".lns_scaled")).numel(); ++k) ASSERT_EQ(scaled[k], factor * normed[k]) << p;
+      for (int64_t k = 0; k < g.shape(g.at(p + ".lns_scaled")).numel(); ++k)
+        ASSERT_EQ(scaled[k], factor * normed[k]) << p;
       // The scaled tensor is what the branch reads: q's input.
       for (const eng::Node& n : g.nodes()) {
         if (n.out == g.at(p + (s == std::string("attn") ? ".q.out" : ".fc1.out"))) {
@@ -349,8 +357,8 @@ TEST(VariantStructure, MixLnAssignsPostLnToTheFirstFloorRhoLLayers) {
   for (int layers : {4, 8, 12})
     for (double rho : {0.25, 0.5}) {
       const int post = static_cast<int>(std::floor(rho * layers));
-      Json c{{"vocab_size", 11}, {"d_model", 8}, {"n_heads", 2}, {"n_layers", layers}, {"d_ff", 8},
-             {"max_seq_len", 4}, {"placement", "mixln"}, {"options", {{"mixln_ratio", rho}}}};
+      Json c{{"vocab_size", 11}, {"d_model", 8},     {"n_heads", 2},         {"n_layers", layers},
+             {"d_ff", 8},        {"max_seq_len", 4}, {"placement", "mixln"}, {"options", {{"mixln_ratio", rho}}}};
       auto m = build_model(read_model_config(c, "mixln"), 1, 4, eng::DType::f32);
       const eng::Graph& g = m->graph;
       int seen_post = 0;

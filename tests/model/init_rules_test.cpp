@@ -23,14 +23,14 @@ namespace eng = normlab::engine;
 using eng::Role;
 
 Json big(const std::string& placement, int layers, const Json& extra = Json::object()) {
-  Json j{{"vocab_size", 256}, {"d_model", 256}, {"n_heads", 4},       {"n_layers", layers},
+  Json j{{"vocab_size", 256}, {"d_model", 256},    {"n_heads", 4},          {"n_layers", layers},
          {"d_ff", 1024},      {"max_seq_len", 64}, {"placement", placement}};
   j.merge_patch(extra);
   return j;
 }
 
 Json tiny(const std::string& placement, int layers, const Json& extra = Json::object()) {
-  Json j{{"vocab_size", 17}, {"d_model", 16}, {"n_heads", 2},      {"n_layers", layers},
+  Json j{{"vocab_size", 17}, {"d_model", 16},    {"n_heads", 2},          {"n_layers", layers},
          {"d_ff", 24},       {"max_seq_len", 8}, {"placement", placement}};
   j.merge_patch(extra);
   return j;
@@ -114,8 +114,8 @@ TEST(InitRules, LipschitzUniformOverSqrtFanIn) {
   auto m = initialized(big("lipschitz", 2, {{"tied_embeddings", false}}));
   EXPECT_EQ(m->config.norm.eps, 1e-6);
   for (const char* p : {"q", "k", "v", "o"}) expect_uniform(*m, fmt::format("layers.1.attn.{}.weight", p), 1 / 16.0);
-  expect_uniform(*m, "layers.1.ffn.fc1.weight", 1 / 16.0);   // fan-in d = 256
-  expect_uniform(*m, "layers.1.ffn.fc2.weight", 1 / 32.0);   // fan-in d_ff = 1024
+  expect_uniform(*m, "layers.1.ffn.fc1.weight", 1 / 16.0);  // fan-in d = 256
+  expect_uniform(*m, "layers.1.ffn.fc2.weight", 1 / 32.0);  // fan-in d_ff = 1024
   expect_uniform(*m, "lm_head.weight", 1 / 16.0);
   expect_uniform(*m, "embed.tokens.weight", std::sqrt(2.0 / (256 + 256)));
   expect_all(*m, "layers.1.attn.o.bias", 0);
@@ -124,7 +124,8 @@ TEST(InitRules, LipschitzUniformOverSqrtFanIn) {
 
 TEST(InitRules, ScaleNormSmallInitAndGainSqrtD) {
   auto m = initialized(big("scalenorm", 2, {{"d_ff", 768}}));
-  for (const char* p : {"q", "k", "v", "o"}) expect_normal(*m, fmt::format("layers.0.attn.{}.weight", p), std::sqrt(2.0 / (5 * 256)));
+  for (const char* p : {"q", "k", "v", "o"})
+    expect_normal(*m, fmt::format("layers.0.attn.{}.weight", p), std::sqrt(2.0 / (5 * 256)));
   expect_normal(*m, "layers.0.ffn.fc1.weight", std::sqrt(2.0 / (768 + 256)));
   expect_normal(*m, "layers.0.ffn.fc2.weight", std::sqrt(2.0 / (768 + 256)));
   for (const char* n : {"layers.0.attn.in_norm.weight", "layers.1.ffn.in_norm.weight", "final_norm.weight"}) {
@@ -237,11 +238,13 @@ void expect_growing_above_one(const std::vector<double>& omegas) {
 
 TEST(InitRules, AdminProfiledOmegaGrowsAboveOneWithFairseqConventions) {
   const int L = 6;
-  const auto omegas = profiled_omegas(
-      tiny("admin", L, {{"d_model", 32}, {"d_ff", 64}, {"embed_scale", "sqrt_d"},
-                        {"init", {{"scheme", "xavier"}, {"embed_std", 1 / std::sqrt(32.0)}}},
-                        {"options", {{"admin_omega", "profile"}}}}),
-      L);
+  const auto omegas = profiled_omegas(tiny("admin", L,
+                                           {{"d_model", 32},
+                                            {"d_ff", 64},
+                                            {"embed_scale", "sqrt_d"},
+                                            {"init", {{"scheme", "xavier"}, {"embed_std", 1 / std::sqrt(32.0)}}},
+                                            {"options", {{"admin_omega", "profile"}}}}),
+                                      L);
   expect_growing_above_one(omegas);
   // Of the order of admin-torch's closed form for N = 12 (2.02): the two are meant to agree in scale.
   EXPECT_GT(omegas.back(), 1.5);
@@ -266,7 +269,8 @@ TEST(InitRules, DlclWeightsStartAsRowAverages) {
     ASSERT_EQ(w.size(), size_t((L + 1) * (L + 1)));
     for (int l = 0; l <= L; ++l)
       for (int k = 0; k <= L; ++k)
-        EXPECT_FLOAT_EQ(w[size_t(l * (L + 1) + k)], k <= l ? 1.0f / float(l + 1) : 0.0f) << p << " W[" << l << "," << k << "]";
+        EXPECT_FLOAT_EQ(w[size_t(l * (L + 1) + k)], k <= l ? 1.0f / float(l + 1) : 0.0f)
+            << p << " W[" << l << "," << k << "]";
   }
 }
 
@@ -389,16 +393,19 @@ TEST(InitRules, ScalarsAndGainsStartWhereTheirPapersSay) {
   expect_all(*qk_set, "layers.1.attn.qk_scale", 2.5);
 
   auto dyt = initialized(tiny("dyt", 2));
-  for (const char* n : {"layers.0.attn.in_norm.alpha", "layers.1.ffn.in_norm.alpha", "final_norm.alpha"}) expect_all(*dyt, n, 0.5);
+  for (const char* n : {"layers.0.attn.in_norm.alpha", "layers.1.ffn.in_norm.alpha", "final_norm.alpha"})
+    expect_all(*dyt, n, 0.5);
   expect_all(*dyt, "layers.0.attn.in_norm.weight", 1);
   expect_all(*dyt, "layers.0.attn.in_norm.bias", 0);
-  auto llama = initialized(tiny("dyt", 2, {{"options", {{"dyt_alpha_attn", 0.8}, {"dyt_alpha_ffn", 0.2}, {"dyt_alpha_final", 0.1}}}}));
+  auto llama = initialized(
+      tiny("dyt", 2, {{"options", {{"dyt_alpha_attn", 0.8}, {"dyt_alpha_ffn", 0.2}, {"dyt_alpha_final", 0.1}}}}));
   expect_all(*llama, "layers.1.attn.in_norm.alpha", 0.8f);
   expect_all(*llama, "layers.1.ffn.in_norm.alpha", 0.2f);
   expect_all(*llama, "final_norm.alpha", 0.1f);
 
   auto gemma = initialized(tiny("gemma2", 2));
-  for (const char* n : {"layers.0.attn.in_norm.weight", "layers.0.attn.out_norm.weight", "final_norm.weight"}) expect_all(*gemma, n, 0);
+  for (const char* n : {"layers.0.attn.in_norm.weight", "layers.0.attn.out_norm.weight", "final_norm.weight"})
+    expect_all(*gemma, n, 0);
   EXPECT_EQ(gemma->graph.find("layers.0.attn.q.bias"), eng::kNoTensor);
 
   auto nf = initialized(tiny("normformer", 2));

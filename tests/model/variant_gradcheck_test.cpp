@@ -32,7 +32,7 @@ namespace eng = normlab::engine;
 constexpr int kBatch = 2, kSeq = 5, kVocab = 13;
 
 Json tiny(const std::string& placement, const Json& extra = Json::object()) {
-  Json j{{"vocab_size", kVocab}, {"d_model", 8},     {"n_heads", 2},       {"n_layers", 2},
+  Json j{{"vocab_size", kVocab}, {"d_model", 8},        {"n_heads", 2},          {"n_layers", 2},
          {"d_ff", 12},           {"max_seq_len", kSeq}, {"placement", placement}};
   j.merge_patch(extra);
   return j;
@@ -124,12 +124,14 @@ void check_gradients(Model& m, const std::function<bool(const std::string&)>& se
     }
     ++checked;
     if (std::sqrt(ref2) < 1e-9) {
-      EXPECT_TRUE(spec.name.ends_with(".k.bias") || spec.name.ends_with(".k_norm.bias")) << spec.name << ": its gradient is zero, so this check could not fail";
+      EXPECT_TRUE(spec.name.ends_with(".k.bias") || spec.name.ends_with(".k_norm.bias"))
+          << spec.name << ": its gradient is zero, so this check could not fail";
       EXPECT_LE(std::sqrt(an2), 1e-9) << spec.name << ": the numeric gradient is zero but the analytic one is not";
       continue;
     }
     EXPECT_LE(std::sqrt(diff2), tol * std::sqrt(ref2) + 1e-9 * std::sqrt(static_cast<double>(sampled)))
-        << "gradient of " << spec.name << ": relative error " << std::sqrt(diff2 / ref2) << ", |numeric| " << std::sqrt(ref2);
+        << "gradient of " << spec.name << ": relative error " << std::sqrt(diff2 / ref2) << ", |numeric| "
+        << std::sqrt(ref2);
   }
   EXPECT_GT(checked, 0) << "no parameter was selected";
   g.forward(true);  // leave the activations of the unperturbed model in place
@@ -173,7 +175,8 @@ std::vector<Combo> combos() {
       // ~ε/Var ≈ 1e-6 relative, at the tolerance).
       {"sandwich_pb_relax", "sandwich", {{"norm", {{"eps", 1e-12}}}, {"options", {{"pb_relax", true}}}}},
       {"normformer_fairseq", "normformer", {{"options", {{"head_scale", "fairseq"}}}}},
-      {"normformer_plain", "normformer",
+      {"normformer_plain",
+       "normformer",
        {{"options", {{"scale_attn", false}, {"scale_heads", false}, {"scale_fc", false}, {"scale_resids", false}}}}},
       {"lns_gain_init", "lns", {{"options", {{"lns_form", "gain_init"}}}}},
       {"gpas_per_sublayer", "gpas", {{"options", {{"gpas_per_sublayer", true}}}}},
@@ -181,7 +184,8 @@ std::vector<Combo> combos() {
       {"embed_norm_learned_scale", "pre", {{"embed_norm", true}, {"embed_scale", "learned"}}},
       {"embed_scale_sqrt_d", "peri", {{"embed_norm", true}, {"embed_scale", "sqrt_d"}}},
       {"dyt_bias", "dyt", {{"norm", {{"bias", true}}}}},
-      {"dyt_llama", "dyt",
+      {"dyt_llama",
+       "dyt",
        {{"norm", {{"bias", false}}},
         {"embed_scale", "learned"},
         {"options", {{"dyt_alpha_attn", 0.8}, {"dyt_alpha_ffn", 0.2}, {"dyt_alpha_final", 0.2}}}}},
@@ -289,7 +293,7 @@ TEST(VariantGradcheckGpas, NonzeroGateMakesGradientsBelowItDifferFromFiniteDiffe
     ref2 += numeric * numeric;
   }
   EXPECT_GT(std::sqrt(diff2 / ref2), 0.1) << "the analytic gradient below a nonzero GPAS gate equals the true "
-                                              "derivative: the stop-gradient is missing";
+                                             "derivative: the stop-gradient is missing";
 }
 
 // The default form shares one gate per layer between both sub-layers: its gradient is the sum over

@@ -91,8 +91,8 @@ class VariantTraining : public ::testing::TestWithParam<std::string> {
           std::printf("%-16s FAILED: %s\n", name.c_str(), r.error.c_str());
           continue;
         }
-        std::printf("%-16s %9.4f %9.4f %9.4f %8.3f %9.3g %7.1f\n", name.c_str(), r.first, r.last, r.val, r.first - r.last,
-                    r.max_grad_norm, r.seconds);
+        std::printf("%-16s %9.4f %9.4f %9.4f %8.3f %9.3g %7.1f\n", name.c_str(), r.first, r.last, r.val,
+                    r.first - r.last, r.max_grad_norm, r.seconds);
       }
       std::printf("(required: drop ≥ %.2f nats and val < the unigram entropy of the training tokens, %.3f nats)\n\n",
                   kMargin, unigram_entropy_);
@@ -114,7 +114,8 @@ class VariantTraining : public ::testing::TestWithParam<std::string> {
 
 TEST_P(VariantTraining, LossStaysFiniteAndFalls) {
   const std::string placement = GetParam();
-  Json model{{"d_model", 32}, {"n_heads", 2}, {"n_layers", 6}, {"d_ff", 64}, {"max_seq_len", 16}, {"placement", placement}};
+  Json model{{"d_model", 32}, {"n_heads", 2},      {"n_layers", 6},
+             {"d_ff", 64},    {"max_seq_len", 16}, {"placement", placement}};
   if (placement == "mixln_untied") model.merge_patch({{"placement", "mixln"}, {"tied_embeddings", false}});
   train::RunConfig config;
   config.model = read_model_config(model, "variant training: model");

@@ -26,10 +26,10 @@ TEST(ProbeGuards, SpikeDetectorScoresAgainstTheWindowAndKeepsSpikesOut) {
   // window {0, 2, 0, 2}: mean 1, population sd 1.
   EXPECT_DOUBLE_EQ(d.observe(3.0), 2.0);  // a spike: z 2 > 1.5, kept out of the window
   EXPECT_TRUE(d.is_spike(2.0));
-  EXPECT_DOUBLE_EQ(d.observe(3.0), 2.0);  // so the same value scores the same again
-  EXPECT_DOUBLE_EQ(d.observe(1.5), 0.5);  // not a spike: enters, the oldest (0) leaves → {2, 0, 2, 1.5}
+  EXPECT_DOUBLE_EQ(d.observe(3.0), 2.0);    // so the same value scores the same again
+  EXPECT_DOUBLE_EQ(d.observe(1.5), 0.5);    // not a spike: enters, the oldest (0) leaves → {2, 0, 2, 1.5}
   EXPECT_DOUBLE_EQ(d.observe(1.375), 0.0);  // mean of {2, 0, 2, 1.5} is 1.375
-  EXPECT_FALSE(d.is_spike(-5.0));  // one-sided: a sudden drop is no spike
+  EXPECT_FALSE(d.is_spike(-5.0));           // one-sided: a sudden drop is no spike
   SpikeDetector off(4, 0, 0.0);
   EXPECT_FALSE(off.is_spike(1e9)) << "threshold 0 turns the detector off";
 }
@@ -122,11 +122,14 @@ TEST(ProbeGuards, NonFiniteStopNamesLayerAndTensorAndLeavesALoadableCheckpoint) 
   const std::string first = record.at("first").get<std::string>();
   ASSERT_FALSE(first.empty());
   EXPECT_TRUE(first.starts_with("layers.")) << first;
-  EXPECT_TRUE(first.ends_with("(activation)") || first.ends_with("(gradient)") || first.ends_with("(parameter gradient)")) << first;
+  EXPECT_TRUE(first.ends_with("(activation)") || first.ends_with("(gradient)") ||
+              first.ends_with("(parameter gradient)"))
+      << first;
   // The message names the layer (the number after "layers.") and the tensor.
   const std::string layer = first.substr(7, first.find('.', 7) - 7);
   EXPECT_NE(message.find("in layer " + layer + " " + first), std::string::npos) << message;
-  EXPECT_NE(message.find(fmt::format("the last good state (step {}) is saved", step - 1)), std::string::npos) << message;
+  EXPECT_NE(message.find(fmt::format("the last good state (step {}) is saved", step - 1)), std::string::npos)
+      << message;
   // Train records go up to the step before.
   int last_train = 0;
   for (const auto& j : read_jsonl(run / "metrics.jsonl"))

@@ -16,7 +16,8 @@ namespace {
 
 using namespace testing;
 
-const std::vector<std::string> kFamilies = {"stream", "branch", "norm", "param", "scalar", "loss", "update", "model_update"};
+const std::vector<std::string> kFamilies = {"stream", "branch", "norm",   "param",
+                                            "scalar", "loss",   "update", "model_update"};
 
 void train_run(const train::RunConfig& c, const fs::path& dir, bool resume = false, int stop_after = -1) {
   train::Trainer(c, dir, {resume, stop_after, nullptr}).run();
@@ -33,15 +34,16 @@ std::multiset<std::string> expected_csv_rows(const json& record) {
     return v.is_string() ? v.get<std::string>() : v.dump();
   };
   for (const auto& [quantity, v] : record.items()) {
-    if (quantity == "step" || quantity == "family" || quantity == "name" || quantity == "layer" || quantity == "sublayer")
+    if (quantity == "step" || quantity == "family" || quantity == "name" || quantity == "layer" ||
+        quantity == "sublayer")
       continue;
     if (!v.is_array()) {
       rows.insert(fmt::format("{},{},,,,{},{}", step, fam, quantity, v.dump()));
       continue;
     }
     for (size_t i = 0; i < v.size(); ++i)
-      rows.insert(fmt::format("{},{},{},{},{},{},{}", step, fam, id("name", i), id("layer", i), id("sublayer", i), quantity,
-                              v[i].dump()));
+      rows.insert(fmt::format("{},{},{},{},{},{},{}", step, fam, id("name", i), id("layer", i), id("sublayer", i),
+                              quantity, v[i].dump()));
   }
   return rows;
 }
@@ -86,30 +88,31 @@ TEST(ProbeFiles, JsonlRecordsFollowTheSchemaAndTheCsvHoldsTheSameNumbers) {
       EXPECT_EQ(v.size(), length) << "column " << key << " in " << lines[i];
       EXPECT_GT(v.size(), 0u) << key;
       for (const auto& x : v)
-        EXPECT_TRUE(x.is_number() || (x.is_string() && (key == "name" || key == "sublayer"))) << key << " in " << lines[i];
+        EXPECT_TRUE(x.is_number() || (x.is_string() && (key == "name" || key == "sublayer")))
+            << key << " in " << lines[i];
     }
     EXPECT_GT(columns, 0) << lines[i];
   }
   // Sizes: L + 1 stream entries, 2L branches, every norm (2 per layer + final), every parameter.
   auto model = model::build_model(c.model, c.train.batch_size, c.train.seq_len);
-  const std::map<std::string, size_t> sizes = {{"stream", 3}, {"branch", 4}, {"norm", 5},
-                                                {"param", model->graph.parameters().size()}, {"scalar", 2},
-                                                {"update", model->graph.parameters().size()}};
+  const std::map<std::string, size_t> sizes = {{"stream", 3}, {"branch", 4},
+                                               {"norm", 5},   {"param", model->graph.parameters().size()},
+                                               {"scalar", 2}, {"update", model->graph.parameters().size()}};
   for (const auto& r : records) {
     const std::string fam = r["family"].get<std::string>();
     if (!sizes.contains(fam)) continue;
     const json& first = r.contains("name") ? r["name"] : r["layer"];
     EXPECT_EQ(first.size(), sizes.at(fam)) << fam;
   }
-  const auto docs_columns = std::map<std::string, std::set<std::string>>{
-      {"stream", {"layer", "mean_square", "rms", "max_abs", "grad_norm"}},
-      {"branch", {"layer", "sublayer", "rms", "max_abs"}},
-      {"norm", {"name", "inv_sigma", "input_rms"}},
-      {"param", {"name", "weight_norm", "grad_norm"}},
-      {"scalar", {"name", "value"}},
-      {"loss", {"loss", "grad_norm"}},
-      {"update", {"name", "update_norm", "update_ratio"}},
-      {"model_update", {"logit_change_rms"}}};
+  const auto docs_columns =
+      std::map<std::string, std::set<std::string>>{{"stream", {"layer", "mean_square", "rms", "max_abs", "grad_norm"}},
+                                                   {"branch", {"layer", "sublayer", "rms", "max_abs"}},
+                                                   {"norm", {"name", "inv_sigma", "input_rms"}},
+                                                   {"param", {"name", "weight_norm", "grad_norm"}},
+                                                   {"scalar", {"name", "value"}},
+                                                   {"loss", {"loss", "grad_norm"}},
+                                                   {"update", {"name", "update_norm", "update_ratio"}},
+                                                   {"model_update", {"logit_change_rms"}}};
   for (const auto& r : records) {
     std::set<std::string> keys;
     for (const auto& [key, v] : r.items())
@@ -128,7 +131,8 @@ TEST(ProbeFiles, JsonlRecordsFollowTheSchemaAndTheCsvHoldsTheSameNumbers) {
   std::vector<std::string> missing, extra;
   std::set_difference(expected.begin(), expected.end(), got.begin(), got.end(), std::back_inserter(missing));
   std::set_difference(got.begin(), got.end(), expected.begin(), expected.end(), std::back_inserter(extra));
-  EXPECT_TRUE(missing.empty()) << missing.size() << " values of probes.jsonl are not in probes.csv, e.g. " << missing.front();
+  EXPECT_TRUE(missing.empty()) << missing.size() << " values of probes.jsonl are not in probes.csv, e.g. "
+                               << missing.front();
   EXPECT_TRUE(extra.empty()) << extra.size() << " rows of probes.csv are not in probes.jsonl, e.g. " << extra.front();
 }
 
@@ -151,8 +155,8 @@ TEST(ProbeFiles, CliProbeWritesOneRecordPerAnalysis) {
   const std::vector<std::string> analyses = {"grad-init", "one-step", "angular", "layer-drop", "attention-entropy"};
   std::string list;
   for (const auto& a : analyses) list += (list.empty() ? "" : ",") + a;
-  const CliResult r = run_cli({"probe", "--run", (tmp / "run").string(), "--analysis", list, "--batches", "1", "--seeds", "1",
-                               "--out", (tmp / "out").string()},
+  const CliResult r = run_cli({"probe", "--run", (tmp / "run").string(), "--analysis", list, "--batches", "1",
+                               "--seeds", "1", "--out", (tmp / "out").string()},
                               tmp.path());
   ASSERT_EQ(r.exit_code, 0) << r.out << r.err;
   const auto records = read_jsonl(tmp / "out" / "analysis.jsonl");

@@ -54,7 +54,9 @@ inline std::vector<json> read_jsonl(const fs::path& path) {
 }
 
 // Generated, varied text (the same generator as the train tests', another seed).
-inline std::string generated_text(int lines = 400, std::uint64_t seed = 29) { return train::testing::tiny_corpus_text(lines, seed); }
+inline std::string generated_text(int lines = 400, std::uint64_t seed = 29) {
+  return train::testing::tiny_corpus_text(lines, seed);
+}
 
 inline constexpr int kVocab = 120;
 
@@ -91,8 +93,17 @@ inline train::RunConfig tiny_run(const json& model = json::object(), const json&
   json doc{{"model", {{"d_model", 32}, {"n_layers", 2}, {"n_heads", 2}, {"d_ff", 64}, {"max_seq_len", 16}}},
            {"data", {{"dir", data_dir().string()}}},
            {"train",
-            {{"batch_size", 4}, {"seq_len", 16}, {"steps", 4}, {"lr", 3e-3}, {"schedule", "constant"}, {"warmup", 0},
-             {"eval_every", 0}, {"eval_batches", 2}, {"checkpoint_every", 0}, {"log_every", 1}, {"threads", 2}}}};
+            {{"batch_size", 4},
+             {"seq_len", 16},
+             {"steps", 4},
+             {"lr", 3e-3},
+             {"schedule", "constant"},
+             {"warmup", 0},
+             {"eval_every", 0},
+             {"eval_batches", 2},
+             {"checkpoint_every", 0},
+             {"log_every", 1},
+             {"threads", 2}}}};
   if (model.is_object()) doc["model"].update(model);  // a defaulted `{}` argument arrives as null
   if (train.is_object()) doc["train"].update(train);
   train::RunConfig c = train::read_run_config(doc, "probe test config");
@@ -105,8 +116,7 @@ inline train::Loader make_loader(const train::RunConfig& c) {
 }
 
 // A model of the config, initialized with the run's seed (as `normlab probe` does for a fresh init).
-inline std::unique_ptr<model::Model> fresh_model(const train::RunConfig& c,
-                                                 engine::DType dtype = engine::DType::f32) {
+inline std::unique_ptr<model::Model> fresh_model(const train::RunConfig& c, engine::DType dtype = engine::DType::f32) {
   auto m = model::build_model(c.model, c.train.batch_size, c.train.seq_len, dtype);
   model::initialize(*m, c.train.seed);
   return m;

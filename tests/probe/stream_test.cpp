@@ -20,8 +20,14 @@ using namespace testing;
 constexpr int kLayers = 8;
 
 train::RunConfig xiong_config(const std::string& placement, int d_ff) {
-  return tiny_run({{"placement", placement}, {"d_model", 128}, {"n_heads", 4}, {"d_ff", d_ff}, {"n_layers", kLayers},
-                   {"max_seq_len", 64}, {"positions", "rope"}, {"bias", false},
+  return tiny_run({{"placement", placement},
+                   {"d_model", 128},
+                   {"n_heads", 4},
+                   {"d_ff", d_ff},
+                   {"n_layers", kLayers},
+                   {"max_seq_len", 64},
+                   {"positions", "rope"},
+                   {"bias", false},
                    {"init", {{"scheme", "xavier"}, {"embed_std", 1.0}}}},
                   {{"batch_size", 4}, {"seq_len", 64}, {"steps", 1}, {"eval_batches", 1}});
 }
@@ -41,8 +47,8 @@ std::vector<double> stream_mean_square(train::RunConfig c) {
       m->set_batch(batch.tokens.data(), batch.targets.data());
       m->forward(false);
       for (int l = 0; l <= kLayers; ++l)
-        ms[static_cast<size_t>(l)] += tensor_stats(m->graph, m->landmarks.layer_inputs[static_cast<size_t>(l)]).mean_square /
-                                      (seeds * batches);
+        ms[static_cast<size_t>(l)] +=
+            tensor_stats(m->graph, m->landmarks.layer_inputs[static_cast<size_t>(l)]).mean_square / (seeds * batches);
     }
   }
   return ms;
@@ -107,7 +113,8 @@ TEST(ProbeStream, PreLnMeanSquareGrowsLinearlyWithTheUsualFourTimesWiderFfn) {
 TEST(ProbeStream, PostLnMeanSquareIsOneAfterEveryNormAtInit) {
   const std::vector<double> ms = stream_mean_square(xiong_config("post", 512));
   EXPECT_NEAR(ms[0], 1.0, 0.05) << show(ms);
-  for (int l = 1; l <= kLayers; ++l) EXPECT_NEAR(ms[static_cast<size_t>(l)], 1.0, 1e-4) << "layer " << l << "; " << show(ms);
+  for (int l = 1; l <= kLayers; ++l)
+    EXPECT_NEAR(ms[static_cast<size_t>(l)], 1.0, 1e-4) << "layer " << l << "; " << show(ms);
 }
 
 // The same statistic as the training probe writes it: the `stream` record of step 1 (taken after the
@@ -134,7 +141,8 @@ TEST(ProbeStream, TrainingProbeStreamRecordOfStepOneIsTheInitialStream) {
   for (int l = 0; l <= kLayers; ++l) {
     const TensorStats expected = tensor_stats(m->graph, m->landmarks.layer_inputs[static_cast<size_t>(l)]);
     EXPECT_EQ(s["layer"][static_cast<size_t>(l)].get<int>(), l);
-    EXPECT_NEAR(s["mean_square"][static_cast<size_t>(l)].get<double>(), expected.mean_square, 1e-9 * expected.mean_square);
+    EXPECT_NEAR(s["mean_square"][static_cast<size_t>(l)].get<double>(), expected.mean_square,
+                1e-9 * expected.mean_square);
     EXPECT_NEAR(s["rms"][static_cast<size_t>(l)].get<double>(), expected.rms(), 1e-9 * expected.rms());
     EXPECT_NEAR(s["max_abs"][static_cast<size_t>(l)].get<double>(), expected.max_abs, 1e-9 * expected.max_abs);
     EXPECT_GE(s["mean_square"][static_cast<size_t>(l)].get<double>(), 1.0 + l / 2.0 - 0.15) << "layer " << l;

@@ -73,7 +73,8 @@ TEST(ProbeTraining, GradientNormsEqualTheGradientBuffersAndReadingThemChangesNot
     const eng::TensorId id = g.parameters()[i];
     EXPECT_EQ(p["name"][i].get<std::string>(), g.spec(id).name);
     const double grad = l2(values(g, id, true)), weight = l2(values(g, id));
-    EXPECT_TRUE(near(p["grad_norm"][i].get<double>(), grad, 1e-12)) << g.spec(id).name << ": " << p["grad_norm"][i] << " vs " << grad;
+    EXPECT_TRUE(near(p["grad_norm"][i].get<double>(), grad, 1e-12))
+        << g.spec(id).name << ": " << p["grad_norm"][i] << " vs " << grad;
     EXPECT_TRUE(near(p["weight_norm"][i].get<double>(), weight, 1e-12)) << g.spec(id).name;
     sum_sq += grad * grad;
   }
@@ -182,7 +183,8 @@ TEST(ProbeTraining, UpdateNormsAndRatiosEqualTheParameterChange) {
     for (size_t j = 0; j < diff.size(); ++j) diff[j] = theta1[i][j] - theta0[i][j];
     const double du = l2(diff), w = l2(theta0[i]);
     EXPECT_EQ(u["name"][i].get<std::string>(), name);
-    EXPECT_TRUE(near(u["update_norm"][i].get<double>(), du, 1e-12)) << name << ": " << u["update_norm"][i] << " vs " << du;
+    EXPECT_TRUE(near(u["update_norm"][i].get<double>(), du, 1e-12))
+        << name << ": " << u["update_norm"][i] << " vs " << du;
     EXPECT_GT(du, 0.0) << name;  // Adam's first step moves every weight by ≈ lr
     // ‖θ_t − θ_{t−1}‖/‖θ_{t−1}‖; a parameter that was all zeros (biases at init) reads 0.
     if (w > 0) {
@@ -224,7 +226,8 @@ TEST(ProbeTraining, ScalarFamilyListsReZeroAlphasAndGpasGatesWithTheirValues) {
   const std::vector<Case> cases = {
       {{{"placement", "rezero"}}, {"layers.0.rezero_alpha", "layers.1.rezero_alpha"}},
       {{{"placement", "rezero"}, {"options", {{"rezero_per_sublayer", true}}}},
-       {"layers.0.attn.rezero_alpha", "layers.0.ffn.rezero_alpha", "layers.1.attn.rezero_alpha", "layers.1.ffn.rezero_alpha"}},
+       {"layers.0.attn.rezero_alpha", "layers.0.ffn.rezero_alpha", "layers.1.attn.rezero_alpha",
+        "layers.1.ffn.rezero_alpha"}},
       {{{"placement", "gpas"}}, {"layers.0.gpas_gate", "layers.1.gpas_gate"}},
       {{{"placement", "gpas"}, {"options", {{"gpas_per_sublayer", true}}}},
        {"layers.0.attn.gpas_gate", "layers.0.ffn.gpas_gate", "layers.1.attn.gpas_gate", "layers.1.ffn.gpas_gate"}},
@@ -243,7 +246,8 @@ TEST(ProbeTraining, ScalarFamilyListsReZeroAlphasAndGpasGatesWithTheirValues) {
     ASSERT_EQ(scalars.size(), 1u);
     EXPECT_EQ(scalars[0].at("step").get<int>(), 3);
     ASSERT_EQ(scalars[0].at("name").get<std::vector<std::string>>(), c.names);
-    for (size_t i = 0; i < c.names.size(); ++i) EXPECT_EQ(scalars[0]["value"][i].get<double>(), 0.125 * (i + 1) - 0.3) << c.names[i];
+    for (size_t i = 0; i < c.names.size(); ++i)
+      EXPECT_EQ(scalars[0]["value"][i].get<double>(), 0.125 * (i + 1) - 0.3) << c.names[i];
   }
   Stepped pre(json{{"placement", "pre"}});
   TempDir tmp;
@@ -262,13 +266,14 @@ TEST(ProbeTraining, TrainingRunRecordsScalarsUpdatesAndModelUpdate) {
   const train::RunConfig c = tiny_run({{"placement", "rezero"}}, {{"steps", 4}, {"probe_every", 1}});
   train::Trainer(c, tmp / "run", {}).run();
   const auto records = read_jsonl(tmp / "run" / "probes.jsonl");
-  const auto scalars = family(records, "scalar"), params = family(records, "param"), updates = family(records, "update"),
-             mu = family(records, "model_update");
+  const auto scalars = family(records, "scalar"), params = family(records, "param"),
+             updates = family(records, "update"), mu = family(records, "model_update");
   ASSERT_EQ(scalars.size(), 4u);
   ASSERT_EQ(params.size(), 4u);
   ASSERT_EQ(updates.size(), 4u);
   ASSERT_EQ(mu.size(), 4u);
-  for (const auto& v : scalars[0].at("value")) EXPECT_EQ(v.get<double>(), 0.0) << "α at step 1, before the first update";
+  for (const auto& v : scalars[0].at("value"))
+    EXPECT_EQ(v.get<double>(), 0.0) << "α at step 1, before the first update";
   for (const auto& v : scalars[1].at("value")) EXPECT_NE(v.get<double>(), 0.0) << "α after one update";
   for (size_t s = 0; s < 4; ++s) {
     EXPECT_EQ(mu[s].at("step").get<int>(), static_cast<int>(s + 1));

@@ -39,7 +39,8 @@ constexpr const char* kSecret = "TOP-SECRET-OUTSIDE-THE-FOLDER";
 // A server on a free port of 127.0.0.1, serving from a thread of this process until destroyed.
 class LiveServer {
  public:
-  explicit LiveServer(const fs::path& dir) : server_(ServeOptions{.dir = dir, .port = 0}), thread_([this] { server_.run(); }) {}
+  explicit LiveServer(const fs::path& dir)
+      : server_(ServeOptions{.dir = dir, .port = 0}), thread_([this] { server_.run(); }) {}
   ~LiveServer() {
     server_.stop();
     thread_.join();
@@ -95,13 +96,16 @@ int status_of(const std::string& response) {
 // A finished tiny run directory with the files the trainer writes (config, metrics, summary).
 void fake_run(const fs::path& dir, const std::vector<double>& losses, const std::string& tail = "") {
   fs::create_directories(dir);
-  spit(dir / "config.json", Json{{"model", {{"placement", "pre"}, {"n_layers", 2}}},
-                                 {"train", {{"steps", losses.size()}, {"batch_size", 4}, {"seq_len", 16}, {"grad_accum", 1}}}}
-                                .dump());
+  spit(dir / "config.json",
+       Json{{"model", {{"placement", "pre"}, {"n_layers", 2}}},
+            {"train", {{"steps", losses.size()}, {"batch_size", 4}, {"seq_len", 16}, {"grad_accum", 1}}}}
+           .dump());
   std::string metrics;
   for (size_t i = 0; i < losses.size(); ++i)
-    metrics += Json{{"type", "train"}, {"step", i + 1}, {"loss", losses[i]}, {"lr", 1e-3}, {"grad_norm", 1.0},
-                    {"tokens_per_s", 1000.0}}.dump() + "\n";
+    metrics += Json{{"type", "train"}, {"step", i + 1},    {"loss", losses[i]},
+                    {"lr", 1e-3},      {"grad_norm", 1.0}, {"tokens_per_s", 1000.0}}
+                   .dump() +
+               "\n";
   spit(dir / "metrics.jsonl", metrics + tail);
 }
 
@@ -112,16 +116,17 @@ TEST(ServePaths, RefusesEverythingThatLeavesTheFolder) {
   fs::create_directories(tmp / "root2");  // a sibling whose name extends the root's
   spit(root / "run" / "a.txt", "a");
   spit(tmp / "root2" / "secret.txt", kSecret);
-  fs::create_symlink(tmp / "root2", root / "out");                // a directory symlink out
+  fs::create_symlink(tmp / "root2", root / "out");                  // a directory symlink out
   fs::create_symlink(tmp / "root2" / "secret.txt", root / "leak");  // a file symlink out
-  fs::create_symlink(root / "run" / "a.txt", root / "alias");     // a symlink that stays inside
+  fs::create_symlink(root / "run" / "a.txt", root / "alias");       // a symlink that stays inside
   const fs::path r = fs::canonical(root);
   EXPECT_EQ(resolve_under(r, "run/a.txt").status, 200);
   EXPECT_EQ(resolve_under(r, "run/a.txt").path, r / "run" / "a.txt");
   EXPECT_EQ(resolve_under(r, "").status, 200);
   EXPECT_EQ(resolve_under(r, "alias").status, 200);
   EXPECT_EQ(resolve_under(r, "run/missing").status, 404);
-  for (const char* bad : {"..", "../root2/secret.txt", "run/../../root2/secret.txt", "run/..", "/etc/passwd", "run\\..\\x"})
+  for (const char* bad :
+       {"..", "../root2/secret.txt", "run/../../root2/secret.txt", "run/..", "/etc/passwd", "run\\..\\x"})
     EXPECT_EQ(resolve_under(r, bad).status, 400) << bad;
   EXPECT_EQ(resolve_under(r, std::string("run/a.txt\0.png", 14)).status, 400);
   EXPECT_EQ(resolve_under(r, "out/secret.txt").status, 403);
@@ -262,8 +267,8 @@ TEST(ServeHttp, AnswersTraversalAndMalformedRequestsWith4xx) {
       {"GET  HTTP/1.1", ""},
   };
   for (const auto& [line, headers] : bad) {
-    const std::string response =
-        raw_request(port, line + "\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n" + headers + "Connection: close\r\n\r\n");
+    const std::string response = raw_request(
+        port, line + "\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n" + headers + "Connection: close\r\n\r\n");
     const int status = status_of(response);
     EXPECT_TRUE(status >= 400 && status < 500) << line.substr(0, 80) << " → " << response.substr(0, 200);
     EXPECT_EQ(response.find(kSecret), std::string::npos) << line;
@@ -331,7 +336,8 @@ class BackgroundTrain {
 void expect_clean_page(const std::string& body, const std::string& page) {
   ASSERT_FALSE(body.empty()) << page << ": no <body> in the rendered DOM";
   EXPECT_EQ(body_attribute(body, "errors"), "0") << page << " raised console errors: " << body;
-  EXPECT_EQ(body_attribute(body, "charts"), body_attribute(body, "charts-drawn")) << page << ": a chart stayed empty: " << body;
+  EXPECT_EQ(body_attribute(body, "charts"), body_attribute(body, "charts-drawn"))
+      << page << ": a chart stayed empty: " << body;
 }
 
 // The acceptance test: a finished run and a run that is training right now; the index lists both,
@@ -345,7 +351,8 @@ TEST(ServeBrowser, IndexRunPageAndCompareWhileATrainingRuns) {
   finished["train"]["eval_every"] = 50;
   finished["train"]["log_every"] = 5;
   spit(tmp / "post.json", finished.dump());
-  const auto r = run_cli({"train", "--run", (root / "post").string(), "--config", (tmp / "post.json").string()}, tmp.path());
+  const auto r =
+      run_cli({"train", "--run", (root / "post").string(), "--config", (tmp / "post.json").string()}, tmp.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   // Far more steps than the test lasts (it is killed at the end); a log every 5 steps and probes every 25.
   Json live = tiny_config_doc(1000000);
@@ -363,7 +370,8 @@ TEST(ServeBrowser, IndexRunPageAndCompareWhileATrainingRuns) {
   const std::string index = render_in_chromium(server.url("/"), "serve-index");
   expect_clean_page(index, "index");
   EXPECT_EQ(body_attribute(index, "runs"), "2") << index;
-  const std::string index_dom = slurp(fs::path(NORMLAB_BINARY).parent_path() / "test-artifacts" / "serve-index.dom.html");
+  const std::string index_dom =
+      slurp(fs::path(NORMLAB_BINARY).parent_path() / "test-artifacts" / "serve-index.dom.html");
   EXPECT_NE(index_dom.find(">running<"), std::string::npos) << "the live run is shown as running";
   EXPECT_NE(index_dom.find(">finished<"), std::string::npos);
 

@@ -55,7 +55,9 @@ void why_pre_ln(Runs& runs, bool holds) {
     }
     if (id.starts_with("train-")) {  // C: Pre-LN's stream grows with depth
       const bool grows = holds && id == "train-pre-L6-w0-s1";
-      write_probe(o, 60, "stream", per_layer("mean_square", grows ? ramp(size_t(L) + 1, 1, 6) : std::vector<double>(size_t(L) + 1, 1.0)));
+      write_probe(
+          o, 60, "stream",
+          per_layer("mean_square", grows ? ramp(size_t(L) + 1, 1, 6) : std::vector<double>(size_t(L) + 1, 1.0)));
     }
   }
 }
@@ -85,7 +87,8 @@ void warmup_grid(Runs& runs, bool holds) {
     const std::string& id = o.request.id;
     // A, B: deep Post-LN stalls without warm-up and trains with it; C: the rest train (one Pre-LN
     // cell stalls when failing); D: shallow Post-LN trains without warm-up.
-    const bool stalls = holds ? id == "post-L6-lr0.001-w0-s1" : id == "post-L2-lr0.001-w0-s1" || id == "pre-L6-lr0.001-w10-s1";
+    const bool stalls =
+        holds ? id == "post-L6-lr0.001-w0-s1" : id == "post-L2-lr0.001-w0-s1" || id == "pre-L6-lr0.001-w10-s1";
     stalls ? write_stalled(o) : write_trained(o);
   }
 }
@@ -99,8 +102,10 @@ void model_update(Runs& runs, bool holds) {
     for (int step = 1; step <= steps; step = step == 1 ? every : step + every) {
       const double input = id == "post-w0-s1" && holds ? 1.0 + double(step) / steps : 1.0;
       write_probe(o, step, "model_update", {{"logit_change_rms", update}});
-      write_probe(o, step, "norm", {{"name", {"layers.0.attn.post_norm", "layers.0.ffn.post_norm"}}, {"inv_sigma", {1.0, 1.0}},
-                                    {"input_rms", {input, input}}});
+      write_probe(o, step, "norm",
+                  {{"name", {"layers.0.attn.post_norm", "layers.0.ffn.post_norm"}},
+                   {"inv_sigma", {1.0, 1.0}},
+                   {"input_rms", {input, input}}});
     }
     write_trained(o);
   }
@@ -121,7 +126,8 @@ void depth_variance(Runs& runs, bool holds) {
     const size_t n = size_t(layers_of(o)) + 1;
     const bool pre = o.request.id.starts_with("pre");
     // A, B: the Pre-LN stream grows 4× from layer 1 to the top; C, D: the others stay at a quarter of it.
-    std::vector<double> ms = pre ? (holds ? ramp(n, 1, 4) : ramp(n, 1, 1.5)) : std::vector<double>(n, holds ? 1.0 : 1.5);
+    std::vector<double> ms =
+        pre ? (holds ? ramp(n, 1, 4) : ramp(n, 1, 1.5)) : std::vector<double>(n, holds ? 1.0 : 1.5);
     ms[0] = ms[1] = 1.0;
     write_probe(o, 1, "stream", per_layer("mean_square", std::vector<double>(n, 1.0)));
     write_probe(o, 30, "stream", per_layer("mean_square", ms));
@@ -133,11 +139,14 @@ void depth_variance(Runs& runs, bool holds) {
 void layer_importance(Runs& runs, bool holds) {
   for (RunOutcome& o : runs) {
     const std::string arm = o.request.id.substr(0, o.request.id.find("-s"));
-    const std::vector<double> early_heavy = {1, 1, 0.1, 0.1}, late_heavy = {0.1, 0.1, 1, 1}, even = {0.5, 0.5, 0.5, 0.5};
+    const std::vector<double> early_heavy = {1, 1, 0.1, 0.1}, late_heavy = {0.1, 0.1, 1, 1},
+                              even = {0.5, 0.5, 0.5, 0.5};
     // A, B: Pre-LN's deep layers turn and matter less; C: Post-LN's early ones matter less; D: LNS's
     // deep layers carry a larger share than Pre-LN's.
     const auto& angle = arm == "pre" ? (holds ? early_heavy : late_heavy) : even;
-    const auto& drop = arm == "pre" ? (holds ? early_heavy : late_heavy) : arm == "post" ? (holds ? late_heavy : early_heavy) : even;
+    const auto& drop = arm == "pre"    ? (holds ? early_heavy : late_heavy)
+                       : arm == "post" ? (holds ? late_heavy : early_heavy)
+                                       : even;
     write_analysis(o, "angular", per_layer("angular_distance", angle));
     write_analysis(o, "layer-drop", per_layer("delta_loss", drop));
     write_trained(o);
@@ -171,11 +180,12 @@ void rms_equivalence(Runs& runs, bool holds) {
     const double val = id == "pre-s1" ? 4.0 : holds ? 4.02 : 4.5, seconds = id == "pre-s1" ? 10 : holds ? 8 : 12;
     write_trained(o, val - 0.1, val, seconds);
     if (id == "pre-s1")
-      write_analysis(o, "norm-equivalence", {{"precision", {"fp32", "fp32", "fp64", "fp64"}},
-                                             {"variant", {"pre_rms", "pre_crms", "pre_rms", "pre_crms"}},
-                                             {"logits_max_error", {1e-7, 1e-7, 1e-15, 1e-15}},
-                                             {"loss_error", {1e-7, 1e-7, 1e-15, 1e-15}},
-                                             {"grad_max_rel_error", {1e-6, NAN, 1e-14, NAN}}});
+      write_analysis(o, "norm-equivalence",
+                     {{"precision", {"fp32", "fp32", "fp64", "fp64"}},
+                      {"variant", {"pre_rms", "pre_crms", "pre_rms", "pre_crms"}},
+                      {"logits_max_error", {1e-7, 1e-7, 1e-15, 1e-15}},
+                      {"loss_error", {1e-7, 1e-7, 1e-15, 1e-15}},
+                      {"grad_max_rel_error", {1e-6, NAN, 1e-14, NAN}}});
   }
 }
 
@@ -184,8 +194,9 @@ void massive_activations(Runs& runs, bool holds) {
     const bool pre = o.request.id.starts_with("pre-");
     // A: Pre-LN's largest |x| grows 10×, B: most in the deep layers; C: Peri-LN's grows 2× (fails: 3×
     // against Pre-LN's 1.5×, and Pre-LN's deep layers no larger).
-    const std::vector<double> last = pre ? (holds ? std::vector<double>{1, 2, 2, 10, 10} : std::vector<double>{1, 1.5, 1.5, 1, 1})
-                                         : std::vector<double>(5, holds ? 2.0 : 3.0);
+    const std::vector<double> last =
+        pre ? (holds ? std::vector<double>{1, 2, 2, 10, 10} : std::vector<double>{1, 1.5, 1.5, 1, 1})
+            : std::vector<double>(5, holds ? 2.0 : 3.0);
     write_probe(o, 1, "stream", per_layer("max_abs", std::vector<double>(5, 1.0)));
     write_probe(o, 10, "stream", per_layer("max_abs", std::vector<double>(5, 1.2)));
     write_probe(o, 30, "stream", per_layer("max_abs", last));
@@ -197,7 +208,10 @@ void dyt_alpha(Runs& runs, bool holds) {
   for (RunOutcome& o : runs) {
     const std::string& id = o.request.id;
     // A: the best α₀ within 0.1 nats of LayerNorm; B: the worst α₀ > 0.1 above the best.
-    const double val = id == "layernorm-s1" ? 4.0 : id == "dyt-a0.5-s1" ? (holds ? 4.05 : 4.5) : id == "dyt-a2-s1" ? (holds ? 4.5 : 4.55) : 5.0;
+    const double val = id == "layernorm-s1"  ? 4.0
+                       : id == "dyt-a0.5-s1" ? (holds ? 4.05 : 4.5)
+                       : id == "dyt-a2-s1"   ? (holds ? 4.5 : 4.55)
+                                             : 5.0;
     write_trained(o, val - 0.1, val);
   }
 }
@@ -315,7 +329,8 @@ INSTANTIATE_TEST_SUITE_P(All, StudyJudge, ::testing::ValuesIn(judge_cases()), []
 TEST(StudyJudgeCases, CoverEveryStudy) {
   std::set<std::string> covered;
   for (const JudgeCase& c : judge_cases()) covered.insert(c.study);
-  for (const Study* s : all_studies()) EXPECT_TRUE(covered.contains(std::string(s->name))) << s->name << " has no judge test";
+  for (const Study* s : all_studies())
+    EXPECT_TRUE(covered.contains(std::string(s->name))) << s->name << " has no judge test";
 }
 
 // DyT "matches LayerNorm" only if there is a trained LayerNorm to match.

@@ -35,7 +35,8 @@ std::string render_in_chromium(const fs::path& html, const std::string& screensh
 
 void expect_rendered(const std::string& body) {
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(body, m, std::regex(R"re(data-charts="(\d+)" data-charts-drawn="(\d+)" data-errors="(\d+)")re")))
+  ASSERT_TRUE(std::regex_search(body, m,
+                                std::regex(R"re(data-charts="(\d+)" data-charts-drawn="(\d+)" data-errors="(\d+)")re")))
       << "the report's self-check did not run: " << body;
   EXPECT_GT(std::stoi(m[1]), 0);
   EXPECT_EQ(m[1], m[2]) << "some chart canvas stayed blank";
@@ -44,8 +45,14 @@ void expect_rendered(const std::string& body) {
 
 TEST(StudyReport, EveryChartIsDrawnInChromiumWithoutErrors) {
   TempDir tmp("study");
-  Report r{.name = "t", .title = "A test report", .claim = "c", .source = "s", .setup = "x", .verdict = "reproduced",
-           .verdict_rule = "rule", .evidence = {"e"}};
+  Report r{.name = "t",
+           .title = "A test report",
+           .claim = "c",
+           .source = "s",
+           .setup = "x",
+           .verdict = "reproduced",
+           .verdict_rule = "rule",
+           .evidence = {"e"}};
   r.charts.push_back({"loss", "step", "loss", {{"a", {1, 2, 3}, {3, 2, 1}}, {"b", {1, 2, 3}, {2, 2, 2}}}});
   r.charts.push_back({"log", "layer", "E[x²]", {{"a", {0, 1, 2}, {1, 10, 100}}}, true});
   r.tables.push_back({"runs", {"run", "loss"}, {{"a", "1.0"}, {"b", "2.0"}}, {"trained", "diverged"}});
@@ -84,7 +91,9 @@ TEST(StudyVerdict, NaNIsNoEvidence) {
   EXPECT_EQ(less(INFINITY, 1), Truth::fails);
   EXPECT_TRUE(std::isnan(seed_mean(3, [](int seed) { return seed == 2 ? NAN : double(seed); })));
   EXPECT_EQ(seed_mean(3, [](int seed) { return double(seed); }), 2.0);
-  const auto each = seed_mean_each(2, 2, [](int seed) { return seed == 1 ? std::vector<double>{1, 2} : std::vector<double>{3}; });
+  const auto each = seed_mean_each(2, 2, [](int seed) {
+    return seed == 1 ? std::vector<double>{1, 2} : std::vector<double>{3};
+  });
   EXPECT_EQ(each[0], 2.0);
   EXPECT_TRUE(std::isnan(each[1])) << "a seed without a value there";
   EXPECT_EQ(said(Truth::undecided), "cannot decide: a number is missing");
@@ -100,8 +109,10 @@ TEST(StudyKit, ClassifiesRunsAsTrainedStalledOrDiverged) {
     std::string metrics;
     for (size_t i = 0; i < losses.size(); ++i)
       metrics += Json{{"type", "train"}, {"step", 10 * (i + 1)}, {"loss", losses[i]}}.dump() + "\n";
-    spit(o.dir / "run" / "metrics.jsonl", metrics + Json{{"type", "eval"}, {"step", 40}, {"val_loss", 4.5}}.dump() + "\n");
-    spit(o.dir / "run" / "summary.json", Json{{"val_loss", 4.5}, {"unigram_entropy_nats", 6.0}, {"seconds", 2.0}}.dump());
+    spit(o.dir / "run" / "metrics.jsonl",
+         metrics + Json{{"type", "eval"}, {"step", 40}, {"val_loss", 4.5}}.dump() + "\n");
+    spit(o.dir / "run" / "summary.json",
+         Json{{"val_loss", 4.5}, {"unigram_entropy_nats", 6.0}, {"seconds", 2.0}}.dump());
     return o;
   };
   const RunOutcome trained = fake_run("a", {7.0, 6.0, 5.8, 5.7, 5.6}, RunStatus::finished);  // last 3: 5.7
@@ -181,8 +192,15 @@ TEST(StudyRunner, AKilledSweepFinishesOnlyTheRemainingRuns) {
 TEST(StudyRunner, AKilledStudyFinishesOnlyTheRemainingRuns) {
   TempDir tmp("study");
   const fs::path dir = tmp / "importance";
-  const std::vector<std::string> args = {"study", "layer-importance", "--quick", "--out", dir.string(), "--set",
-                                         "data.dir=" + tiny_data_dir().string(), "--jobs", "1"};
+  const std::vector<std::string> args = {"study",
+                                         "layer-importance",
+                                         "--quick",
+                                         "--out",
+                                         dir.string(),
+                                         "--set",
+                                         "data.dir=" + tiny_data_dir().string(),
+                                         "--jobs",
+                                         "1"};
   const fs::path first = dir / "runs" / "pre-s1" / "status.json";
   run_then_kill_after_first(args, first);
   ASSERT_EQ(finished_runs(dir), 1);
@@ -235,9 +253,9 @@ TEST_P(StudyQuick, RunsJudgesAndRenders) {
   const std::string name = GetParam();
   TempDir tmp("study");
   const fs::path dir = tmp / name;
-  const auto r = run_cli({"study", name, "--quick", "--out", dir.string(), "--set", "data.dir=" + tiny_data_dir().string(),
-                          "--jobs", "2"},
-                         tmp.path());
+  const auto r = run_cli(
+      {"study", name, "--quick", "--out", dir.string(), "--set", "data.dir=" + tiny_data_dir().string(), "--jobs", "2"},
+      tmp.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string md = slurp(dir / "report.md");
   EXPECT_TRUE(std::regex_search(md, std::regex("## Verdict: (reproduced|not reproduced|inconclusive)"))) << md;
@@ -274,10 +292,12 @@ INSTANTIATE_TEST_SUITE_P(All, StudyQuick, ::testing::ValuesIn(other_studies()), 
 TEST(StudyCli, ABadOverrideStopsBeforeAnyRun) {
   TempDir tmp("study");
   const fs::path dir = tmp / "grid";
-  const auto r = run_cli({"study", "warmup-grid", "--quick", "--out", dir.string(), "--set", "train.lrr=1"}, tmp.path());
+  const auto r =
+      run_cli({"study", "warmup-grid", "--quick", "--out", dir.string(), "--set", "train.lrr=1"}, tmp.path());
   train::testing::expect_cli_error(r, {"--set train.lrr=1", "train.lrr is not a run-config field", "nothing was run"});
   EXPECT_FALSE(fs::exists(dir / "runs"));
-  const auto typed = run_cli({"study", "warmup-grid", "--quick", "--out", dir.string(), "--set", "train.lr=fast"}, tmp.path());
+  const auto typed =
+      run_cli({"study", "warmup-grid", "--quick", "--out", dir.string(), "--set", "train.lr=fast"}, tmp.path());
   train::testing::expect_cli_error(typed, {"train.lr: expected a number", "nothing was run"});
   EXPECT_FALSE(fs::exists(dir / "runs"));
 }
@@ -287,8 +307,8 @@ TEST(StudyCli, ABadOverrideStopsBeforeAnyRun) {
 TEST(StudyCli, AFailedRunMakesTheStudyIncompleteAndReuseFollowsTheRequest) {
   TempDir tmp("study");
   const fs::path dir = tmp / "stream";
-  const std::vector<std::string> args = {"study", "stream-at-init", "--quick", "--out", dir.string(), "--set",
-                                         "data.dir=" + tiny_data_dir().string()};
+  const std::vector<std::string> args = {
+      "study", "stream-at-init", "--quick", "--out", dir.string(), "--set", "data.dir=" + tiny_data_dir().string()};
   const auto first = run_cli(args, tmp.path());
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_EQ(finished_runs(dir), 3);
@@ -303,7 +323,8 @@ TEST(StudyCli, AFailedRunMakesTheStudyIncompleteAndReuseFollowsTheRequest) {
   fs::remove(broken / "analysis.jsonl");
   fs::create_directories(broken / "analysis.jsonl" / "blocker");
   const auto failed = run_cli(args, tmp.path());
-  train::testing::expect_cli_error(failed, {"study stream-at-init is incomplete: 1 run(s) failed", "nothing was decided"});
+  train::testing::expect_cli_error(failed,
+                                   {"study stream-at-init is incomplete: 1 run(s) failed", "nothing was decided"});
   EXPECT_NE(failed.err.find("2 of 3 runs already done"), std::string::npos) << failed.err;
   EXPECT_NE(failed.err.find("study: failed run post-s1: "), std::string::npos) << failed.err;
   const std::string incomplete = slurp(dir / "report.md");
@@ -315,7 +336,8 @@ TEST(StudyCli, AFailedRunMakesTheStudyIncompleteAndReuseFollowsTheRequest) {
   reseeded.insert(reseeded.end(), {"--set", "train.seed=7"});
   fs::remove_all(broken / "analysis.jsonl");
   const auto refused = run_cli(reseeded, tmp.path());
-  train::testing::expect_cli_error(refused, {"were made from another request", "config/train/seed was 1, now 7", "--fresh"});
+  train::testing::expect_cli_error(refused,
+                                   {"were made from another request", "config/train/seed was 1, now 7", "--fresh"});
   reseeded.push_back("--fresh");
   const auto fresh = run_cli(reseeded, tmp.path());
   ASSERT_EQ(fresh.exit_code, 0) << fresh.err;

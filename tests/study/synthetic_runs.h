@@ -37,26 +37,38 @@ inline void append_line(const fs::path& file, const Json& record) {
 }
 
 inline void write_status(const RunOutcome& o) {
-  train::testing::spit(o.dir / "status.json",
-                       Json{{"status", status_name(o.status)}, {"message", o.message}, {"seconds", o.seconds}}.dump() + "\n");
+  train::testing::spit(
+      o.dir / "status.json",
+      Json{{"status", status_name(o.status)}, {"message", o.message}, {"seconds", o.seconds}}.dump() + "\n");
 }
 
 // A training run's metrics.jsonl (a train record per loss, an eval record) and summary.json; the
 // unigram entropy is 6 nats, so a final loss below 5.75 is "trained".
-inline void write_training(const RunOutcome& o, const std::vector<double>& losses, double val_loss, double seconds = 10) {
+inline void write_training(const RunOutcome& o, const std::vector<double>& losses, double val_loss,
+                           double seconds = 10) {
   const fs::path run = o.dir / "run";
   fs::create_directories(run);
   std::string metrics;
   const int steps = o.config["train"]["steps"].get<int>();
   const int every = std::max<int>(1, steps / static_cast<int>(losses.size()));
   for (size_t i = 0; i < losses.size(); ++i)
-    metrics += Json{{"type", "train"}, {"step", every * static_cast<int>(i + 1)}, {"loss", losses[i]}, {"lr", 1e-3},
-                    {"grad_norm", 1.0}, {"tokens_per_s", 1000.0}, {"elapsed_s", 1.0}}.dump() + "\n";
+    metrics += Json{{"type", "train"},   {"step", every * static_cast<int>(i + 1)},
+                    {"loss", losses[i]}, {"lr", 1e-3},
+                    {"grad_norm", 1.0},  {"tokens_per_s", 1000.0},
+                    {"elapsed_s", 1.0}}
+                   .dump() +
+               "\n";
   metrics += Json{{"type", "eval"}, {"step", steps}, {"val_loss", val_loss}}.dump() + "\n";
   train::testing::spit(run / "metrics.jsonl", metrics);
-  train::testing::spit(run / "summary.json", Json{{"steps", steps}, {"train_loss", losses.back()}, {"val_loss", val_loss},
-                                                  {"unigram_entropy_nats", 6.0}, {"seconds", seconds},
-                                                  {"tokens_per_s", 1000.0}, {"parameters", 1000}}.dump(2) + "\n");
+  train::testing::spit(run / "summary.json", Json{{"steps", steps},
+                                                  {"train_loss", losses.back()},
+                                                  {"val_loss", val_loss},
+                                                  {"unigram_entropy_nats", 6.0},
+                                                  {"seconds", seconds},
+                                                  {"tokens_per_s", 1000.0},
+                                                  {"parameters", 1000}}
+                                                     .dump(2) +
+                                                 "\n");
 }
 
 // Falling from 7 to `final_loss` over 8 logs: trained when final_loss < 5.75.
@@ -73,8 +85,13 @@ inline void write_stalled(const RunOutcome& o) { write_training(o, {7.0, 6.3, 6.
 inline void write_diverged(RunOutcome& o) {
   o.status = RunStatus::diverged;
   o.message = "normlab: error: non-finite values at step 5 (loss nan, grad norm inf)";
-  append_line(o.dir / "run" / "metrics.jsonl", Json{{"type", "train"}, {"step", 2}, {"loss", 7.0}, {"lr", 1e-3}, {"grad_norm", 1.0},
-                                                     {"tokens_per_s", 1000.0}, {"elapsed_s", 1.0}});
+  append_line(o.dir / "run" / "metrics.jsonl", Json{{"type", "train"},
+                                                    {"step", 2},
+                                                    {"loss", 7.0},
+                                                    {"lr", 1e-3},
+                                                    {"grad_norm", 1.0},
+                                                    {"tokens_per_s", 1000.0},
+                                                    {"elapsed_s", 1.0}});
   append_line(o.dir / "run" / "metrics.jsonl",
               Json{{"type", "non_finite"}, {"step", 5}, {"loss", NAN}, {"grad_norm", INFINITY}, {"first", "layers.0"}});
 }

@@ -99,7 +99,8 @@ TEST(TrainLoader, AdjacentSeedsDrawUnrelatedWindows) {
     s2.train_batch(step, 0, b);
     std::set<std::vector<int32_t>> windows;
     for (int r = 0; r < rows; ++r) windows.emplace(a.tokens.begin() + r * seq, a.tokens.begin() + (r + 1) * seq);
-    for (int r = 0; r < rows; ++r) shared += windows.count({b.tokens.begin() + r * seq, b.tokens.begin() + (r + 1) * seq});
+    for (int r = 0; r < rows; ++r)
+      shared += windows.count({b.tokens.begin() + r * seq, b.tokens.begin() + (r + 1) * seq});
   }
   EXPECT_LE(shared, 2) << shared << " of 160 windows of seed 2 are also windows of seed 1 at the same step";
 }

@@ -62,8 +62,8 @@ inline void spit(const fs::path& path, std::string_view bytes) {
 
 // Deterministic varied pseudo-English, `lines` lines of 4..15 words drawn Zipf-like from 150 words.
 inline std::string tiny_corpus_text(int lines = 400, std::uint64_t seed = 11) {
-  static const char* const kSyllables[] = {"the", "an", "lo",  "ra", "mi",  "ke", "sto", "ver", "un", "der", "ing",
-                                           "al",  "po", "tes", "qu", "is",  "ba", "or",  "ne",  "ath", "w", "y"};
+  static const char* const kSyllables[] = {"the", "an", "lo",  "ra", "mi", "ke", "sto", "ver", "un",  "der", "ing",
+                                           "al",  "po", "tes", "qu", "is", "ba", "or",  "ne",  "ath", "w",   "y"};
   constexpr std::uint64_t kSyl = sizeof(kSyllables) / sizeof(kSyllables[0]);
   std::uint64_t state = seed;
   auto next = [&](std::uint64_t n) {
@@ -115,8 +115,16 @@ inline Json tiny_config_doc(int steps, const fs::path& data_dir = tiny_data_dir(
   return Json{{"model", {{"d_model", 32}, {"n_layers", 2}, {"n_heads", 2}, {"d_ff", 64}, {"max_seq_len", 16}}},
               {"data", {{"dir", data_dir.string()}}},
               {"train",
-               {{"batch_size", 4}, {"seq_len", 16}, {"steps", steps}, {"lr", 3e-3}, {"warmup", 3},
-                {"eval_every", 0}, {"eval_batches", 2}, {"checkpoint_every", 0}, {"log_every", 1}, {"threads", 2}}}};
+               {{"batch_size", 4},
+                {"seq_len", 16},
+                {"steps", steps},
+                {"lr", 3e-3},
+                {"warmup", 3},
+                {"eval_every", 0},
+                {"eval_batches", 2},
+                {"checkpoint_every", 0},
+                {"log_every", 1},
+                {"threads", 2}}}};
 }
 
 // The same, read through the strict reader (so placement defaults and options are resolved).

@@ -85,8 +85,10 @@ void backward_kernel(Graph& g, const Node& n) {
       const T* p = probs + (b * d.heads + h) * d.time * d.time;
       T* dp = reinterpret_cast<T*>(g.workspace()) + omp_get_thread_num() * 2 * d.time * d.time;
       T* raw = dp + d.time * d.time;  // the uncapped logits, recomputed only when a soft-cap is on
-      if (cap > 0) gemm(false, true, d.time, d.time, d.dim, scale, q + offset, d.width, k + offset, d.width, T(0), raw, d.time);
-      if (dv) gemm(true, false, d.time, d.dim, d.time, T(1), p, d.time, dout + offset, d.width, T(1), dv + offset, d.width);
+      if (cap > 0)
+        gemm(false, true, d.time, d.time, d.dim, scale, q + offset, d.width, k + offset, d.width, T(0), raw, d.time);
+      if (dv)
+        gemm(true, false, d.time, d.dim, d.time, T(1), p, d.time, dout + offset, d.width, T(1), dv + offset, d.width);
       gemm(false, true, d.time, d.time, d.dim, T(1), dout + offset, d.width, v + offset, d.width, T(0), dp, d.time);
       for (int64_t t = 0; t < d.time; ++t) {
         const T* prow = p + t * d.time;
@@ -101,13 +103,19 @@ void backward_kernel(Graph& g, const Node& n) {
           }
         std::fill(row + t + 1, row + d.time, T(0));
       }
-      if (dq) gemm(false, false, d.time, d.dim, d.time, scale, dp, d.time, k + offset, d.width, T(1), dq + offset, d.width);
-      if (dk) gemm(true, false, d.time, d.dim, d.time, scale, dp, d.time, q + offset, d.width, T(1), dk + offset, d.width);
+      if (dq)
+        gemm(false, false, d.time, d.dim, d.time, scale, dp, d.time, k + offset, d.width, T(1), dq + offset, d.width);
+      if (dk)
+        gemm(true, false, d.time, d.dim, d.time, scale, dp, d.time, q + offset, d.width, T(1), dk + offset, d.width);
     }
 }
 
-void forward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); }); }
-void backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); }); }
+void forward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); });
+}
+void backward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); });
+}
 
 }  // namespace
 

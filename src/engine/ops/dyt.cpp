@@ -69,8 +69,12 @@ void backward_kernel(Graph& g, const Node& n) {
     for (int64_t j = 0; j < w; ++j) g.grad<T>(n.in[kBias])[j] += sums[2 * w + j];
 }
 
-void forward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); }); }
-void backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); }); }
+void forward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); });
+}
+void backward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); });
+}
 
 }  // namespace
 

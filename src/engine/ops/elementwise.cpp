@@ -59,9 +59,13 @@ void scale_backward_kernel(Graph& g, const Node& n) {
 }
 
 template <typename T>
-T normal_cdf(T x) { return T(0.5) * (T(1) + std::erf(x * static_cast<T>(std::numbers::sqrt2 / 2))); }
+T normal_cdf(T x) {
+  return T(0.5) * (T(1) + std::erf(x * static_cast<T>(std::numbers::sqrt2 / 2)));
+}
 template <typename T>
-T normal_pdf(T x) { return std::exp(T(-0.5) * x * x) * static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2); }
+T normal_pdf(T x) {
+  return std::exp(T(-0.5) * x * x) * static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+}
 
 template <typename T>
 void gelu_forward_kernel(Graph& g, const Node& n) {
@@ -77,7 +81,9 @@ void gelu_backward_kernel(Graph& g, const Node& n) {
 }
 
 template <typename T>
-T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+T sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
 
 enum class Gate : int64_t { silu, gelu };
 
@@ -212,7 +218,8 @@ TensorId unary(Graph& g, OpKind op, const std::string& name, TensorId x, double 
 
 TensorId binary(Graph& g, OpKind op, const std::string& name, TensorId a, TensorId b, double alpha, double beta) {
   if (g.shape(a) != g.shape(b))
-    fail("internal: {} of '{}' {} and '{}' {}", op_def(op).name, g.spec(a).name, g.shape(a).str(), g.spec(b).name, g.shape(b).str());
+    fail("internal: {} of '{}' {} and '{}' {}", op_def(op).name, g.spec(a).name, g.shape(a).str(), g.spec(b).name,
+         g.shape(b).str());
   Node n = make_node(op, a, b);
   n.out = like(g, name, a, {a, b});
   n.attr.f = {alpha, beta, 0, 0};
@@ -251,7 +258,11 @@ TensorId geglu(Graph& g, const std::string& name, TensorId gate, TensorId up) {
   return gated(g, name, gate, up, Gate::gelu);
 }
 TensorId center(Graph& g, const std::string& name, TensorId x) { return unary(g, OpKind::center, name, x, 0); }
-TensorId softcap(Graph& g, const std::string& name, TensorId x, double cap) { return unary(g, OpKind::softcap, name, x, cap); }
-TensorId dropout(Graph& g, const std::string& name, TensorId x, double p) { return unary(g, OpKind::dropout, name, x, p); }
+TensorId softcap(Graph& g, const std::string& name, TensorId x, double cap) {
+  return unary(g, OpKind::softcap, name, x, cap);
+}
+TensorId dropout(Graph& g, const std::string& name, TensorId x, double p) {
+  return unary(g, OpKind::dropout, name, x, p);
+}
 
 }  // namespace normlab::engine

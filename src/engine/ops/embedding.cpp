@@ -68,10 +68,18 @@ void position_backward_kernel(Graph& g, const Node& n) {
   }
 }
 
-void embedding_forward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { embedding_forward_kernel<T>(g, n); }); }
-void embedding_backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { embedding_backward_kernel<T>(g, n); }); }
-void position_forward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { position_forward_kernel<T>(g, n); }); }
-void position_backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { position_backward_kernel<T>(g, n); }); }
+void embedding_forward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { embedding_forward_kernel<T>(g, n); });
+}
+void embedding_backward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { embedding_backward_kernel<T>(g, n); });
+}
+void position_forward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { position_forward_kernel<T>(g, n); });
+}
+void position_backward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { position_backward_kernel<T>(g, n); });
+}
 
 }  // namespace
 

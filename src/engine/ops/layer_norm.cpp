@@ -99,8 +99,12 @@ void backward_kernel(Graph& g, const Node& n) {
   }
 }
 
-void forward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); }); }
-void backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); }); }
+void forward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); });
+}
+void backward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); });
+}
 
 }  // namespace
 
@@ -110,7 +114,8 @@ TensorId layer_norm(Graph& g, const std::string& name, TensorId x, TensorId gain
   Node n = make_node(OpKind::layer_norm, x, gain, bias);
   n.out = like(g, name, x, {x, gain, bias});
   const Shape& s = g.shape(x);
-  n.saved = {g.activation(name + ".mean", Shape{s.rows()}, false), g.activation(name + ".rstd", Shape{s.rows()}, false)};
+  n.saved = {g.activation(name + ".mean", Shape{s.rows()}, false),
+             g.activation(name + ".rstd", Shape{s.rows()}, false)};
   n.attr.f[0] = eps;
   n.workspace_bytes = reduce_rows_workspace<double>(s.last(), 2) + 2 * static_cast<size_t>(s.last()) * sizeof(double);
   g.record(n);

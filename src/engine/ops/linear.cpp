@@ -38,8 +38,12 @@ void backward_kernel(Graph& g, const Node& n) {
     });
 }
 
-void forward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); }); }
-void backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); }); }
+void forward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); });
+}
+void backward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); });
+}
 
 }  // namespace
 

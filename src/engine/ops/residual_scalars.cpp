@@ -73,7 +73,9 @@ void scale_add_backward_kernel(Graph& g, const Node& n) {
 }
 
 template <typename T>
-T sigmoid(T x) { return T(1) / (T(1) + std::exp(-x)); }
+T sigmoid(T x) {
+  return T(1) / (T(1) + std::exp(-x));
+}
 
 template <typename T>
 void gpas_forward_kernel(Graph& g, const Node& n) {
@@ -107,10 +109,18 @@ void gpas_backward_kernel(Graph& g, const Node& n) {
   *g.grad<T>(n.in[1]) -= s * (T(1) + a * (T(1) - s)) * dot;
 }
 
-void scale_add_forward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { scale_add_forward_kernel<T>(g, n); }); }
-void scale_add_backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { scale_add_backward_kernel<T>(g, n); }); }
-void gpas_forward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { gpas_forward_kernel<T>(g, n); }); }
-void gpas_backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { gpas_backward_kernel<T>(g, n); }); }
+void scale_add_forward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { scale_add_forward_kernel<T>(g, n); });
+}
+void scale_add_backward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { scale_add_backward_kernel<T>(g, n); });
+}
+void gpas_forward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { gpas_forward_kernel<T>(g, n); });
+}
+void gpas_backward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { gpas_backward_kernel<T>(g, n); });
+}
 
 size_t column_reduce_workspace(int64_t width) {
   return reduce_rows_workspace<double>(width, 1) + static_cast<size_t>(width) * sizeof(double);
@@ -121,7 +131,8 @@ size_t column_reduce_workspace(int64_t width) {
 extern const OpKernels scale_add_kernels{scale_add_forward, scale_add_backward};
 extern const OpKernels gpas_kernels{gpas_forward, gpas_backward};
 
-TensorId scale_add(Graph& g, const std::string& name, TensorId a, TensorId b, TensorId p, ScaleMode mode, int64_t index) {
+TensorId scale_add(Graph& g, const std::string& name, TensorId a, TensorId b, TensorId p, ScaleMode mode,
+                   int64_t index) {
   const int64_t width = g.shape(b).last(), size = g.shape(p).numel();
   if (a != kNoTensor && g.shape(a) != g.shape(b))
     fail("internal: scale_add of {} and {}", g.shape(a).str(), g.shape(b).str());

@@ -48,7 +48,8 @@ void forward_kernel(Graph& g, const Node& n) {
   T* table = g.data<T>(n.saved[0]);
   for (int64_t t = 0; t < time; ++t)
     for (int64_t j = 0; j < half; ++j) {
-      const double angle = static_cast<double>(t) * std::pow(n.attr.f[0], -2.0 * static_cast<double>(j) / static_cast<double>(dim));
+      const double angle =
+          static_cast<double>(t) * std::pow(n.attr.f[0], -2.0 * static_cast<double>(j) / static_cast<double>(dim));
       table[(t * half + j) * 2] = static_cast<T>(std::cos(angle));
       table[(t * half + j) * 2 + 1] = static_cast<T>(std::sin(angle));
     }
@@ -60,8 +61,12 @@ void backward_kernel(Graph& g, const Node& n) {
   rotate<T>(g, n, g.grad<T>(n.out), g.grad<T>(n.in[0]), T(-1), true);
 }
 
-void forward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); }); }
-void backward(Graph& g, const Node& n) { dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); }); }
+void forward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); });
+}
+void backward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); });
+}
 
 }  // namespace
 

@@ -5,7 +5,8 @@
 
 namespace normlab::model {
 
-extern const NormType kLayerNormType, kRmsNormType, kRmsNormGemmaType, kScaleNormType, kDytType, kCrmsNormType, kNoNormType;
+extern const NormType kLayerNormType, kRmsNormType, kRmsNormGemmaType, kScaleNormType, kDytType, kCrmsNormType,
+    kNoNormType;
 
 std::span<const NormType* const> all_norm_types() {
   static const std::array<const NormType*, 7> types = {

@@ -58,7 +58,9 @@ void admin_init(InitContext& ctx) {
   const std::string mode = option(m.config, "admin_omega").get<std::string>();
   if (mode == "profile") return profile(ctx);
   const double n = 2.0 * m.config.n_layers;
-  const double omega = mode == "linear" ? 1.0 : mode == "constant" ? std::sqrt(n) : std::sqrt((n + 1) / std::log(n + 1) - 1);
+  const double omega = mode == "linear"     ? 1.0
+                       : mode == "constant" ? std::sqrt(n)
+                                            : std::sqrt((n + 1) / std::log(n + 1) - 1);
   for (int i = 0; i < m.config.n_layers; ++i)
     for (const char* s : {"attn", "ffn"}) fill_constant(m, fmt::format("layers.{}.{}.admin_omega", i, s), omega);
 }

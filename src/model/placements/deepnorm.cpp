@@ -16,11 +16,15 @@ namespace normlab::model {
 DeepNormConstants deepnorm_constants(DeepNormArch arch, int n, int m, bool torchscale_beta) {
   const double N = n, M = m;
   switch (arch) {
-    case DeepNormArch::encoder_only: return {std::pow(2 * N, 0.25), std::pow(8 * N, -0.25)};
-    case DeepNormArch::decoder_only: return {std::pow(2 * M, 0.25), std::pow(8 * M, -0.25)};
+    case DeepNormArch::encoder_only:
+      return {std::pow(2 * N, 0.25), std::pow(8 * N, -0.25)};
+    case DeepNormArch::decoder_only:
+      return {std::pow(2 * M, 0.25), std::pow(8 * M, -0.25)};
     case DeepNormArch::encoder_of_encoder_decoder:
-      return {0.81 * std::pow(N * N * N * N * M, 1.0 / 16), (torchscale_beta ? 1.15 : 0.87) * std::pow(N * N * N * N * M, -1.0 / 16)};
-    case DeepNormArch::decoder_of_encoder_decoder: return {std::pow(3 * M, 0.25), std::pow(12 * M, -0.25)};
+      return {0.81 * std::pow(N * N * N * N * M, 1.0 / 16),
+              (torchscale_beta ? 1.15 : 0.87) * std::pow(N * N * N * N * M, -1.0 / 16)};
+    case DeepNormArch::decoder_of_encoder_decoder:
+      return {std::pow(3 * M, 0.25), std::pow(12 * M, -0.25)};
   }
   return {1, 1};
 }

@@ -8,6 +8,7 @@ enum class DeepNormArch { encoder_only, decoder_only, encoder_of_encoder_decoder
 struct DeepNormConstants {
   double alpha, beta;
 };
-DeepNormConstants deepnorm_constants(DeepNormArch arch, int encoder_layers, int decoder_layers, bool torchscale_beta = false);
+DeepNormConstants deepnorm_constants(DeepNormArch arch, int encoder_layers, int decoder_layers,
+                                     bool torchscale_beta = false);
 
 }  // namespace normlab::model

@@ -10,7 +10,8 @@
 namespace normlab::model {
 
 namespace {
-constexpr Switch kSwitches[] = {{"mixln_ratio", "0.25", "ρ: the fraction of layers, from the bottom, that are Post-LN"}};
+constexpr Switch kSwitches[] = {
+    {"mixln_ratio", "0.25", "ρ: the fraction of layers, from the bottom, that are Post-LN"}};
 
 TensorId mixln(const SubLayer& s, TensorId h) {
   const int post_layers = static_cast<int>(std::floor(s.number("mixln_ratio") * s.layers()));

@@ -23,7 +23,8 @@ constexpr Switch kSwitches[] = {
 TensorId normformer(const SubLayer& s, TensorId h) {
   if (s.kind() == Branch::attn) {
     BranchStyle style;
-    if (s.flag("scale_heads")) style.head_scale = s.text("head_scale") == "fairseq" ? HeadScale::fairseq : HeadScale::paper;
+    if (s.flag("scale_heads"))
+      style.head_scale = s.text("head_scale") == "fairseq" ? HeadScale::fairseq : HeadScale::paper;
     TensorId y = s.branch(s.norm("in_norm", h), style);
     return s.add(h, s.flag("scale_attn") ? s.norm("out_norm", y) : y);
   }

@@ -9,13 +9,12 @@
 
 namespace normlab::model {
 
-TensorId peri_ln(const SubLayer& s, TensorId h) {
-  return s.add(h, s.norm("out_norm", s.branch(s.norm("in_norm", h))));
-}
+TensorId peri_ln(const SubLayer& s, TensorId h) { return s.add(h, s.norm("out_norm", s.branch(s.norm("in_norm", h)))); }
 
 extern const Placement kPeriLn{
     .name = "peri",
-    .paper = "Kim et al. 2025, Peri-LN: Revisiting Normalization Layer in the Transformer Architecture (arXiv 2502.02732)",
+    .paper =
+        "Kim et al. 2025, Peri-LN: Revisiting Normalization Layer in the Transformer Architecture (arXiv 2502.02732)",
     .equations = "h = x + Norm(Attn(Norm(x)));  x' = h + Norm(FFN(Norm(h)))",
     .sublayer = peri_ln,
     .notes = "no official code; set embed_norm = true for the paper's optional embedding norm",

@@ -17,7 +17,8 @@ extern const Placement kPostLn{
     .equations = "h = Norm(x + Attn(x));  x' = Norm(h + FFN(h))",
     .final_norm = false,
     .sublayer = post_ln,
-    .notes = "LLaMA-based research repos (Mix-LN, LNS, GPAS) keep a final norm in their post mode: set final_norm = true",
+    .notes =
+        "LLaMA-based research repos (Mix-LN, LNS, GPAS) keep a final norm in their post mode: set final_norm = true",
 };
 
 }  // namespace normlab::model

@@ -28,7 +28,8 @@ extern const Placement kPreCrms{
     .equations = "stream of width d−1 (last coordinate = −Σ);  h = x + Attn(CRMS(x));  x' = h + FFN(CRMS(h))",
     .defaults = R"({"norm": {"type": "crmsnorm"}, "tied_embeddings": false})",
     .sublayer = pre_ln,
-    .notes = "non-affine CRMSNorm (gains fold into the next linear map); convert a Pre-LN model with model/crms_convert.h",
+    .notes =
+        "non-affine CRMSNorm (gains fold into the next linear map); convert a Pre-LN model with model/crms_convert.h",
     .compressed_stream = true,
 };
 

@@ -8,10 +8,10 @@ namespace normlab::model {
 
 namespace {
 const std::array kPlacements = {
-    &kPostLn,   &kPreLn,      &kDlclPre,   &kDlclPost, &kReZero,  &kTFixup,    &kLipschitz,        &kAdmin,
-    &kScaleNormPre, &kQkNorm, &kSandwich,  &kNormFormer, &kDeepNorm, &kSubLn,  &kResiDual,         &kPreRms,
-    &kPreCrms,  &kGemma2,     &kOlmo2,     &kPeriLn,   &kMixLn,   &kHybridNorm, &kHybridNormStar,  &kLayerNormScaling,
-    &kDyT,      &kGpas,
+    &kPostLn,     &kPreLn,          &kDlclPre,          &kDlclPost, &kReZero,     &kTFixup,   &kLipschitz,
+    &kAdmin,      &kScaleNormPre,   &kQkNorm,           &kSandwich, &kNormFormer, &kDeepNorm, &kSubLn,
+    &kResiDual,   &kPreRms,         &kPreCrms,          &kGemma2,   &kOlmo2,      &kPeriLn,   &kMixLn,
+    &kHybridNorm, &kHybridNormStar, &kLayerNormScaling, &kDyT,      &kGpas,
 };
 }  // namespace
 

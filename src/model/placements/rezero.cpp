@@ -10,7 +10,8 @@
 namespace normlab::model {
 
 namespace {
-constexpr Switch kSwitches[] = {{"rezero_per_sublayer", "false", "one α per sub-layer instead of one per layer (official code)"}};
+constexpr Switch kSwitches[] = {
+    {"rezero_per_sublayer", "false", "one α per sub-layer instead of one per layer (official code)"}};
 
 TensorId rezero(const SubLayer& s, TensorId h) {
   TensorId alpha = s.scalar("rezero_alpha", 0.0, !s.flag("rezero_per_sublayer"));

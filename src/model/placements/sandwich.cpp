@@ -15,7 +15,8 @@ namespace normlab::model {
 namespace {
 void scaled_outputs(InitContext& ctx) {
   Model& m = ctx.model;
-  redraw_normal(m, {engine::Role::o, engine::Role::fc2}, m.config.init.std / std::sqrt(2.0 * m.config.n_layers), ctx.seed);
+  redraw_normal(m, {engine::Role::o, engine::Role::fc2}, m.config.init.std / std::sqrt(2.0 * m.config.n_layers),
+                ctx.seed);
 }
 }  // namespace
 
@@ -26,7 +27,8 @@ extern const Placement kSandwich{
     .sublayer = peri_ln,
     .init = scaled_outputs,
     .init_rule = "o, fc2: N(0, std/√(2L))",
-    .notes = "PB-relax (options.pb_relax) follows the code (÷ max|x|/8); the attention relaxation is off, as in the code",
+    .notes =
+        "PB-relax (options.pb_relax) follows the code (÷ max|x|/8); the attention relaxation is off, as in the code",
 };
 
 }  // namespace normlab::model

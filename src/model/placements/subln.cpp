@@ -16,12 +16,14 @@ namespace {
 using engine::Role;
 
 TensorId subln(const SubLayer& s, TensorId h) {
-  return s.add(h, s.branch(s.norm("in_norm", h), {.inner_norm = s.kind() == Branch::attn, .mid_norm = s.kind() == Branch::ffn}));
+  return s.add(
+      h, s.branch(s.norm("in_norm", h), {.inner_norm = s.kind() == Branch::attn, .mid_norm = s.kind() == Branch::ffn}));
 }
 
 void subln_init(InitContext& ctx) {
   Model& m = ctx.model;
-  scale_roles(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, std::sqrt(std::log(2.0 * m.config.n_layers)), true);
+  scale_roles(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, std::sqrt(std::log(2.0 * m.config.n_layers)),
+              true);
 }
 }  // namespace
 

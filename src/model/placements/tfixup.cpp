@@ -20,7 +20,8 @@ TensorId tfixup(const SubLayer& s, TensorId h) { return s.add(h, s.branch(h)); }
 void tfixup_init(InitContext& ctx) {
   Model& m = ctx.model;
   const double factor = std::pow(9.0 * m.config.n_layers, -0.25);
-  redraw_xavier(m, {Role::q, Role::k, Role::v, Role::o, Role::fc1, Role::gate, Role::fc2, Role::head}, 1.0, false, ctx.seed);
+  redraw_xavier(m, {Role::q, Role::k, Role::v, Role::o, Role::fc1, Role::gate, Role::fc2, Role::head}, 1.0, false,
+                ctx.seed);
   scale_roles(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, factor);
   redraw_normal(m, {Role::embedding}, std::pow(m.config.d_model, -0.5) * factor, ctx.seed);
 }
@@ -35,7 +36,9 @@ extern const Placement kTFixup{
     .sublayer = tfixup,
     .init = tfixup_init,
     .init_rule = "Xavier-uniform; v, o, fc1, gate, fc2 × (9L)^(-1/4); embeddings N(0, d^(-1/2))·(9L)^(-1/4)",
-    .notes = "decoder-only: the decoder's (9M)^(-1/4) rule; V's extra √2 in the code undoes fairseq's 1/√2 gain, so it is omitted here",
+    .notes =
+        "decoder-only: the decoder's (9M)^(-1/4) rule; V's extra √2 in the code undoes fairseq's 1/√2 gain, so it is "
+        "omitted here",
 };
 
 }  // namespace normlab::model
