@@ -1,6 +1,10 @@
 #include "serve/pages.h"
 
+#include "study/report.h"
+
 namespace normlab::serve {
+
+using study::html_escape;
 
 namespace {
 
@@ -146,32 +150,6 @@ std::string page(const std::string& title, const std::string& body, const std::s
 }
 
 }  // namespace
-
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      case '\'':
-        out += "&#39;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
 
 std::string plain_page(const std::string& title, const std::string& body_html) {
   return R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>)" + html_escape(title) +

@@ -19,7 +19,4 @@ std::string compare_page();  // /compare?runs=A&runs=B: loss curves overlaid, ag
 // A minimal page around `body_html` (already escaped), for directory listings and errors.
 std::string plain_page(const std::string& title, const std::string& body_html);
 
-// Text for an HTML element or attribute.
-std::string html_escape(const std::string& s);
-
 }  // namespace normlab::serve

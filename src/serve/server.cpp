@@ -17,6 +17,7 @@
 namespace normlab::serve {
 
 namespace fs = std::filesystem;
+using study::html_escape;
 
 namespace {
 

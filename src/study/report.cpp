@@ -13,29 +13,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
 Json chart_config(const Chart& c) {
   static const char* colours[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
                                   "#8c564b", "#e377c2", "#7f7f7f", "#17becf", "#bcbd22"};
@@ -118,6 +95,29 @@ std::string combine_verdicts(const std::vector<Truth>& claims) {
   return holding == claims.size() ? "reproduced" : holding == 0 ? "not reproduced" : "inconclusive";
 }
 
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '&':
+        out += "&amp;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
+    }
+  }
+  return out;
+}
+
 std::string chart_js_source() {
   constexpr const char* kChartJs = "/usr/share/javascript/chart.js/chart.min.js";
   if (!fs::exists(kChartJs)) fail("{} is missing: install Debian's libjs-chart.js (scripts/setup.sh does)", kChartJs);
@@ -126,7 +126,7 @@ std::string chart_js_source() {
 
 fs::path write_report(const fs::path& dir, const Report& r) {
   const std::string chart_js = chart_js_source();
-  std::string html = R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>)" + escape(r.title) + R"(</title>
+  std::string html = R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>)" + html_escape(r.title) + R"(</title>
 <style>
 body { font-family: sans-serif; max-width: 1000px; margin: 2em auto; color: #222; }
 .verdict { font-size: 1.3em; padding: .5em 1em; border-radius: 6px; display: inline-block; }
@@ -144,40 +144,41 @@ canvas { margin: 1em 0; border: 1px solid #eee; }
 )";
   std::string verdict_class = r.verdict;
   std::replace(verdict_class.begin(), verdict_class.end(), ' ', '-');
-  html += "<h1>" + escape(r.title) + "</h1>\n<p><b>Claim.</b> " + escape(r.claim) + "</p>\n<p><b>Source.</b> " +
-          escape(r.source) + "</p>\n<p><b>Setup.</b> " + escape(r.setup) + "</p>\n";
-  html += "<h2>Verdict</h2>\n<p class=\"verdict " + verdict_class + "\">" + escape(r.verdict) +
-          "</p>\n<p><b>Rule.</b> " + escape(r.verdict_rule) + "</p>\n";
+  html += "<h1>" + html_escape(r.title) + "</h1>\n<p><b>Claim.</b> " + html_escape(r.claim) +
+          "</p>\n<p><b>Source.</b> " + html_escape(r.source) + "</p>\n<p><b>Setup.</b> " + html_escape(r.setup) +
+          "</p>\n";
+  html += "<h2>Verdict</h2>\n<p class=\"verdict " + verdict_class + "\">" + html_escape(r.verdict) +
+          "</p>\n<p><b>Rule.</b> " + html_escape(r.verdict_rule) + "</p>\n";
   if (!r.failures.empty()) {
     html +=
         "<p><b>Failed runs</b> (nothing is decided from them; fix the cause and rerun the same command):</p>\n<ul>\n";
-    for (const auto& f : r.failures) html += "<li>" + escape(f) + "</li>\n";
+    for (const auto& f : r.failures) html += "<li>" + html_escape(f) + "</li>\n";
     html += "</ul>\n";
   }
   html += "<ul>\n";
-  for (const auto& e : r.evidence) html += "<li>" + escape(e) + "</li>\n";
+  for (const auto& e : r.evidence) html += "<li>" + html_escape(e) + "</li>\n";
   html += "</ul>\n<h2>Evidence</h2>\n";
   for (size_t i = 0; i < r.charts.size(); ++i)
     html += fmt::format("<canvas id=\"chart{}\" width=\"900\" height=\"380\"></canvas>\n", i);
   for (const Table& t : r.tables) {
-    html += "<h3>" + escape(t.title) + "</h3>\n<table><tr>";
-    for (const auto& h : t.header) html += "<th>" + escape(h) + "</th>";
+    html += "<h3>" + html_escape(t.title) + "</h3>\n<table><tr>";
+    for (const auto& h : t.header) html += "<th>" + html_escape(h) + "</th>";
     html += "</tr>\n";
     for (size_t i = 0; i < t.rows.size(); ++i) {
       const bool coloured = i < t.row_class.size() && !t.row_class[i].empty();
       html += coloured ? fmt::format("<tr class=\"{}\">", t.row_class[i]) : std::string("<tr>");
-      for (const auto& cell : t.rows[i]) html += cell_tag(cell) + escape(cell) + "</td>";
+      for (const auto& cell : t.rows[i]) html += cell_tag(cell) + html_escape(cell) + "</td>";
       html += "</tr>\n";
     }
     html += "</table>\n";
   }
   if (!r.provenance.empty()) {
     html += "<h2>Reproduce</h2>\n<ul>\n";
-    for (const auto& p : r.provenance) html += "<li>" + escape(p) + "</li>\n";
+    for (const auto& p : r.provenance) html += "<li>" + html_escape(p) + "</li>\n";
     html += "</ul>\n";
   }
   html += "<h2>Runs</h2>\n<ul>\n";
-  for (const auto& d : r.run_dirs) html += "<li><a href=\"" + escape(d) + "\">" + escape(d) + "</a></li>\n";
+  for (const auto& d : r.run_dirs) html += "<li><a href=\"" + html_escape(d) + "\">" + html_escape(d) + "</a></li>\n";
   html += "</ul>\n<script>\nconst configs = [";
   for (size_t i = 0; i < r.charts.size(); ++i) {
     if (i) html += ",";

@@ -48,6 +48,9 @@ std::filesystem::path write_report(const std::filesystem::path& dir, const Repor
 // the package when it is missing.
 std::string chart_js_source();
 
+// Text made safe inside HTML elements and double-quoted attributes (&, <, >, ").
+std::string html_escape(const std::string& s);
+
 // A sub-claim's outcome. A number it needs that is missing (NaN: a run failed, a file lacks a record)
 // is evidence neither way: the sub-claim is then undecided.
 enum class Truth { holds, fails, undecided };
