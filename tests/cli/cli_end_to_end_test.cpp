@@ -198,7 +198,7 @@ TEST(CliPrepare, SaysWhichCharactersBecomeUnknownAndOffersFullCoverage) {
 
   const auto full = prepare("full", {"--character-coverage", "1"});
   ASSERT_EQ(full.exit_code, 0) << describe(full);
-  EXPECT_EQ(full.err.find("<unk>"), std::string::npos) << describe(full);
+  EXPECT_EQ(full.err.find("become <unk>"), std::string::npos) << describe(full);
   EXPECT_EQ(Json::parse(slurp(tmp / "full" / "meta.json")).at("vocab_size").get<int>(), vocab + 2);
   EXPECT_EQ(Json::parse(slurp(tmp / "full" / "meta.json")).at("character_coverage").get<double>(), 1.0);
 
