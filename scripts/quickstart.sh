@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The main job on the built-in default: sets everything up, trains the default Pre-LN model on the
-# King James Bible (~3 min on 2 cores) and compares its validation loss with the corpus's unigram
-# entropy, then runs the flagship study "why Pre-LN won" (~5 min) and prints where its report is.
+# King James Bible (~3 min on 2 cores) and compares its validation loss with the val split's unigram
+# cross-entropy, then runs the flagship study "why Pre-LN won" (~5 min) and prints where its report is.
 # Extra arguments go to `normlab train` (e.g. --set model.placement=post).
 set -euo pipefail
 cd "$(dirname "$0")/.."

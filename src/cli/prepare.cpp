@@ -23,11 +23,17 @@ void add_prepare(CLI::App& app) {
   cmd->add_option("--model-type", opts->model_type, "SentencePiece model type")
       ->check(CLI::IsMember({"bpe", "unigram", "char", "word"}))
       ->capture_default_str();
+  cmd->add_option("--character-coverage", opts->character_coverage,
+                  "share of the text's characters a new tokenizer keeps; the rarest beyond it become <unk> (1: keep "
+                  "every character)")
+      ->capture_default_str();
   cmd->callback([opts] {
     io::PrepareSummary s = io::prepare_corpus(*opts, std::cerr);
     std::cout << fmt::format(
-        "prepared {}: vocab {}, {} train tokens, {} val tokens, unigram entropy {:.4f} nats ({:.1f}s)\n", s.out_dir,
-        s.vocab_size, s.train_tokens, s.val_tokens, s.unigram_entropy_nats, s.seconds);
+        "prepared {}: vocab {}{}, {} train tokens, {} val tokens, unigram entropy {:.4f} nats ({:.1f}s)\n", s.out_dir,
+        s.vocab_size,
+        s.trained_tokenizer && s.vocab_size != opts->vocab_size ? fmt::format(" (asked for {})", opts->vocab_size) : "",
+        s.train_tokens, s.val_tokens, s.unigram_entropy_nats, s.seconds);
   });
 }
 

@@ -1,5 +1,6 @@
 // normlab study / normlab sweep: named experiments and user grids, each with a report.
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <cmath>
 #include <filesystem>
@@ -9,6 +10,7 @@
 
 #include "cli/commands.h"
 #include "io/atomic_file.h"
+#include "study/kit.h"
 #include "study/studies.h"
 
 namespace normlab::cli {
@@ -47,12 +49,32 @@ std::string command_line() {
   return line;
 }
 
+// Where `normlab study NAME` writes without --out.
+fs::path default_study_dir(std::string_view name, bool quick) {
+  return fs::path("runs") / fmt::format("study-{}{}", name, quick ? "-quick" : "");
+}
+
+// The last verdict in a study's default folders (the preset's, then --quick's), e.g.
+// "reproduced, 2026-11-30 21:40 UTC (runs/study-x/report.html)".
+std::string last_verdicts(std::string_view name) {
+  std::vector<std::string> found;
+  for (const bool quick : {false, true}) {
+    const fs::path dir = default_study_dir(name, quick);
+    if (const auto e = study::read_report_entry(dir))
+      found.push_back(fmt::format("{}{}, {} ({})", quick ? "--quick: " : "", e->verdict, e->written,
+                                  (dir / "report.html").string()));
+  }
+  if (found.empty()) return fmt::format("none yet in {}", default_study_dir(name, false).string());
+  return fmt::format("{}", fmt::join(found, "; "));
+}
+
 void print_study_list() {
   for (const study::Study* s : study::all_studies())
-    std::cout << fmt::format("{}: {}\n    claim:  {}\n    source: {}\n    cost:   {}\n", s->name, s->title, s->claim,
-                             s->source, s->cost);
+    std::cout << fmt::format("{}: {}\n    claim:  {}\n    source: {}\n    cost:   {}\n    last:   {}\n", s->name,
+                             s->title, s->claim, s->source, s->cost, last_verdicts(s->name));
   std::cout << "Run one with `normlab study <name>` (add --quick for the small preset); the report's path is printed "
                "at the end.\n";
+  if (fs::exists("runs/studies.html")) std::cout << "Every report with its verdict: runs/studies.html\n";
 }
 
 // The cartesian product of a sweep file's grid: {"model.placement": ["post", "pre"], ...}.
@@ -108,13 +130,11 @@ void add_study(CLI::App& app) {
   cmd->callback([args] {
     if (args->name == "list") return print_study_list();
     const study::Study& s = study::find_study(args->name);
-    args->options.dir = args->out.empty()
-                            ? fs::path("runs") / fmt::format("study-{}{}", s.name, args->options.quick ? "-quick" : "")
-                            : fs::path(args->out);
+    args->options.dir = args->out.empty() ? default_study_dir(s.name, args->options.quick) : fs::path(args->out);
     args->options.command_line = command_line();
     const study::StudyResult result = study::run_study(s, args->options, args->runner);
-    std::cout << fmt::format("verdict: {}\nreport: {}\nsummary: {}\n", result.verdict, result.report.string(),
-                             (args->options.dir / "report.md").string());
+    std::cout << fmt::format("verdict: {}\nreport: {}\nsummary: {}\nevery report: {}\n", result.verdict,
+                             result.report.string(), (args->options.dir / "report.md").string(), result.index.string());
     if (result.verdict != "incomplete") return;
     for (const std::string& f : result.failures) std::cerr << "study: failed run " << f << "\n";
     if (!result.failures.empty())
@@ -150,29 +170,22 @@ void add_sweep(CLI::App& app) {
         args->out.empty() ? fs::path("runs") / ("sweep-" + fs::path(args->file).stem().string()) : fs::path(args->out);
     const auto outcomes = study::run_grid(dir, expand_grid(doc, args->file), args->runner);
     study::write_summary_csv(dir / "summary.csv", outcomes);
+    // No verdict: a sweep tests no claim, so its report has no verdict section.
     study::Report r{.name = "sweep",
                     .title = "Sweep " + args->file,
                     .claim = "(a user grid: no claim)",
                     .source = args->file,
-                    .setup = doc["grid"].dump(),
-                    .verdict = "inconclusive",
-                    .verdict_rule = "a sweep has no verdict"};
+                    .setup = doc["grid"].dump()};
     study::Chart curves{"training loss", "step", "loss"};
-    study::Table table{"Runs", {"run", "status", "final loss", "seconds"}};
     for (const auto& o : outcomes) {
-      const study::TrainCurve c = study::read_train_curve(o.dir / "run");
-      curves.series.push_back({o.request.id, c.step, c.loss});
-      table.rows.push_back({o.request.id, study::status_name(o.status), fmt::format("{:.3f}", c.final_loss()),
-                            fmt::format("{:.0f}", o.seconds)});
-      table.row_class.push_back(o.status == study::RunStatus::diverged ? "diverged"
-                                : o.status == study::RunStatus::failed ? "stalled"
-                                                                       : "trained");
+      curves.series.push_back(study::loss_series(o.request.id, &o));
       r.run_dirs.push_back(fs::relative(o.dir, dir).string());
     }
     r.charts.push_back(curves);
-    r.tables.push_back(table);
-    std::cout << fmt::format("report: {}\nsummary: {}\n", study::write_report(dir, r).string(),
-                             (dir / "summary.csv").string());
+    r.tables.push_back(study::outcome_table("Runs", outcomes));
+    const fs::path html = study::write_report(dir, r);
+    std::cout << fmt::format("report: {}\nsummary: {}\nevery report: {}\n", html.string(),
+                             (dir / "summary.csv").string(), study::write_report_index(dir).string());
   });
 }
 

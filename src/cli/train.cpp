@@ -50,9 +50,11 @@ void add_train(CLI::App& app) {
       return;
     }
     std::cout << fmt::format("done: {} steps in {:.1f}s ({:.0f} tok/s)\n", s.steps, s.seconds, s.tokens_per_second)
-              << fmt::format("validation loss {:.4f} nats/token vs unigram entropy {:.4f} nats/token ({})\n",
-                             s.val_loss, s.unigram_entropy,
-                             s.val_loss < s.unigram_entropy ? "below: the model learned context" : "NOT below")
+              << fmt::format(
+                     "validation loss {:.4f} nats/token vs the val split's unigram cross-entropy {:.4f} nats/token "
+                     "({})\n",
+                     s.val_loss, s.unigram_val_xent,
+                     s.val_loss < s.unigram_val_xent ? "below: the model learned context" : "NOT below")
               << fmt::format("run directory: {}\n", args->run);
   });
 }
@@ -69,8 +71,10 @@ void add_eval(CLI::App& app) {
   cmd->callback([args] {
     train::Run run = train::open_run(args->run);
     const double loss = train::evaluate(*run.model, *run.loader, args->batches);
-    std::cout << fmt::format("step {}: validation loss {:.4f} nats/token (perplexity {:.2f}); unigram entropy {:.4f}\n",
-                             run.step, loss, std::exp(loss), run.data.unigram_entropy_nats);
+    std::cout << fmt::format(
+        "step {}: validation loss {:.4f} nats/token (perplexity {:.2f}); the val split's unigram cross-entropy "
+        "{:.4f}\n",
+        run.step, loss, std::exp(loss), run.data.unigram_val_xent_nats);
   });
 }
 

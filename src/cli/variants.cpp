@@ -1,15 +1,19 @@
 // normlab variants / normlab init-report: what each placement computes, and what its init realizes.
 #include <fmt/core.h>
 
+#include <filesystem>
 #include <iostream>
 
 #include "cli/commands.h"
 #include "cli/run_config.h"
+#include "io/corpus.h"
 #include "model/init.h"
 #include "model/norm.h"
 #include "model/placement.h"
 
 namespace normlab::cli {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -74,14 +78,25 @@ void add_init_report(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print JSON lines instead of a table");
   cmd->callback([args] {
     train::RunConfig config = load_run_config(args->sources);
-    if (config.model.vocab_size == 0) config.model.vocab_size = 4096;  // the size does not change any other std
+    // The vocabulary sets the untied head's std (√(2/(V+d)) under Xavier), so take the corpus's, as training does.
+    if (config.model.vocab_size == 0) {
+      if (fs::exists(fs::path(config.data_dir) / "meta.json")) {
+        config.model.vocab_size = io::load_tokens(config.data_dir).vocab_size;
+      } else {
+        config.model.vocab_size = 4096;
+        std::cerr << fmt::format(
+            "init-report: {} has no meta.json, so the vocabulary is taken as 4096 (prepare it, or set data.dir or "
+            "model.vocab_size)\n",
+            config.data_dir);
+      }
+    }
     auto m = model::build_model(config.model, 1, 2);
     model::initialize(*m, args->seed);
     const model::Placement& p = model::find_placement(config.model.placement);
     if (!args->json)
-      std::cout << fmt::format("placement {} (L = {}, d = {}, init.scheme = {}); rule: {}\n", p.name,
-                               config.model.n_layers, config.model.d_model, config.model.init.scheme,
-                               p.init_rule.empty() ? "base init only" : p.init_rule)
+      std::cout << fmt::format("placement {} (L = {}, d = {}, V = {}, init.scheme = {}); rule: {}\n", p.name,
+                               config.model.n_layers, config.model.d_model, config.model.vocab_size,
+                               config.model.init.scheme, p.init_rule.empty() ? "base init only" : p.init_rule)
                 << fmt::format("{:<36} {:<10} {:<12} {:>10} {:>10} {:>10}\n", "parameter", "role", "shape", "mean",
                                "std", "rms");
     for (const model::ParamStats& s : model::parameter_stats(*m)) {

@@ -7,11 +7,13 @@
 #include <cmath>
 #include <cstring>
 #include <ostream>
+#include <set>
 #include <system_error>
 #include <thread>
 #include <unordered_map>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "common/error.h"
@@ -107,6 +109,7 @@ std::string train_tokenizer(std::span<const std::string_view> lines, const Prepa
   const std::unordered_map<std::string, std::string> args = {
       {"model_type", options.model_type},
       {"vocab_size", std::to_string(options.vocab_size)},
+      {"character_coverage", fmt::format("{}", options.character_coverage)},
       {"input_sentence_size", "2000000"},  // sample at most this many lines (plenty; keeps big corpora fast)
       {"shuffle_input_sentence", "true"},
       {"max_sentence_length", "65536"},  // longer lines are left out of training (still encoded)
@@ -139,7 +142,31 @@ void check_options(const PrepareOptions& o) {
       fail("prepare: vocab_size {} is out of range: give --vocab-size between 8 and 16777216 (e.g. 4096)",
            o.vocab_size);
     }
+    if (!(o.character_coverage > 0.0 && o.character_coverage <= 1.0)) {
+      fail(
+          "prepare: character_coverage {} is out of range: give --character-coverage above 0 and at most 1 (1 keeps "
+          "every character)",
+          o.character_coverage);
+    }
   }
+}
+
+// The distinct characters (UTF-8 sequences) of the lines that the tokenizer encodes as <unk>.
+std::vector<std::string> unknown_characters(std::span<const std::string_view> lines, const Tokenizer& tokenizer) {
+  std::set<std::string> characters;
+  for (std::string_view line : lines)
+    for (std::size_t i = 0; i < line.size();) {
+      const auto lead = static_cast<unsigned char>(line[i]);
+      const std::size_t n = lead < 0x80 ? 1 : lead >= 0xF0 ? 4 : lead >= 0xE0 ? 3 : lead >= 0xC0 ? 2 : 1;
+      characters.emplace(line.substr(i, n));
+      i += n;
+    }
+  std::vector<std::string> unknown;
+  for (const std::string& c : characters) {
+    const std::vector<std::int32_t> ids = tokenizer.encode(c);
+    if (std::find(ids.begin(), ids.end(), tokenizer.unk_id()) != ids.end()) unknown.push_back(c);
+  }
+  return unknown;
 }
 
 struct UnigramStats {
@@ -234,6 +261,12 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
   if (!train && vocab != options.vocab_size) {
     say(fmt::format("the reused tokenizer has {} pieces; vocab_size {} is ignored", vocab, options.vocab_size));
   }
+  if (train && vocab < options.vocab_size) {
+    say(fmt::format("note: SentencePiece made {} pieces, fewer than --vocab-size {}{}", vocab, options.vocab_size,
+                    options.model_type == "char"
+                        ? " (a char model has one piece per kept character, plus <unk>, <s> and </s>)"
+                        : ""));
+  }
 
   // 3. Encode every line, then EOS. Lines are independent, so encode them in parallel.
   auto t0 = Clock::now();
@@ -261,6 +294,19 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
                   val_ids.size(), seconds_since(t0),
                   static_cast<double>(train_ids.size() + val_ids.size()) / static_cast<double>(total_bytes)));
 
+  if (const auto unknown = unknown_characters(corpus.lines, tokenizer); !unknown.empty()) {
+    const auto unk_tokens = [&](const std::vector<std::int32_t>& ids) {
+      return std::count(ids.begin(), ids.end(), tokenizer.unk_id());
+    };
+    say(fmt::format(
+        "note: {} distinct characters of the text are not in the tokenizer and become <unk> ({} train and {} val "
+        "tokens): {}; {}",
+        unknown.size(), unk_tokens(train_ids), unk_tokens(val_ids), fmt::join(unknown, " "),
+        train ? fmt::format("the tokenizer covers --character-coverage {} of the text's characters; give "
+                            "--character-coverage 1 to keep every character of the train lines",
+                            options.character_coverage)
+              : std::string("the reused tokenizer lacks them")));
+  }
   const UnigramStats stats = unigram_stats(train_ids, val_ids, vocab);
   say(fmt::format("unigram entropy {:.4f} nats (train), cross-entropy {:.4f} nats (val)", stats.entropy,
                   stats.val_xent));
@@ -305,6 +351,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
   };
   if (train) {
     meta["model_type"] = options.model_type;
+    meta["character_coverage"] = options.character_coverage;
     meta["seed"] = options.seed;
   } else {
     meta["tokenizer_source"] = options.tokenizer;

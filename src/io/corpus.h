@@ -21,6 +21,9 @@ struct PrepareOptions {
   double val_fraction = 0.05;      // share of lines held out, as one block at the end
   std::string model_type = "bpe";  // SentencePiece model type: bpe, unigram, char, word
   std::uint64_t seed = 1;          // SentencePiece's sampling seed
+  // The share of the text's characters a trained tokenizer must cover (SentencePiece's default); the
+  // rarest characters beyond it become <unk>. 1 keeps every character.
+  double character_coverage = 0.9995;
 };
 
 struct PrepareSummary {

@@ -39,7 +39,6 @@ Json small_lm(const std::string& placement, int layers, int steps, uint64_t seed
                 {"log_every", log_every(steps)},
                 {"eval_every", 0},
                 {"eval_batches", 4},
-                {"checkpoint_every", 0},
                 {"seed", seed},
                 {"probe_every", probe_every}}}};
 }
@@ -136,6 +135,7 @@ std::string config_summary(const std::vector<RunOutcome>& runs, const std::vecto
   std::vector<std::string> shared, varied;
   for (const std::string& key : order) {
     const auto& v = values[key];
+    if (key == "train.checkpoint_every") continue;  // when a run saves its state does not change its numbers
     if (v.size() > 1) varied.push_back(fmt::format("{} {{{}}}", key, fmt::join(v, ", ")));
     else if (shown.contains(key)) shared.push_back(key + " " + v.front());
   }

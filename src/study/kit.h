@@ -17,7 +17,7 @@ namespace normlab::study {
 // A small decoder LM on the configured corpus: d 64, 4 heads, d_ff 256, T 64, batch 16, GPT-2 init;
 // Adam (β2 0.98) at lr 1e-3, constant after `warmup`, no clipping or weight decay; probes every
 // `probe_every` steps (0: off); the loss logged every 10 steps or more often, at least 8 times; one
-// validation pass at the end.
+// validation pass at the end (plan_study sets when it checkpoints).
 Json small_lm(const std::string& placement, int layers, int steps, uint64_t seed, int warmup = 0, int probe_every = 0);
 // Xiong's regime (fairseq): Xavier matrices, embeddings N(0, d^-1/2) scaled by √d, so the stream
 // starts with unit variance.

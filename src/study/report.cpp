@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <ctime>
 
 #include "common/config_reader.h"
 #include "common/error.h"
@@ -40,6 +41,25 @@ Json chart_config(const Chart& c) {
          {{"x", {{"title", {{"display", true}, {"text", c.x_label}}}}},
           {"y",
            {{"type", c.log_y ? "logarithmic" : "linear"}, {"title", {{"display", true}, {"text", c.y_label}}}}}}}}}};
+}
+
+// The verdict's colour, in a report and in the index of reports.
+constexpr const char* kVerdictStyle = R"(
+.reproduced { background: #d4edda; } .not-reproduced { background: #f8d7da; } .inconclusive { background: #fff3cd; }
+.incomplete { background: #e2e3e5; })";
+
+std::string verdict_class(std::string verdict) {
+  std::replace(verdict.begin(), verdict.end(), ' ', '-');
+  return verdict;
+}
+
+std::string utc_now() {
+  const std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char text[32];
+  std::strftime(text, sizeof text, "%Y-%m-%d %H:%M UTC", &tm);
+  return text;
 }
 
 // A grid cell that starts with an outcome (trained, slow, stalled, diverged, failed) is coloured by it.
@@ -129,9 +149,8 @@ fs::path write_report(const fs::path& dir, const Report& r) {
   std::string html = R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>)" + html_escape(r.title) + R"(</title>
 <style>
 body { font-family: sans-serif; max-width: 1000px; margin: 2em auto; color: #222; }
-.verdict { font-size: 1.3em; padding: .5em 1em; border-radius: 6px; display: inline-block; }
-.reproduced { background: #d4edda; } .not-reproduced { background: #f8d7da; } .inconclusive { background: #fff3cd; }
-.incomplete { background: #e2e3e5; }
+.verdict { font-size: 1.3em; padding: .5em 1em; border-radius: 6px; display: inline-block; })" +
+                     kVerdictStyle + R"(
 table { border-collapse: collapse; margin: 1em 0; } td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 tr.trained, td.trained { background: #d4edda; } tr.stalled, td.stalled { background: #fff3cd; }
 tr.slow, td.slow { background: #e2f0fb; }
@@ -142,13 +161,12 @@ canvas { margin: 1em 0; border: 1px solid #eee; }
 <script>)" + chart_js +
                      R"(</script></head><body>
 )";
-  std::string verdict_class = r.verdict;
-  std::replace(verdict_class.begin(), verdict_class.end(), ' ', '-');
   html += "<h1>" + html_escape(r.title) + "</h1>\n<p><b>Claim.</b> " + html_escape(r.claim) +
           "</p>\n<p><b>Source.</b> " + html_escape(r.source) + "</p>\n<p><b>Setup.</b> " + html_escape(r.setup) +
           "</p>\n";
-  html += "<h2>Verdict</h2>\n<p class=\"verdict " + verdict_class + "\">" + html_escape(r.verdict) +
-          "</p>\n<p><b>Rule.</b> " + html_escape(r.verdict_rule) + "</p>\n";
+  if (!r.verdict.empty())
+    html += "<h2>Verdict</h2>\n<p class=\"verdict " + verdict_class(r.verdict) + "\">" + html_escape(r.verdict) +
+            "</p>\n<p><b>Rule.</b> " + html_escape(r.verdict_rule) + "</p>\n";
   if (!r.failures.empty()) {
     html +=
         "<p><b>Failed runs</b> (nothing is decided from them; fix the cause and rerun the same command):</p>\n<ul>\n";
@@ -202,7 +220,8 @@ document.body.setAttribute('data-errors', window.__errors);
   io::write_file_atomic(dir / "report.html", html);
 
   std::string md = "# " + r.title + "\n\n**Claim.** " + r.claim + "\n\n**Source.** " + r.source + "\n\n**Setup.** " +
-                   r.setup + "\n\n## Verdict: " + r.verdict + "\n\n**Rule.** " + r.verdict_rule + "\n\n";
+                   r.setup + "\n\n";
+  if (!r.verdict.empty()) md += "## Verdict: " + r.verdict + "\n\n**Rule.** " + r.verdict_rule + "\n\n";
   if (!r.failures.empty()) {
     md += "**Failed runs** (nothing is decided from them; fix the cause and rerun the same command):\n\n";
     for (const auto& f : r.failures) md += "* " + f + "\n";
@@ -216,7 +235,54 @@ document.body.setAttribute('data-errors', window.__errors);
   }
   md += "\nCharts: report.html. Runs: " + std::to_string(r.run_dirs.size()) + " directories under runs/.\n";
   io::write_file_atomic(dir / "report.md", md);
+  io::write_file_atomic(
+      dir / "report.json",
+      Json{{"name", r.name}, {"title", r.title}, {"verdict", r.verdict}, {"written", utc_now()}}.dump(2) + "\n");
   return dir / "report.html";
+}
+
+std::optional<ReportEntry> read_report_entry(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_regular_file(dir / "report.json", ec)) return std::nullopt;
+  const Json j = Json::parse(io::read_file(dir / "report.json", "report summary"), nullptr, false);
+  if (!j.is_object()) return std::nullopt;
+  const auto text = [&](const char* key) {
+    return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
+  };
+  return ReportEntry{dir, text("name"), text("title"), text("verdict"), text("written")};
+}
+
+fs::path write_report_index(const fs::path& report_dir) {
+  fs::path dir = fs::absolute(report_dir).lexically_normal();
+  if (!dir.has_filename()) dir = dir.parent_path();  // "runs/study-x/"
+  const fs::path folder = dir.parent_path();
+  std::vector<ReportEntry> entries;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(folder, ec))
+    if (e.is_directory(ec))
+      if (auto entry = read_report_entry(e.path())) entries.push_back(*entry);
+  std::sort(entries.begin(), entries.end(), [](const ReportEntry& a, const ReportEntry& b) {
+    return a.written != b.written ? a.written > b.written : a.dir < b.dir;
+  });
+  std::string html = R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>normlab reports</title>
+<style>
+body { font-family: sans-serif; max-width: 1000px; margin: 2em auto; color: #222; }
+table { border-collapse: collapse; } td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: left; })" +
+                     std::string(kVerdictStyle) + R"(
+</style></head><body>
+<h1>Reports in )" + html_escape(folder.string()) +
+                     R"(</h1>
+<table><tr><th>report</th><th>verdict</th><th>title</th><th>written</th></tr>
+)";
+  for (const ReportEntry& e : entries) {
+    const std::string name = e.dir.filename().string();
+    html += "<tr><td><a href=\"" + html_escape(name) + "/report.html\">" + html_escape(name) + "</a></td><td class=\"" +
+            verdict_class(e.verdict) + "\">" + html_escape(e.verdict.empty() ? "(a sweep: no verdict)" : e.verdict) +
+            "</td><td>" + html_escape(e.title) + "</td><td>" + html_escape(e.written) + "</td></tr>\n";
+  }
+  html += "</table>\n</body></html>\n";
+  io::write_file_atomic(folder / "studies.html", html);
+  return folder / "studies.html";
 }
 
 }  // namespace normlab::study

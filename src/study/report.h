@@ -4,6 +4,7 @@
 // self-contained HTML file (Chart.js from Debian's libjs-chart.js inlined: it opens offline) and a
 // Markdown summary beside it for terminals and diffs.
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,8 +42,21 @@ struct Report {
       provenance;  // what rerunning it takes: command, overrides, normlab commit, corpus, threads, seeds
 };
 
-// Writes report.html and report.md into dir; returns the HTML path.
+// Writes report.html, report.md and report.json (name, title, verdict, when) into dir; returns the
+// HTML path. A report without a verdict (a sweep's) has no verdict section.
 std::filesystem::path write_report(const std::filesystem::path& dir, const Report& report);
+
+// What a report.json records, for overviews: the report's name (a study's, or "sweep"), title and
+// verdict ("" for a sweep), and when it was written (UTC).
+struct ReportEntry {
+  std::filesystem::path dir;
+  std::string name, title, verdict, written;
+};
+// The entry of the report in `dir`; nullopt when it has no readable report.json.
+std::optional<ReportEntry> read_report_entry(const std::filesystem::path& dir);
+// Writes studies.html into the folder that holds `report_dir` (runs/ for the default outputs): every
+// report in a folder beside it, linked, with its verdict and time, newest first. Returns its path.
+std::filesystem::path write_report_index(const std::filesystem::path& report_dir);
 
 // Chart.js from Debian's libjs-chart.js (the reports inline it, `normlab serve` serves it); fails naming
 // the package when it is missing.

@@ -12,6 +12,7 @@
 
 #include "common/error.h"
 #include "io/atomic_file.h"
+#include "train/checkpoint.h"
 #include "train/train_config.h"
 
 extern char** environ;
@@ -114,6 +115,13 @@ std::string quoted(const std::string& word) {
   return q + "'";
 }
 
+// A training that did not write its summary but left a checkpoint (it was killed, or killed after
+// its final checkpoint) continues from that checkpoint: `normlab train --resume`.
+bool resumes(const RunOutcome& o) {
+  const fs::path run = o.dir / "run";
+  return o.request.kind == "train" && !fs::exists(run / "summary.json") && fs::exists(run / train::kCheckpointFile);
+}
+
 // The command lines of a run: train (resumed if a checkpoint exists) and/or probe. A train run with
 // analyses probes its final checkpoint afterwards; a finished training is not run again.
 std::vector<std::vector<std::string>> stages(const std::string& binary, const RunOutcome& o) {
@@ -128,11 +136,9 @@ std::vector<std::vector<std::string>> stages(const std::string& binary, const Ru
     probe({binary, "probe", "--config", (dir / "config.json").string()});
     return out;
   }
-  if (!fs::exists(dir / "run" / "summary.json")) {
-    if (fs::exists(dir / "run" / "checkpoint.safetensors"))
-      out.push_back({binary, "train", "--run", (dir / "run").string(), "--resume"});
-    else out.push_back({binary, "train", "--run", (dir / "run").string(), "--config", (dir / "config.json").string()});
-  }
+  if (resumes(o)) out.push_back({binary, "train", "--run", (dir / "run").string(), "--resume"});
+  else if (!fs::exists(dir / "run" / "summary.json"))
+    out.push_back({binary, "train", "--run", (dir / "run").string(), "--config", (dir / "config.json").string()});
   if (!o.request.analyses.empty()) probe({binary, "probe", "--run", (dir / "run").string()});
   return out;
 }
@@ -244,6 +250,9 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
   while (next < pending.size() || !running.empty()) {
     while (next < pending.size() && static_cast<int>(running.size()) < jobs) {
       const size_t i = pending[next++];
+      if (!options.quiet && resumes(outcomes[i]))
+        std::cerr << fmt::format("study: {} resumes from its checkpoint at step {}\n", outcomes[i].request.id,
+                                 read_json(outcomes[i].dir / "run" / train::kCheckpointJson).value("step", 0));
       running.push_back({i, launch(binary, outcomes[i], threads), std::chrono::steady_clock::now()});
     }
     int wstatus = 0;

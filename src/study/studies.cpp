@@ -1,5 +1,6 @@
 #include "study/studies.h"
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdio>
@@ -98,6 +99,8 @@ std::vector<std::string> provenance(const StudyOptions& o, const RunnerOptions& 
 
 }  // namespace
 
+int checkpoint_interval(int steps) { return std::clamp(steps / 4, 1, 100); }
+
 std::vector<RunRequest> plan_study(const Study& study, StudyOptions& options) {
   if (options.seeds <= 0) options.seeds = options.quick ? 1 : study.default_seeds;
   std::vector<RunRequest> requests = study.plan(options);
@@ -105,10 +108,15 @@ std::vector<RunRequest> plan_study(const Study& study, StudyOptions& options) {
     const Json fields = resolve_config(requests.front().config, fmt::format("study {}", study.name));
     for (const auto& o : options.overrides) check_override_key(fields, o);
   }
+  const bool own_interval = std::any_of(options.overrides.begin(), options.overrides.end(),
+                                        [](const std::string& o) { return o.starts_with("train.checkpoint_every="); });
   for (RunRequest& r : requests) {
     for (const auto& o : options.overrides) apply_override(r.config, o);
     try {
-      resolve_config(r.config, "config");
+      const Json resolved = resolve_config(r.config, "config");
+      // After the overrides, so that --set train.steps=N moves the checkpoints with the run's length.
+      if (r.kind == "train" && !own_interval)
+        r.config["train"]["checkpoint_every"] = checkpoint_interval(resolved["train"]["steps"].get<int>());
     } catch (const Error& e) {
       fail("--set {}: {} (run {}); nothing was run", fmt::join(options.overrides, " --set "), e.what(), r.id);
     }
@@ -142,7 +150,8 @@ StudyResult run_study(const Study& study, const StudyOptions& given, const Runne
   write_summary_csv(options.dir / "summary.csv", outcomes);
   Report report = judge_study(study, options, outcomes);
   report.provenance = provenance(options, runner, outcomes);
-  return {write_report(options.dir, report), report.verdict, report.failures};
+  const fs::path html = write_report(options.dir, report);
+  return {html, write_report_index(options.dir), report.verdict, report.failures};
 }
 
 double TrainCurve::final_loss() const {

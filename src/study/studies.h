@@ -34,8 +34,13 @@ std::span<const Study* const> all_studies();
 const Study& find_study(std::string_view name);
 
 // The study's plan with the options' seeds and --set overrides applied. Fails before anything runs if
-// an override names no config field or gives a value the field does not take.
+// an override names no config field or gives a value the field does not take. Every training run
+// checkpoints every checkpoint_interval(train.steps) steps (unless --set train.checkpoint_every says
+// otherwise), so a killed study resumes each interrupted run from its last checkpoint.
 std::vector<RunRequest> plan_study(const Study& study, StudyOptions& options);
+// A quarter of the run, at most 100 steps: a kill loses little, and at the studies' model sizes a
+// checkpoint costs far less than 100 steps of training.
+int checkpoint_interval(int steps);
 
 // The judge's report, failing closed: a run that failed makes the verdict incomplete, with the run
 // and its error line listed, whatever the sub-claims say. Adds the setup generated from the runs'
@@ -44,10 +49,11 @@ Report judge_study(const Study& study, const StudyOptions& options, const std::v
 
 struct StudyResult {
   std::filesystem::path report;  // report.html
+  std::filesystem::path index;   // studies.html beside the study's folder, refreshed
   std::string verdict;
   std::vector<std::string> failures;  // as in Report::failures
 };
-// Runs a study end to end (grid, summary.csv, report).
+// Runs a study end to end (grid, summary.csv, report, the index of reports beside it).
 StudyResult run_study(const Study& study, const StudyOptions& options, const RunnerOptions& runner);
 
 // Reading what runs wrote.

@@ -44,6 +44,17 @@ void truncate_metrics(const fs::path& file, int step) {
   io::write_file_atomic(file, kept);
 }
 
+// The train record of `step` in metrics.jsonl (null if there is none).
+Json train_record(const fs::path& file, int step) {
+  std::ifstream in(file);
+  Json found;
+  for (std::string line; std::getline(in, line);) {
+    Json j = Json::parse(line, nullptr, false);
+    if (!j.is_discarded() && j.value("type", "") == "train" && j.value("step", -1) == step) found = j;
+  }
+  return found;
+}
+
 }  // namespace
 
 Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
@@ -129,19 +140,31 @@ TrainSummary Trainer::run() {
   probe::SpikeDetector loss_spikes(128, 20, t.spike_z), grad_spikes(128, 20, t.spike_z);
 
   const int last = options_.stop_after >= 0 ? std::min(options_.stop_after, t.steps) : t.steps;
-  if (start >= t.steps)
+  // A run killed after its final checkpoint but before summary.json only lacks the summary.
+  const bool unsummarized = start >= t.steps && !fs::exists(run_dir_ / "summary.json");
+  if (start >= t.steps && !unsummarized)
     fail("{} already finished its {} steps; raise train.steps in a new run to train longer", run_dir_.string(),
          t.steps);
-  if (last <= start)
+  if (last <= start && !unsummarized)
     fail("--stop-after {} is not after the checkpoint's step {}: give a later step", options_.stop_after, start);
   const double tokens_per_step = double(t.batch_size) * t.seq_len * t.grad_accum;
   TrainSummary summary;
   summary.unigram_entropy = run_.data.unigram_entropy_nats;
+  summary.unigram_val_xent = run_.data.unigram_val_xent_nats;
   Batch batch;
   const auto begin = Clock::now();
   auto window_start = begin;
   int window_steps = 0;
   double loss = 0;
+  if (unsummarized) {  // the final step's train record is kept; evaluating the checkpoint again is exact
+    const Json record = train_record(metrics_file, t.steps);
+    loss = record.is_object() ? record.value("loss", NAN) : NAN;
+    summary.tokens_per_second = record.is_object() ? record.value("tokens_per_s", 0.0) : 0.0;
+    summary.val_loss = evaluate(m, *run_.loader, t.eval_batches);
+    if (options_.progress)
+      *options_.progress << fmt::format("step {} was the last: evaluated the checkpoint again for summary.json\n",
+                                        start);
+  }
   for (int step = start + 1; step <= last; ++step) {
     m.graph.zero_param_grads();
     loss = 0;

@@ -12,9 +12,10 @@ namespace normlab::train {
 
 struct TrainSummary {
   int steps = 0;
-  double train_loss = 0;  // last logged step
-  double val_loss = 0;    // final evaluation
-  double unigram_entropy = 0;
+  double train_loss = 0;        // last logged step
+  double val_loss = 0;          // final evaluation
+  double unigram_entropy = 0;   // of the train split
+  double unigram_val_xent = 0;  // the val split's cross-entropy under the train unigram
   double seconds = 0;
   double tokens_per_second = 0;
 };

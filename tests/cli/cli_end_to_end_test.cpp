@@ -5,6 +5,7 @@
 #include <cmath>
 #include <sstream>
 
+#include <fmt/core.h>
 #include <nlohmann/json.hpp>
 
 #include "train/tiny_corpus.h"
@@ -41,6 +42,17 @@ TEST(CliEndToEnd, PrepareTrainEvalGenerate) {
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_NE(r.out.find("done: 30 steps"), std::string::npos) << describe(r);
   EXPECT_NE(r.err.find("step     30/30"), std::string::npos) << "progress lines go to stderr\n" << describe(r);
+  // The val loss is compared with the val split's unigram cross-entropy, not with the train split's entropy.
+  const Json meta = Json::parse(slurp(tokens / "meta.json"));
+  const double val_xent = meta.at("unigram_val_xent_nats").get<double>();
+  ASSERT_GT(std::abs(val_xent - meta.at("unigram_entropy_nats").get<double>()), 1e-3);
+  const double val_loss = Json::parse(slurp(run / "summary.json")).at("val_loss").get<double>();
+  EXPECT_NE(r.out.find(fmt::format("validation loss {:.4f} nats/token vs the val split's unigram cross-entropy {:.4f} "
+                                   "nats/token ({})",
+                                   val_loss, val_xent,
+                                   val_loss < val_xent ? "below: the model learned context" : "NOT below")),
+            std::string::npos)
+      << describe(r);
 
   for (const char* f : {"metrics.jsonl", "config.json", "checkpoint.safetensors", "checkpoint.json", "summary.json"})
     EXPECT_TRUE(fs::exists(run / f)) << f;
@@ -88,6 +100,8 @@ TEST(CliEndToEnd, PrepareTrainEvalGenerate) {
   r = run_cli({"eval", "--run", run.string(), "--batches", "2"}, tmp.path());
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_NE(r.out.find("step 30: validation loss"), std::string::npos) << describe(r);
+  EXPECT_NE(r.out.find(fmt::format("the val split's unigram cross-entropy {:.4f}", val_xent)), std::string::npos)
+      << describe(r);
 
   r = run_cli({"generate", "--run", run.string(), "-n", "10", "--seed", "3", "-p", "And the"}, tmp.path());
   ASSERT_EQ(r.exit_code, 0) << describe(r);
@@ -123,6 +137,73 @@ TEST(CliResume, StopAfterThenResumeMatchesStraightRun) {
   ASSERT_EQ(a.size(), 8u);
   train::testing::expect_identical_records(a, b);
   EXPECT_TRUE(slurp(tmp / "straight" / "checkpoint.safetensors") == slurp(tmp / "split" / "checkpoint.safetensors"));
+}
+
+// A run killed after its final checkpoint but before summary.json (the checkpoint, then the summary, are
+// the last things it writes): --resume evaluates that checkpoint and writes the summary an uninterrupted
+// run would have, instead of refusing; once the summary exists, a resume is refused as before.
+TEST(CliResume, AFinalCheckpointWithoutSummaryIsCompleted) {
+  TempDir tmp("cli");
+  spit(tmp / "config.json", tiny_config_doc(6).dump(2));
+  const fs::path run = tmp / "run";
+  auto r = run_cli({"train", "-c", (tmp / "config.json").string(), "--run", run.string()}, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const Json summary = Json::parse(slurp(run / "summary.json"));
+  const std::string metrics = slurp(run / "metrics.jsonl");
+  fs::remove(run / "summary.json");
+
+  r = run_cli({"train", "--run", run.string(), "--resume"}, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("done: 6 steps"), std::string::npos) << describe(r);
+  EXPECT_NE(r.err.find("step 6 was the last: evaluated the checkpoint again"), std::string::npos) << describe(r);
+  const Json completed = Json::parse(slurp(run / "summary.json"));
+  for (const char* k : {"steps", "train_loss", "val_loss", "unigram_entropy_nats", "parameters"})
+    EXPECT_EQ(completed.at(k), summary.at(k)) << k;
+  EXPECT_EQ(slurp(run / "metrics.jsonl"), metrics) << "nothing was trained or logged again";
+
+  r = run_cli({"train", "--run", run.string(), "--resume"}, tmp.path());
+  train::testing::expect_cli_error(r, {"already finished its 6 steps"});
+}
+
+// A char tokenizer smaller than asked for, and characters dropped by SentencePiece's character
+// coverage, are said; --character-coverage 1 keeps every character.
+TEST(CliPrepare, SaysWhichCharactersBecomeUnknownAndOffersFullCoverage) {
+  TempDir tmp("cli");
+  std::string text = tiny_corpus_text(400, 5);
+  // Each once in ~20k characters, in two lines (SentencePiece merges adjacent unknowns into one <unk>):
+  // below the default coverage's 0.05%.
+  text.insert(text.find('\n'), " ζ");
+  text.insert(text.find('\n', text.find('\n') + 1), " #");
+  spit(tmp / "corpus.txt", text);
+  const auto prepare = [&](const std::string& out, std::vector<std::string> more) {
+    std::vector<std::string> args = {
+        "prepare",      "-i", (tmp / "corpus.txt").string(), "-o", (tmp / out).string(), "--model-type", "char",
+        "--vocab-size", "66"};
+    args.insert(args.end(), more.begin(), more.end());
+    return run_cli(args, tmp.path());
+  };
+  const auto r = prepare("default", {});
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  const int vocab = Json::parse(slurp(tmp / "default" / "meta.json")).at("vocab_size").get<int>();
+  ASSERT_LT(vocab, 66);
+  EXPECT_NE(r.out.find(fmt::format("vocab {} (asked for 66)", vocab)), std::string::npos) << describe(r);
+  EXPECT_NE(r.err.find(fmt::format("SentencePiece made {} pieces, fewer than --vocab-size 66", vocab)),
+            std::string::npos)
+      << describe(r);
+  EXPECT_NE(r.err.find("2 distinct characters of the text are not in the tokenizer and become <unk> (2 train"),
+            std::string::npos)
+      << describe(r);
+  EXPECT_NE(r.err.find("# ζ; the tokenizer covers --character-coverage 0.9995"), std::string::npos) << describe(r);
+  EXPECT_NE(r.err.find("--character-coverage 1 to keep every character"), std::string::npos) << describe(r);
+
+  const auto full = prepare("full", {"--character-coverage", "1"});
+  ASSERT_EQ(full.exit_code, 0) << describe(full);
+  EXPECT_EQ(full.err.find("become <unk>"), std::string::npos) << describe(full);
+  EXPECT_EQ(Json::parse(slurp(tmp / "full" / "meta.json")).at("vocab_size").get<int>(), vocab + 2);
+  EXPECT_EQ(Json::parse(slurp(tmp / "full" / "meta.json")).at("character_coverage").get<double>(), 1.0);
+
+  train::testing::expect_cli_error(prepare("bad", {"--character-coverage", "0"}),
+                                   {"character_coverage 0 is out of range", "--character-coverage"});
 }
 
 }  // namespace

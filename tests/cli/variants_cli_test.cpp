@@ -73,6 +73,30 @@ TEST(CliInitReport, RealizesDeepNormsBetaAndTheScaledInit) {
   EXPECT_NEAR(scaled.at("layers.2.attn.q.weight"), 0.02, 0.002);
 }
 
+// The vocabulary is the configured corpus's, as in training: it sets the untied head's Xavier std √(2/(V+d)).
+TEST(CliInitReport, TakesTheVocabularyFromTheDataDirectory) {
+  TempDir tmp("cli");
+  const std::vector<std::string> head = {"model.tied_embeddings=false",
+                                         "model.init.scheme=xavier",
+                                         "model.d_model=64",
+                                         "model.n_heads=4",
+                                         "model.d_ff=128",
+                                         "model.n_layers=2"};
+  std::vector<std::string> sets = head;
+  sets.push_back("data.dir=" + train::testing::tiny_data_dir().string());
+  const double tiny = std::sqrt(2.0 / (train::testing::kTinyVocab + 64));
+  EXPECT_NEAR(report_std(sets, tmp).at("lm_head.weight"), tiny, 0.05 * tiny);
+
+  // Without a prepared corpus it says which vocabulary it assumed.
+  std::vector<std::string> args = {"init-report"};
+  for (const auto& s : head) args.insert(args.end(), {"--set", s});
+  args.insert(args.end(), {"--set", "data.dir=" + (tmp / "nowhere").string()});
+  const auto r = run_cli(args, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("V = 4096"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("nowhere has no meta.json, so the vocabulary is taken as 4096"), std::string::npos) << r.err;
+}
+
 TEST(CliInitReport, TableNamesThePlacementsRule) {
   TempDir tmp("cli");
   const auto r = run_cli({"init-report", "--set", "model.placement=subln"}, tmp.path());

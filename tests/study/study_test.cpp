@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <regex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -65,6 +66,72 @@ TEST(StudyReport, EveryChartIsDrawnInChromiumWithoutErrors) {
   EXPECT_NE(md.find("Verdict: reproduced"), std::string::npos);
   EXPECT_NE(md.find("| b | 2.0 |"), std::string::npos);
   EXPECT_NE(md.find("| cell | max\\|x\\| |"), std::string::npos) << "a '|' inside a cell is escaped";
+}
+
+// Runs `normlab args...` with `cwd` as the working directory: the default output folders (runs/...)
+// are relative to it.
+train::testing::CliResult run_cli_in(const fs::path& cwd, const std::vector<std::string>& args) {
+  struct Cwd {
+    fs::path before = fs::current_path();
+    ~Cwd() { fs::current_path(before); }
+  } restore;
+  fs::current_path(cwd);
+  return run_cli(args, cwd);
+}
+
+Report verdict_report(const std::string& name, const std::string& verdict) {
+  return Report{.name = name, .title = "The " + name + " study", .verdict = verdict, .verdict_rule = "rule"};
+}
+
+// `normlab study list` shows each study's last verdict in its default folders; studies.html beside the
+// study folders links every report with its verdict.
+TEST(StudyCli, ListShowsTheLastVerdictsAndTheIndexLinksEveryReport) {
+  TempDir tmp("study");
+  write_report(tmp / "runs" / "study-why-pre-ln", verdict_report("why-pre-ln", "reproduced"));
+  write_report(tmp / "runs" / "study-why-pre-ln-quick", verdict_report("why-pre-ln", "inconclusive"));
+  Report sweep = verdict_report("sweep", "");
+  write_report(tmp / "runs" / "sweep-grid", sweep);
+  EXPECT_EQ(slurp(tmp / "runs" / "sweep-grid" / "report.md").find("Verdict"), std::string::npos)
+      << "a sweep has no verdict";
+  const fs::path index = write_report_index(tmp / "runs" / "study-why-pre-ln-quick");
+  EXPECT_EQ(index, tmp / "runs" / "studies.html");
+  const std::string html = slurp(index);
+  for (const char* row : {"<a href=\"study-why-pre-ln/report.html\">study-why-pre-ln</a></td><td class=\"reproduced\">",
+                          "<a href=\"study-why-pre-ln-quick/report.html\">study-why-pre-ln-quick</a></td><td "
+                          "class=\"inconclusive\">inconclusive",
+                          "<a href=\"sweep-grid/report.html\">sweep-grid</a></td><td class=\"\">(a sweep: no verdict)"})
+    EXPECT_NE(html.find(row), std::string::npos) << row << "\n" << html;
+
+  const auto r = run_cli_in(tmp.path(), {"study", "list"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto written =
+      Json::parse(slurp(tmp / "runs" / "study-why-pre-ln" / "report.json"))["written"].get<std::string>();
+  EXPECT_TRUE(std::regex_match(written, std::regex(R"(\d{4}-\d\d-\d\d \d\d:\d\d UTC)"))) << written;
+  EXPECT_NE(r.out.find(fmt::format("    last:   reproduced, {} (runs/study-why-pre-ln/report.html); --quick: "
+                                   "inconclusive, ",
+                                   written)),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("    last:   none yet in runs/study-grad-by-depth\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Every report with its verdict: runs/studies.html"), std::string::npos) << r.out;
+}
+
+// Every training run of a study checkpoints (a quarter of the run, at most every 100 steps), after the
+// overrides: --set train.steps moves the checkpoints, --set train.checkpoint_every wins.
+TEST(StudyPlan, TrainingRunsCheckpoint) {
+  const auto intervals = [](std::vector<std::string> overrides) {
+    StudyOptions o{.quick = true, .overrides = std::move(overrides)};
+    std::set<int> out;
+    for (const RunRequest& r : plan_study(find_study("why-pre-ln"), o))
+      if (r.kind == "train") out.insert(resolve_config(r.config, r.id)["train"]["checkpoint_every"].get<int>());
+    return out;
+  };
+  EXPECT_EQ(intervals({}), std::set<int>{15}) << "why-pre-ln --quick trains 60 steps";
+  EXPECT_EQ(checkpoint_interval(500), 100);
+  EXPECT_EQ(checkpoint_interval(2), 1);
+  EXPECT_EQ(intervals({"train.steps=800"}), std::set<int>{100});
+  EXPECT_EQ(intervals({"train.steps=40"}), std::set<int>{10});
+  EXPECT_EQ(intervals({"train.checkpoint_every=7"}), std::set<int>{7});
 }
 
 TEST(StudyVerdict, CombinesSubClaims) {
@@ -186,6 +253,12 @@ TEST(StudyRunner, AKilledSweepFinishesOnlyTheRemainingRuns) {
   const auto again = run_cli({"sweep", (tmp / "sweep.json").string(), "--out", dir.string()}, tmp.path());
   EXPECT_NE(again.err.find("3 of 3 runs already done"), std::string::npos) << again.err;
   EXPECT_NE(slurp(dir / "summary.csv").find("placement-peri_s1,train,finished"), std::string::npos);
+  // A sweep tests no claim: no verdict, and each run's outcome by the studies' rule.
+  const std::string md = slurp(dir / "report.md");
+  EXPECT_EQ(md.find("Verdict"), std::string::npos) << md;
+  EXPECT_NE(md.find("| run | outcome | final train loss | val loss | seconds |"), std::string::npos) << md;
+  EXPECT_TRUE(std::regex_search(md, std::regex(R"(\| placement-pre_s1 \| (trained|slow|stalled) \|)"))) << md;
+  EXPECT_NE(slurp(tmp / "studies.html").find("sweep/report.html"), std::string::npos);
 }
 
 // The same for a named study whose runs train and then probe their checkpoint (two stages per run).
@@ -212,6 +285,65 @@ TEST(StudyRunner, AKilledStudyFinishesOnlyTheRemainingRuns) {
   EXPECT_EQ(fs::last_write_time(first), first_time) << "the finished run was run again";
   for (const char* run : {"pre-s1", "post-s1", "lns-s1"})
     EXPECT_NE(slurp(dir / "runs" / run / "analysis.jsonl").find("layer-drop"), std::string::npos) << run;
+}
+
+// A study killed in the middle of a training run resumes that run from its last checkpoint, and the
+// resumed run's numbers are those of an uninterrupted one. A run killed after its final checkpoint but
+// before its summary is finished from that checkpoint.
+TEST(StudyRunner, AKilledStudyResumesTheInterruptedRunFromItsCheckpoint) {
+  TempDir tmp("study");
+  const fs::path dir = tmp / "importance";
+  // Small batches so the 300 steps are quick; checkpoints every 75 steps.
+  const std::vector<std::string> args = {"study",
+                                         "layer-importance",
+                                         "--quick",
+                                         "--out",
+                                         dir.string(),
+                                         "--set",
+                                         "data.dir=" + tiny_data_dir().string(),
+                                         "--set",
+                                         "train.steps=300",
+                                         "--set",
+                                         "train.batch_size=4",
+                                         "--set",
+                                         "train.seq_len=16",
+                                         "--jobs",
+                                         "1"};
+  const fs::path run = dir / "runs" / "pre-s1" / "run";
+  run_then_kill_after_first(args, run / "checkpoint.json");
+  ASSERT_FALSE(fs::exists(run / "summary.json")) << "the run finished before the kill: nothing was interrupted";
+  EXPECT_EQ(Json::parse(slurp(run / "config.json"))["train"]["checkpoint_every"], 75);
+
+  const auto r = run_cli(args, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.err, m, std::regex(R"(study: pre-s1 resumes from its checkpoint at step (\d+))")))
+      << r.err;
+  const int step = std::stoi(m[1]);
+  EXPECT_TRUE(step > 0 && step < 300 && step % 75 == 0) << step;
+  EXPECT_NE(slurp(run.parent_path() / "log.txt").find(fmt::format("resumed {} at step {}", run.string(), step)),
+            std::string::npos);
+  EXPECT_EQ(finished_runs(dir), 3);
+
+  // The same config trained straight (with the same 2 threads): identical losses, step for step.
+  const fs::path straight = tmp / "straight";
+  const auto s = run_cli({"train", "--config", (run / "config.json").string(), "--run", straight.string()}, tmp.path());
+  ASSERT_EQ(s.exit_code, 0) << s.err;
+  const auto resumed = train::testing::train_records(run);
+  ASSERT_FALSE(resumed.empty());
+  train::testing::expect_identical_records(train::testing::train_records(straight), resumed);
+
+  // Killed after the final checkpoint, before summary.json: the rerun finishes it without training.
+  const Json summary = Json::parse(slurp(run / "summary.json"));
+  fs::remove(run / "summary.json");
+  fs::remove(run.parent_path() / "status.json");
+  const auto again = run_cli(args, tmp.path());
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_NE(again.err.find("study: pre-s1 resumes from its checkpoint at step 300"), std::string::npos) << again.err;
+  EXPECT_NE(again.err.find("2 of 3 runs already done"), std::string::npos) << again.err;
+  const Json completed = Json::parse(slurp(run / "summary.json"));
+  EXPECT_EQ(completed["val_loss"], summary["val_loss"]);
+  EXPECT_EQ(completed["train_loss"], summary["train_loss"]);
 }
 
 // The evidence lines (the "- " list under the verdict) carry measured numbers, not placeholders.
@@ -316,6 +448,10 @@ TEST(StudyCli, AFailedRunMakesTheStudyIncompleteAndReuseFollowsTheRequest) {
   EXPECT_NE(md.find("## Reproduce"), std::string::npos);
   EXPECT_NE(md.find("data.dir=" + tiny_data_dir().string()), std::string::npos) << "the overrides are recorded";
   EXPECT_NE(md.find("meta.json fnv1a64 "), std::string::npos) << "the corpus checksum is recorded";
+  const auto verdict = Json::parse(slurp(dir / "report.json"))["verdict"].get<std::string>();
+  const std::string index = slurp(tmp / "studies.html");  // each finished study refreshes the index beside it
+  EXPECT_NE(index.find("<a href=\"stream/report.html\">stream</a>"), std::string::npos) << index;
+  EXPECT_NE(index.find("\">" + verdict + "</td>"), std::string::npos) << index;
 
   // The probe cannot write its analysis.jsonl (a directory stands there): that run fails on rerun.
   const fs::path broken = dir / "runs" / "post-s1";
@@ -330,6 +466,7 @@ TEST(StudyCli, AFailedRunMakesTheStudyIncompleteAndReuseFollowsTheRequest) {
   const std::string incomplete = slurp(dir / "report.md");
   EXPECT_NE(incomplete.find("## Verdict: incomplete"), std::string::npos) << incomplete;
   EXPECT_NE(incomplete.find("* post-s1: "), std::string::npos) << incomplete;
+  EXPECT_NE(slurp(tmp / "studies.html").find("<td class=\"incomplete\">incomplete</td>"), std::string::npos);
 
   // Another request (a different seed) against the stored finished runs: refused, naming --fresh.
   std::vector<std::string> reseeded = args;
