@@ -71,7 +71,7 @@ double estimated_peak(const std::string& text) {
 TEST(TrainMemory, EstimateIsTheGraphPlanPlusOptimizerAndProbes) {
   RunConfig c = tiny_config(1);
   c.train.probe_every = 5;
-  Run run = plan_run(c, 0, {.optimizer = true, .probes = true});
+  train::Run run = plan_run(c, 0, {.optimizer = true, .probes = true});
   EXPECT_FALSE(run.model->graph.planned()) << "planning allocates; the estimate must come first";
   const MemoryEstimate& e = run.memory;
   const std::size_t params = run.model->graph.parameter_count();
