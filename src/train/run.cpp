@@ -34,7 +34,8 @@ Run build_run(RunConfig config, int batch, const MemoryNeeds& needs) {
 
 Run open_run(const std::filesystem::path& run_dir, int batch) {
   const std::filesystem::path file = run_dir / kCheckpointFile;
-  Run run = build_run(checkpoint_config(file), batch, {.checkpoint_file = std::filesystem::file_size(file)});
+  RunConfig config = checkpoint_config(file);  // first: it says so when the checkpoint is missing or damaged
+  Run run = build_run(std::move(config), batch, {.checkpoint_file = std::filesystem::file_size(file)});
   run.step = load_checkpoint(file, *run.model, nullptr);
   return run;
 }
