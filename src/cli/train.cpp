@@ -13,6 +13,23 @@ namespace normlab::cli {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// normlab train --dry-run: the model and its memory, without allocating or writing anything.
+void print_plan(const train::RunConfig& config, const train::MemoryNeeds& needs) {
+  const train::Run run = train::plan_run(config, 0, needs);
+  const train::MemoryEstimate& e = run.memory;
+  const train::AvailableMemory available = train::available_memory();
+  const model::ModelConfig& m = run.config.model;
+  std::cout << fmt::format("model: {}, {} layers, d_model {}, d_ff {}, vocabulary {}: {} parameters\n", m.placement,
+                           m.n_layers, m.d_model, m.d_ff, m.vocab_size, e.parameter_count)
+            << fmt::format("memory: estimated peak {} ({})\n", train::human_bytes(e.peak()), e.breakdown())
+            << fmt::format("available: {} more ({}): {}\n", train::human_bytes(available.bytes), available.source,
+                           e.to_allocate() <= available.bytes ? "fits" : "does NOT fit; training would be refused");
+}
+
+}  // namespace
+
 void add_train(CLI::App& app) {
   struct Args {
     ConfigSources sources;
@@ -20,6 +37,7 @@ void add_train(CLI::App& app) {
     bool resume = false;
     int stop_after = -1;
     bool probes = false;
+    bool dry_run = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("train",
@@ -32,6 +50,9 @@ void add_train(CLI::App& app) {
   cmd->add_option("--stop-after", args->stop_after, "stop after this step (checkpoint saved), e.g. to test resume");
   cmd->add_flag("--probes", args->probes,
                 "record probes at step 1 and every 50 steps (same as --set train.probe_every=50; docs/probes.md)");
+  cmd->add_flag("--dry-run", args->dry_run,
+                "print the parameter count and the memory estimate against the available memory, then stop "
+                "(nothing is allocated or written)");
   cmd->callback([args] {
     train::RunConfig config;
     if (args->resume) {
@@ -42,7 +63,9 @@ void add_train(CLI::App& app) {
       config = load_run_config(args->sources);
     }
     if (args->probes && config.train.probe_every == 0) config.train.probe_every = 50;
-    train::Trainer trainer(config, args->run, {args->resume, args->stop_after, &std::cerr});
+    const train::TrainOptions options{args->resume, args->stop_after, &std::cerr};
+    if (args->dry_run) return print_plan(config, train::training_needs(config, args->run, options));
+    train::Trainer trainer(config, args->run, options);
     train::TrainSummary s = trainer.run();
     if (s.steps < config.train.steps) {
       std::cout << fmt::format("stopped at step {} in {:.1f}s; continue with: normlab train --run {} --resume\n",

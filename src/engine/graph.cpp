@@ -13,6 +13,9 @@ namespace {
 constexpr size_t kAlign = 64;
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
+// a + b, or SIZE_MAX when that does not fit (a graph far too large to allocate is still laid out).
+size_t saturating_add(size_t a, size_t b) { return b > SIZE_MAX - a ? SIZE_MAX : a + b; }
+
 // std::vector<std::byte> storage aligned to kAlign by over-allocating and offsetting.
 std::byte* aligned_base(std::vector<std::byte>& arena, size_t bytes) {
   arena.assign(bytes + kAlign, std::byte{0});
@@ -83,33 +86,38 @@ void Graph::record(Node node) {
   nodes_.push_back(node);
 }
 
+ArenaSizes Graph::lay_out() {
+  ArenaSizes sizes;
+  for (TensorSpec& t : tensors_) {
+    if (t.kind == TensorKind::view) continue;
+    const size_t bytes = t.bytes();
+    const size_t n = bytes > SIZE_MAX - kAlign ? SIZE_MAX : align_up(bytes);
+    if (t.kind == TensorKind::parameter) {
+      t.offset = t.grad_offset = sizes.parameters;
+      sizes.parameters = saturating_add(sizes.parameters, n);
+    } else {
+      t.offset = sizes.activations;
+      sizes.activations = saturating_add(sizes.activations, n);
+      if (t.requires_grad) {
+        t.grad_offset = sizes.activation_grads;
+        sizes.activation_grads = saturating_add(sizes.activation_grads, n);
+      }
+    }
+  }
+  for (const Node& n : nodes_) sizes.workspace = std::max(sizes.workspace, n.workspace_bytes);
+  return sizes;
+}
+
 void Graph::plan() {
   // Kernels call oneDNN's GEMM from inside their own parallel loops (attention, per head); a nested
   // team there would put 4 spinning threads on 2 cores, so nesting is switched off.
   omp_set_max_active_levels(1);
-  size_t param_bytes = 0, act_bytes = 0, act_grad_bytes = 0, workspace_bytes = 0;
-  for (TensorSpec& t : tensors_) {
-    if (t.kind == TensorKind::view) continue;
-    size_t n = align_up(t.bytes());
-    if (t.kind == TensorKind::parameter) {
-      t.offset = t.grad_offset = param_bytes;
-      param_bytes += n;
-    } else {
-      t.offset = act_bytes;
-      act_bytes += n;
-      if (t.requires_grad) {
-        t.grad_offset = act_grad_bytes;
-        act_grad_bytes += n;
-      }
-    }
-  }
-  for (const Node& n : nodes_) workspace_bytes = std::max(workspace_bytes, n.workspace_bytes);
-
-  std::byte* params = aligned_base(param_arena_, param_bytes);
-  std::byte* grads = aligned_base(grad_arena_, param_bytes);
-  std::byte* acts = aligned_base(act_arena_, act_bytes);
-  std::byte* act_grads = aligned_base(act_grad_arena_, act_grad_bytes);
-  workspace_ = aligned_base(workspace_arena_, workspace_bytes);
+  const ArenaSizes sizes = lay_out();
+  std::byte* params = aligned_base(param_arena_, sizes.parameters);
+  std::byte* grads = aligned_base(grad_arena_, sizes.parameters);
+  std::byte* acts = aligned_base(act_arena_, sizes.activations);
+  std::byte* act_grads = aligned_base(act_grad_arena_, sizes.activation_grads);
+  workspace_ = aligned_base(workspace_arena_, sizes.workspace);
   for (TensorSpec& t : tensors_) {
     if (t.kind == TensorKind::view) continue;
     bool is_param = t.kind == TensorKind::parameter;

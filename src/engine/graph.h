@@ -33,6 +33,12 @@ struct Node {
   int index = 0;               // position on the tape; also seeds dropout
 };
 
+// The bytes plan() allocates, per arena. A sum that would not fit in size_t saturates at SIZE_MAX.
+struct ArenaSizes {
+  size_t parameters = 0;  // and as much again for their gradients
+  size_t activations = 0, activation_grads = 0, workspace = 0;
+};
+
 class Graph {
  public:
   explicit Graph(DType float_type = DType::f32) : float_type_(float_type) {}
@@ -51,6 +57,9 @@ class Graph {
   // A reshape that shares storage and gradient storage with its base.
   TensorId view(TensorId base, const std::string& name, Shape shape);
   void record(Node node);
+  // Assigns every tensor its place in the arenas and returns their sizes; allocates nothing, so a
+  // memory estimate can call it on a graph too large to plan. plan() lays out, then allocates.
+  ArenaSizes lay_out();
   void plan();
   bool planned() const { return planned_; }
 

@@ -5,10 +5,11 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <system_error>
-
-#include "common/error.h"
+#include <utility>
+#include <vector>
 
 namespace normlab::io {
 namespace {
@@ -51,6 +52,70 @@ int write_all(int fd, std::string_view bytes) {
   return 0;
 }
 
+// The rule set by testing::fail_writes() or NORMLAB_FAIL_WRITES.
+struct FaultRule {
+  std::string path_part;
+  int error = 0;  // 0: no rule
+  int skip = 0;   // matching operations that still succeed
+};
+
+// A positive decimal number below `limit`, or -1.
+int small_number(const std::string& text, int limit) {
+  if (text.empty() || text.size() > 9 || text.find_first_not_of("0123456789") != std::string::npos) return -1;
+  const int n = std::atoi(text.c_str());
+  return n < limit ? n : -1;
+}
+
+int errno_from_text(const std::string& text) {
+  static constexpr std::pair<std::string_view, int> kNames[] = {
+      {"ENOSPC", ENOSPC}, {"EDQUOT", EDQUOT}, {"EIO", EIO},     {"EROFS", EROFS},
+      {"EFBIG", EFBIG},   {"EACCES", EACCES}, {"EPERM", EPERM}, {"EINTR", EINTR}};
+  for (const auto& [name, value] : kNames)
+    if (text == name) return value;
+  return small_number(text, 4096);
+}
+
+FaultRule rule_from_environment() {
+  const char* value = std::getenv("NORMLAB_FAIL_WRITES");
+  if (!value || !*value) return {};
+  std::vector<std::string> fields;
+  std::string_view rest = value;
+  for (std::size_t colon; (colon = rest.find(':')) != std::string_view::npos; rest.remove_prefix(colon + 1))
+    fields.emplace_back(rest.substr(0, colon));
+  fields.emplace_back(rest);
+  FaultRule rule;
+  if (fields.size() == 2 || fields.size() == 3) {
+    rule.path_part = fields[0];
+    rule.error = errno_from_text(fields[1]);
+    rule.skip = fields.size() == 3 ? small_number(fields[2], 1 << 30) : 0;
+  }
+  if (rule.path_part.empty() || rule.error <= 0 || rule.skip < 0)
+    fail("NORMLAB_FAIL_WRITES='{}' is not <path part>:<errno>[:<skip>] (e.g. metrics.jsonl:ENOSPC:2): fix or unset it",
+         printable(value));
+  return rule;
+}
+
+FaultRule& fault_rule() {
+  static FaultRule rule = rule_from_environment();
+  return rule;
+}
+
+// The error injected into this write operation on `path`, or 0.
+int injected_error(const std::string& path) {
+  FaultRule& rule = fault_rule();
+  if (rule.error == 0 || path.find(rule.path_part) == std::string::npos) return 0;
+  if (rule.skip > 0) {
+    --rule.skip;
+    return 0;
+  }
+  return rule.error;
+}
+
+template <typename... Args>
+[[noreturn]] void write_failed(fmt::format_string<Args...> format, Args&&... args) {
+  throw WriteError(fmt::format(format, std::forward<Args>(args)...));
+}
+
 std::string fix_for(int err) {
   switch (err) {
     case ENOSPC:
@@ -60,6 +125,8 @@ std::string fix_for(int err) {
     case EPERM:
     case EROFS:
       return "check that the directory is writable";
+    case ELOOP:
+      return "it is a symbolic link, and normlab writes only plain files: remove the link";
     default:
       return "check the path and the disk";
   }
@@ -83,16 +150,20 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const std::s
   }
   const std::string tmp = target + ".tmp";
 
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // A stale temp file (a crash mid-write) is replaced, never written through: if it is a symbolic link,
+  // O_EXCL | O_NOFOLLOW keep the bytes from landing wherever it points.
+  ::unlink(tmp.c_str());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
     int err = errno;
-    fail("cannot write {} (creating {} failed: {}): {}", target, tmp, errno_text(err), fix_for(err));
+    write_failed("cannot write {} (creating {} failed: {}): {}", target, tmp, errno_text(err), fix_for(err));
   }
   Fd file(fd);
   auto give_up = [&](std::string_view step, int err) {
     ::unlink(tmp.c_str());
-    fail("cannot write {} ({} {} failed: {}): {}", target, step, tmp, errno_text(err), fix_for(err));
+    write_failed("cannot write {} ({} {} failed: {}): {}", target, step, tmp, errno_text(err), fix_for(err));
   };
+  if (int err = injected_error(target)) give_up("writing", err);
   for (std::string_view part : parts) {
     if (int err = write_all(file.get(), part)) give_up("writing", err);
   }
@@ -106,9 +177,42 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const std::s
     Fd dir_fd(dir);
     if (::fsync(dir) != 0 && errno != EINVAL && errno != EROFS) {
       int err = errno;
-      fail("cannot write {} (syncing directory {} failed: {}): {}", target, parent.string(), errno_text(err),
-           fix_for(err));
+      write_failed("cannot write {} (syncing directory {} failed: {}): {}", target, parent.string(), errno_text(err),
+                   fix_for(err));
     }
+  }
+}
+
+LogFile::LogFile(const std::filesystem::path& path, Mode mode) : path_(path) {
+  // O_NOFOLLOW: a log that is a symbolic link would put the run's records outside its directory.
+  const int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (mode == Mode::append ? O_APPEND : O_TRUNC);
+  fd_ = ::open(path_.c_str(), flags, 0644);
+  if (fd_ < 0) {
+    const int err = errno;
+    write_failed("cannot write {} (opening it failed: {}): {}", path_.string(), errno_text(err), fix_for(err));
+  }
+}
+
+LogFile::~LogFile() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void LogFile::flush() {
+  if (pending_.empty()) return;
+  int err = injected_error(path_.native());
+  if (err) write_all(fd_, std::string_view(pending_).substr(0, pending_.size() / 2));
+  else err = write_all(fd_, pending_);
+  pending_.clear();
+  if (err) write_failed("cannot write {} (appending failed: {}): {}", path_.string(), errno_text(err), fix_for(err));
+}
+
+void LogFile::close() {
+  flush();
+  const int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0) {
+    const int err = errno;
+    write_failed("cannot write {} (closing it failed: {}): {}", path_.string(), errno_text(err), fix_for(err));
   }
 }
 
@@ -146,5 +250,15 @@ std::string read_file(const std::filesystem::path& path, std::string_view what, 
   out.resize(size);
   return out;
 }
+
+namespace testing {
+
+FailWrites::FailWrites(std::string path_part, int error, int skip) {
+  fault_rule() = {std::move(path_part), error, skip};
+}
+
+FailWrites::~FailWrites() { fault_rule() = {}; }
+
+}  // namespace testing
 
 }  // namespace normlab::io

@@ -1,22 +1,57 @@
 #pragma once
-// Whole-file reads and crash-safe whole-file writes.
+// Whole-file reads, crash-safe whole-file writes and checked appends.
 //
 // write_file_atomic() writes to `path + ".tmp"`, fsyncs it, renames it over `path` and fsyncs
 // the directory, so a reader sees either the old file or the complete new one, never a torn
-// mix, even across a power cut. Errors are normlab::Error with a one-line message.
+// mix, even across a power cut. LogFile appends lines to a log (metrics.jsonl, probes.jsonl).
+// Every write, flush, sync and close is checked: a failure is a WriteError naming the file and the
+// OS error, never a silently truncated file. Other errors are normlab::Error with a one-line message.
 #include <cstdint>
 #include <filesystem>
 #include <span>
 #include <string>
 #include <string_view>
 
+#include "common/error.h"
+
 namespace normlab::io {
+
+// A failed write (full disk, quota, I/O error ...): callers that own other files (the trainer and its
+// checkpoint) catch it to say what is still intact.
+class WriteError : public Error {
+ public:
+  using Error::Error;
+};
 
 // Atomically replaces `path` with `bytes`. The parent directory must exist.
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
 
 // Same, with the contents given as consecutive parts (avoids building one big buffer).
 void write_file_atomic(const std::filesystem::path& path, std::span<const std::string_view> parts);
+
+// An append-only text file whose writes are checked. append() collects text, flush() writes it with
+// write(2) and reports any failure; nothing is written behind the caller's back, so after a successful
+// flush() the file holds exactly what was appended.
+class LogFile {
+ public:
+  enum class Mode { append, truncate };
+  LogFile(const std::filesystem::path& path, Mode mode);
+  LogFile(const LogFile&) = delete;
+  LogFile& operator=(const LogFile&) = delete;
+  // Closes without reporting: either close() reported already, or an error is on its way up.
+  ~LogFile();
+
+  void append(std::string_view text) { pending_.append(text); }
+  void flush();
+  // flush(), then close(2), reporting its error too (some filesystems report write errors only there).
+  void close();
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  std::string pending_;
+  int fd_ = -1;
+};
 
 // Reads a whole file. `what` names the file's role in error messages ("checkpoint",
 // "token file", ...); `hint` is appended as the fix when the file is missing.
@@ -31,5 +66,21 @@ constexpr std::uint64_t fnv1a64(std::string_view bytes, std::uint64_t hash = 0xc
   }
   return hash;
 }
+
+// Fault injection for the write-failure tests. While a FailWrites lives, write operations (one
+// write_file_atomic() or one LogFile::flush()) on paths that contain `path_part` fail with the OS
+// error `error` once `skip` of them have succeeded; a failing LogFile::flush() first writes half its
+// bytes, like a disk that fills up mid-line. In a child process, the environment variable
+// NORMLAB_FAIL_WRITES=<path part>:<errno>[:<skip>] (errno as a number or a name such as ENOSPC or EIO)
+// sets the same rule; it is read at the first write.
+namespace testing {
+class FailWrites {
+ public:
+  FailWrites(std::string path_part, int error, int skip = 0);
+  ~FailWrites();
+  FailWrites(const FailWrites&) = delete;
+  FailWrites& operator=(const FailWrites&) = delete;
+};
+}  // namespace testing
 
 }  // namespace normlab::io

@@ -136,6 +136,13 @@ TensorId embed(Graph& g, const ModelConfig& c, const Placement& placement, Tenso
 }  // namespace
 
 std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng::DType dtype, int skip_layer) {
+  auto m = build_unplanned_model(c, batch, seq, dtype, skip_layer);
+  m->graph.plan();
+  return m;
+}
+
+std::unique_ptr<Model> build_unplanned_model(const ModelConfig& c, int batch, int seq, eng::DType dtype,
+                                             int skip_layer) {
   validate(c, "model");
   if (c.vocab_size <= 0) fail("model.vocab_size is not set (it normally comes from the prepared token data)");
   if (seq > c.max_seq_len) fail("sequence length {} exceeds model.max_seq_len = {}", seq, c.max_seq_len);
@@ -174,7 +181,6 @@ std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng
   TensorId scored = cap > 0 ? eng::softcap(g, "logits.capped", m->logits, cap) : m->logits;
   m->loss = eng::cross_entropy(g, "loss", scored, m->targets);
   if (cap > 0) m->logits = scored;
-  g.plan();
   return m;
 }
 

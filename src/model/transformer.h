@@ -39,6 +39,10 @@ struct Model {
 // skip_layer ≥ 0 leaves that layer out (its input passes straight on): the layer-drop probe.
 std::unique_ptr<Model> build_model(const ModelConfig& config, int batch, int seq,
                                    engine::DType dtype = engine::DType::f32, int skip_layer = -1);
+// The same graph, not planned: nothing is allocated, so graph.lay_out() can size a model before it
+// is known to fit in memory. graph.plan() makes it usable.
+std::unique_ptr<Model> build_unplanned_model(const ModelConfig& config, int batch, int seq,
+                                             engine::DType dtype = engine::DType::f32, int skip_layer = -1);
 // Copies every parameter of `to` from the parameter of the same name in `from`, converting between
 // precisions when the two models differ (an fp64 copy of an fp32 model).
 void copy_parameters(const Model& from, Model& to);

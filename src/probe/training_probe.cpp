@@ -18,11 +18,7 @@ namespace eng = normlab::engine;
 namespace {
 constexpr const char* kReference = "probe_reference.safetensors";
 
-std::FILE* open_append(const fs::path& file, bool keep) {
-  std::FILE* f = std::fopen(file.c_str(), keep ? "a" : "w");
-  if (!f) fail("cannot write {}: check the run directory's permissions", file.string());
-  return f;
-}
+io::LogFile::Mode mode(bool resume) { return resume ? io::LogFile::Mode::append : io::LogFile::Mode::truncate; }
 
 void keep_lines_up_to(const fs::path& file, int step, bool csv) {
   if (!fs::exists(file)) return;
@@ -45,18 +41,19 @@ void keep_lines_up_to(const fs::path& file, int step, bool csv) {
 }
 }  // namespace
 
-TrainingProbe::TrainingProbe(model::Model& m, const fs::path& run_dir, bool resume) : m_(m), dir_(run_dir) {
-  const bool csv_exists = resume && fs::exists(dir_ / "probes.csv");
-  jsonl_ = open_append(dir_ / "probes.jsonl", resume);
-  csv_ = open_append(dir_ / "probes.csv", resume);
-  if (!csv_exists) std::fputs("step,family,name,layer,sublayer,quantity,value\n", csv_);
+TrainingProbe::TrainingProbe(model::Model& m, const fs::path& run_dir, bool resume)
+    : m_(m), dir_(run_dir), jsonl_(dir_ / "probes.jsonl", mode(resume)), csv_(dir_ / "probes.csv", mode(resume)) {
+  if (fs::file_size(csv_.path()) == 0) {
+    csv_.append("step,family,name,layer,sublayer,quantity,value\n");
+    csv_.flush();
+  }
   for (eng::TensorId id : m.graph.parameters())
     before_update_.emplace_back(static_cast<size_t>(m.graph.shape(id).numel()));
 }
 
-TrainingProbe::~TrainingProbe() {
-  if (jsonl_) std::fclose(jsonl_);
-  if (csv_) std::fclose(csv_);
+void TrainingProbe::close() {
+  jsonl_.close();
+  csv_.close();
 }
 
 void TrainingProbe::truncate(const fs::path& run_dir, int step) {
@@ -84,8 +81,8 @@ void TrainingProbe::set_reference(const int32_t* tokens, const int32_t* targets)
 void TrainingProbe::write(int step, const char* family, const Json& columns) {
   Json record{{"step", step}, {"family", family}};
   for (const auto& [k, v] : columns.items()) record[k] = v;
-  const std::string line = record.dump() + "\n";
-  std::fputs(line.c_str(), jsonl_);
+  jsonl_.append(record.dump());
+  jsonl_.append("\n");
   // Long form: one CSV row per (entry, quantity). Columns "name", "layer", "sublayer" identify entries;
   // a single-valued field (the loss and model_update families) is one row without identifiers.
   const size_t n = columns.contains("name")    ? columns["name"].size()
@@ -100,13 +97,11 @@ void TrainingProbe::write(int step, const char* family, const Json& columns) {
         return columns[key][i].is_string() ? columns[key][i].get<std::string>() : columns[key][i].dump();
       };
       const Json& value = values.is_array() ? values[i] : values;
-      std::fputs(fmt::format("{},{},{},{},{},{},{}\n", step, family, field("name"), field("layer"), field("sublayer"),
-                             quantity, value.dump())
-                     .c_str(),
-                 csv_);
+      csv_.append(fmt::format("{},{},{},{},{},{},{}\n", step, family, field("name"), field("layer"), field("sublayer"),
+                              quantity, value.dump()));
     }
-  std::fflush(jsonl_);
-  std::fflush(csv_);
+  jsonl_.flush();
+  csv_.flush();
 }
 
 void TrainingProbe::after_backward(int step, double loss, double grad_norm) {

@@ -3,22 +3,20 @@
 // activations and gradients after backward, parameters before and after the optimizer step.
 // Records go to probes.jsonl (one line per step per quantity family; schema in docs/probes.md) and
 // the same numbers in long form to probes.csv.
-#include <cstdio>
 #include <filesystem>
 #include <vector>
 
 #include "common/config_reader.h"
+#include "io/atomic_file.h"
 #include "model/transformer.h"
 
 namespace normlab::probe {
 
 class TrainingProbe {
  public:
-  // resume: keep the files and the reference logits of an earlier start.
+  // resume: keep the files and the reference logits of an earlier start. Every write is checked: a
+  // failure throws io::WriteError naming the file.
   TrainingProbe(model::Model& m, const std::filesystem::path& run_dir, bool resume);
-  ~TrainingProbe();
-  TrainingProbe(const TrainingProbe&) = delete;
-  TrainingProbe& operator=(const TrainingProbe&) = delete;
 
   // The fixed probe batch for ‖F(x, θ_t) − F(x, θ_0)‖; on a fresh start, F(x, θ_0) is computed and
   // saved (probe_reference.safetensors) so a resumed run measures against the same θ_0.
@@ -29,14 +27,15 @@ class TrainingProbe {
   void after_update(int step);
   // Drops records after `step` (a resumed run rewrites them).
   static void truncate(const std::filesystem::path& run_dir, int step);
+  // Closes both files, reporting any error.
+  void close();
 
  private:
   void write(int step, const char* family, const Json& columns);
 
   model::Model& m_;
   std::filesystem::path dir_;
-  std::FILE* jsonl_ = nullptr;
-  std::FILE* csv_ = nullptr;
+  io::LogFile jsonl_, csv_;
   std::vector<int32_t> probe_tokens_, probe_targets_;
   std::vector<double> reference_logits_, scratch_;
   std::vector<std::vector<double>> before_update_;  // parameter values before the step

@@ -6,7 +6,7 @@
 
 namespace normlab::train {
 
-Run build_run(RunConfig config, int batch) {
+Run plan_run(RunConfig config, int batch, const MemoryNeeds& needs) {
   engine::set_threads(config.train.threads);
   Run run;
   run.data = io::load_tokens(config.data_dir);
@@ -18,15 +18,24 @@ Run build_run(RunConfig config, int batch) {
         config.model.vocab_size, config.data_dir, run.data.vocab_size, config.model.vocab_size);
   const TrainConfig& t = config.train;
   if (batch == 0) batch = t.batch_size;
-  run.model = model::build_model(config.model, batch, t.seq_len);
+  run.model = model::build_unplanned_model(config.model, batch, t.seq_len);
+  run.memory = estimate_memory(*run.model, needs);
   run.loader = std::make_unique<Loader>(run.data.train, run.data.val, batch, t.seq_len, t.seed);
   run.config = std::move(config);
   return run;
 }
 
+Run build_run(RunConfig config, int batch, const MemoryNeeds& needs) {
+  Run run = plan_run(std::move(config), batch, needs);
+  check_memory(run.memory, available_memory());
+  run.model->graph.plan();
+  return run;
+}
+
 Run open_run(const std::filesystem::path& run_dir, int batch) {
   const std::filesystem::path file = run_dir / kCheckpointFile;
-  Run run = build_run(checkpoint_config(file), batch);
+  RunConfig config = checkpoint_config(file);  // first: it says so when the checkpoint is missing or damaged
+  Run run = build_run(std::move(config), batch, {.checkpoint_file = std::filesystem::file_size(file)});
   run.step = load_checkpoint(file, *run.model, nullptr);
   return run;
 }

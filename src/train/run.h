@@ -7,6 +7,7 @@
 #include "io/corpus.h"
 #include "model/transformer.h"
 #include "train/loader.h"
+#include "train/memory.h"
 #include "train/train_config.h"
 
 namespace normlab::train {
@@ -16,13 +17,19 @@ struct Run {
   io::TokenData data;
   std::unique_ptr<model::Model> model;
   std::unique_ptr<Loader> loader;
-  int step = 0;  // the step of the loaded checkpoint; 0 when built from a config
+  int step = 0;           // the step of the loaded checkpoint; 0 when built from a config
+  MemoryEstimate memory;  // made before the model was allocated
 };
 
 // A run from its config: applies train.threads, loads the token data and checks the vocabulary
 // against it, builds the model for `batch` rows (0 = train.batch_size) of train.seq_len tokens and
-// the loader. The weights are left at zero: initialize them or load a checkpoint.
-Run build_run(RunConfig config, int batch = 0);
+// the loader. The weights are left at zero: initialize them or load a checkpoint. Before the model is
+// allocated, its memory (with `needs` beside it) is estimated and a run that does not fit is refused.
+Run build_run(RunConfig config, int batch = 0, const MemoryNeeds& needs = {});
+
+// The same up to the estimate: run.memory is filled in, but the model's graph is left unplanned
+// (nothing big allocated) and no memory check is made. For normlab train --dry-run.
+Run plan_run(RunConfig config, int batch = 0, const MemoryNeeds& needs = {});
 
 // The run in run_dir from its checkpoint: the stored config, then its weights (not the optimizer's
 // moments, which only the trainer needs).

@@ -1,5 +1,6 @@
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <fstream>
@@ -57,8 +58,16 @@ Json train_record(const fs::path& file, int step) {
 
 }  // namespace
 
+MemoryNeeds training_needs(const RunConfig& config, const fs::path& run_dir, const TrainOptions& options) {
+  std::error_code missing;  // no checkpoint: the constructor says so
+  const std::uintmax_t checkpoint = options.resume ? fs::file_size(run_dir / kCheckpointFile, missing) : 0;
+  return {.optimizer = true, .probes = config.train.probe_every > 0, .checkpoint_file = missing ? 0 : checkpoint};
+}
+
 Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
-    : run_(build_run(std::move(config))), run_dir_(std::move(run_dir)), options_(options) {
+    : run_(build_run(config, 0, training_needs(config, run_dir, options))),
+      run_dir_(std::move(run_dir)),
+      options_(options) {
   run_.model->graph.set_seed(run_.config.train.seed);
   optimizer_ = std::make_unique<AdamW>(run_.model->graph);
 
@@ -77,14 +86,22 @@ Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
   io::write_file_atomic(run_dir_ / "config.json", to_json(run_.config).dump(2) + "\n");
 }
 
-Trainer::~Trainer() {
-  if (metrics_) std::fclose(metrics_);
-}
+Trainer::~Trainer() = default;
 
 void Trainer::log_metrics(const Json& record) {
-  const std::string line = record.dump() + "\n";
-  std::fwrite(line.data(), 1, line.size(), metrics_);
-  std::fflush(metrics_);
+  metrics_->append(record.dump());
+  metrics_->append("\n");
+  metrics_->flush();
+}
+
+void Trainer::save(int step) {
+  save_checkpoint(run_dir_, *run_.model, *optimizer_, run_.config, step);
+  saved_step_ = step;
+}
+
+std::string Trainer::checkpoint_state() const {
+  if (saved_step_ == 0) return fmt::format("no checkpoint was saved in {} yet", run_dir_.string());
+  return fmt::format("the checkpoint of step {} in {} is intact", saved_step_, run_dir_.string());
 }
 
 void Trainer::progress_line(int step, double loss, double lr, double tokens_per_s, double eta_s) {
@@ -94,29 +111,47 @@ void Trainer::progress_line(int step, double loss, double lr, double tokens_per_
                      << std::flush;
 }
 
-void Trainer::stop_non_finite(int step, double loss, double grad_norm) {
+void Trainer::stop_non_finite(int step, std::initializer_list<std::pair<const char*, double>> values,
+                              bool before_update) {
   const std::string where = probe::first_nonfinite(run_.model->graph);
   const std::string layer = probe::location_of(where);
-  std::string saved = fmt::format("the checkpoint in {} is intact", run_dir_.string());
-  if (step > 1 && probe::parameters_finite(run_.model->graph)) {  // the state after step − 1, the last good one
-    save_checkpoint(run_dir_, *run_.model, *optimizer_, run_.config, step - 1);
+  std::string saved = checkpoint_state();
+  if (before_update && step > 1 && probe::parameters_finite(run_.model->graph)) {  // the state after step − 1
+    save(step - 1);
     saved =
         fmt::format("the last good state (step {}) is saved in {}", step - 1, (run_dir_ / kCheckpointFile).string());
   }
-  log_metrics({{"type", "non_finite"}, {"step", step}, {"loss", loss}, {"grad_norm", grad_norm}, {"first", where}});
+  Json record{{"type", "non_finite"}, {"step", step}, {"first", where}};
+  std::string value_text;  // "loss nan, grad norm inf"
+  for (const auto& [key, value] : values) {
+    record[key] = value;
+    std::string name = key;
+    std::replace(name.begin(), name.end(), '_', ' ');
+    value_text += fmt::format("{}{} {}", value_text.empty() ? "" : ", ", name, value);
+  }
+  log_metrics(record);
   fail(
-      "non-finite values at step {} (loss {}, grad norm {}): first {} {}; {}. Lower train.lr, add warm-up, or turn on "
+      "non-finite {} at step {} ({}): first {} {}; {}. Lower train.lr, add warm-up, or turn on "
       "train.clip",
-      step, loss, grad_norm, layer, where.empty() ? "(not found)" : where, saved);
+      before_update ? "values" : "validation loss", step, value_text, layer, where.empty() ? "(not found)" : where,
+      saved);
 }
 
 TrainSummary Trainer::run() {
+  try {
+    return train();
+  } catch (const io::WriteError& e) {
+    throw io::WriteError(fmt::format("{}; the run stopped and {}", e.what(), checkpoint_state()));
+  }
+}
+
+TrainSummary Trainer::train() {
   const TrainConfig& t = run_.config.train;
   model::Model& m = *run_.model;
   int start = 0;
   const fs::path metrics_file = run_dir_ / "metrics.jsonl";
   if (options_.resume) {
-    start = load_checkpoint(run_dir_ / kCheckpointFile, m, optimizer_.get());
+    start = saved_step_ = load_checkpoint(run_dir_ / kCheckpointFile, m, optimizer_.get());
     truncate_metrics(metrics_file, start);
     probe::TrainingProbe::truncate(run_dir_, start);
     if (options_.progress) *options_.progress << fmt::format("resumed {} at step {}\n", run_dir_.string(), start);
@@ -124,12 +159,13 @@ TrainSummary Trainer::run() {
     Batch first;  // rules that profile a forward pass (Admin) see real text
     run_.loader->train_batch(1, 0, first);
     model::initialize(m, t.seed, first.tokens.data(), first.targets.data());
-    std::error_code ignored;
-    fs::remove(metrics_file, ignored);
   }
-  metrics_ = std::fopen(metrics_file.c_str(), "a");
-  if (!metrics_) fail("cannot write {}: check the directory's permissions", metrics_file.string());
+  metrics_ = std::make_unique<io::LogFile>(metrics_file,
+                                           options_.resume ? io::LogFile::Mode::append : io::LogFile::Mode::truncate);
 
+  if (options_.progress)
+    *options_.progress << fmt::format("{} parameters; memory: estimated peak {} ({})\n", m.graph.parameter_count(),
+                                      human_bytes(run_.memory.peak()), run_.memory.breakdown());
   std::unique_ptr<probe::TrainingProbe> probes;
   if (t.probe_every > 0) {
     probes = std::make_unique<probe::TrainingProbe>(m, run_dir_, options_.resume);
@@ -177,7 +213,8 @@ TrainSummary Trainer::run() {
       m.graph.backward(m.loss, 1.0 / t.grad_accum);
     }
     const double grad_norm = global_grad_norm(m.graph);
-    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) stop_non_finite(step, loss, grad_norm);
+    if (!std::isfinite(loss) || !std::isfinite(grad_norm))
+      stop_non_finite(step, {{"loss", loss}, {"grad_norm", grad_norm}}, true);
     const double lr = learning_rate(t, step);
     const double loss_z = loss_spikes.observe(loss), grad_z = grad_spikes.observe(grad_norm);
     const bool spike = loss_spikes.is_spike(loss_z) || grad_spikes.is_spike(grad_z);
@@ -222,12 +259,12 @@ TrainSummary Trainer::run() {
     const bool final_step = step == t.steps;
     if ((t.eval_every > 0 && step % t.eval_every == 0) || final_step) {
       summary.val_loss = evaluate(m, *run_.loader, t.eval_batches);
+      if (!std::isfinite(summary.val_loss)) stop_non_finite(step, {{"val_loss", summary.val_loss}}, false);
       log_metrics({{"type", "eval"}, {"step", step}, {"val_loss", summary.val_loss}});
       if (options_.progress)
         *options_.progress << fmt::format("step {:>6} | val_loss {:.4f}\n", step, summary.val_loss);
     }
-    if ((t.checkpoint_every > 0 && step % t.checkpoint_every == 0) || step == last)
-      save_checkpoint(run_dir_, m, *optimizer_, run_.config, step);
+    if ((t.checkpoint_every > 0 && step % t.checkpoint_every == 0) || step == last) save(step);
   }
   summary.steps = last;
   summary.train_loss = loss;
@@ -242,6 +279,8 @@ TrainSummary Trainer::run() {
            {"parameters", m.graph.parameter_count()}};
     io::write_file_atomic(run_dir_ / "summary.json", s.dump(2) + "\n");
   }
+  metrics_->close();
+  if (probes) probes->close();
   return summary;
 }
 

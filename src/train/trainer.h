@@ -2,11 +2,17 @@
 // The training loop: micro-batches → forward → backward (accumulating) → clip factor → AdamW,
 // with a progress line, JSONL metrics, periodic evaluation and atomic checkpoints in a run directory.
 #include <filesystem>
+#include <initializer_list>
 #include <iosfwd>
 #include <memory>
+#include <utility>
 
 #include "train/adamw.h"
 #include "train/run.h"
+
+namespace normlab::io {
+class LogFile;
+}
 
 namespace normlab::train {
 
@@ -34,16 +40,29 @@ class Trainer {
   model::Model& model() { return *run_.model; }
 
  private:
+  TrainSummary train();
   void log_metrics(const Json& record);
   void progress_line(int step, double loss, double lr, double tokens_per_s, double eta_s);
-  [[noreturn]] void stop_non_finite(int step, double loss, double grad_norm);
+  void save(int step);
+  // What survives a stop: the last checkpoint written, or that there is none.
+  std::string checkpoint_state() const;
+  // Stops on a non-finite value at `step`: logs a non_finite record, saves the state after step − 1
+  // when it is still in memory (`before_update`: a training step stops before its update) and finite,
+  // and fails naming the first non-finite tensor.
+  [[noreturn]] void stop_non_finite(int step, std::initializer_list<std::pair<const char*, double>> values,
+                                    bool before_update);
 
   Run run_;
   std::filesystem::path run_dir_;
   TrainOptions options_;
   std::unique_ptr<AdamW> optimizer_;
-  std::FILE* metrics_ = nullptr;
+  std::unique_ptr<io::LogFile> metrics_;
+  int saved_step_ = 0;  // the step of the checkpoint on disk; 0 = none yet
 };
+
+// What a training run holds besides its model (the memory estimate's inputs): AdamW, the probes when
+// train.probe_every > 0, and on resume the checkpoint it reads.
+MemoryNeeds training_needs(const RunConfig& config, const std::filesystem::path& run_dir, const TrainOptions& options);
 
 // Mean validation loss over `batches` fixed batches.
 double evaluate(model::Model& m, const Loader& loader, int batches);

@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cerrno>
+
 #include "io_test_util.h"
 
 namespace normlab::io {
@@ -60,6 +62,102 @@ TEST(IoAtomicFile, FailedWriteKeepsTheOldFile) {
   std::filesystem::create_directory(dir / "keep.txt.tmp");  // the temp file cannot be created
   expect_error([&] { write_file_atomic(path, "new"); }, {path.string(), "keep.txt.tmp"});
   EXPECT_EQ(read_file(path), "old");
+}
+
+// A full disk mid-write (injected ENOSPC): the error names the file, the OS error and the fix, is a
+// WriteError, and leaves the old file and no temp behind.
+TEST(IoAtomicFile, EnospcKeepsTheOldFileAndLeavesNoTemp) {
+  TempDir dir;
+  const auto path = dir / "keep.txt";
+  write_file_atomic(path, "old");
+  {
+    io::testing::FailWrites full("keep.txt", ENOSPC);
+    expect_error([&] { write_file_atomic(path, "new"); },
+                 {path.string(), "No space left on device", "free disk space"});
+    EXPECT_THROW(write_file_atomic(path, "new"), WriteError);
+    write_file_atomic(dir / "other.txt", "unaffected");  // only matching paths fail
+  }
+  EXPECT_EQ(read_file(path), "old");
+  EXPECT_FALSE(std::filesystem::exists(dir / "keep.txt.tmp"));
+  EXPECT_EQ(read_file(dir / "other.txt"), "unaffected");
+  write_file_atomic(path, "new");  // the rule ends with its scope
+  EXPECT_EQ(read_file(path), "new");
+}
+
+TEST(IoAtomicFile, InjectedFailuresStartAfterTheSkippedWrites) {
+  TempDir dir;
+  io::testing::FailWrites rule("f.txt", EIO, 2);
+  write_file_atomic(dir / "f.txt", "1");
+  write_file_atomic(dir / "f.txt", "2");
+  expect_error([&] { write_file_atomic(dir / "f.txt", "3"); }, {"f.txt", "Input/output error"});
+  expect_error([&] { write_file_atomic(dir / "f.txt", "4"); }, {"f.txt", "Input/output error"});
+  EXPECT_EQ(read_file(dir / "f.txt"), "2");
+}
+
+// A stale temp file that is a symbolic link (left by a crash, or planted) is replaced, not written
+// through: nothing lands outside the directory the caller named.
+TEST(IoAtomicFile, StaleTempSymlinkIsNotWrittenThrough) {
+  TempDir dir, outside;
+  testing::spit(outside / "victim", "untouched");
+  std::filesystem::create_directory(dir / "run");
+  std::filesystem::create_symlink(outside / "victim", dir / "run" / "a.txt.tmp");
+  write_file_atomic(dir / "run" / "a.txt", "new");
+  EXPECT_EQ(read_file(dir / "run" / "a.txt"), "new");
+  EXPECT_EQ(slurp(outside / "victim"), "untouched");
+  EXPECT_FALSE(std::filesystem::exists(dir / "run" / "a.txt.tmp"));
+}
+
+TEST(IoLogFile, AppendsTruncatesAndFlushesWhatWasAppended) {
+  TempDir dir;
+  const auto path = dir / "log.jsonl";
+  {
+    LogFile log(path, LogFile::Mode::truncate);
+    log.append("one\n");
+    EXPECT_EQ(slurp(path), "") << "nothing is written before flush()";
+    log.flush();
+    EXPECT_EQ(slurp(path), "one\n");
+    log.append("two\n");
+    log.close();
+  }
+  EXPECT_EQ(slurp(path), "one\ntwo\n");
+  {
+    LogFile log(path, LogFile::Mode::append);
+    log.append("three\n");
+    log.close();
+  }
+  EXPECT_EQ(slurp(path), "one\ntwo\nthree\n");
+  LogFile fresh(path, LogFile::Mode::truncate);
+  fresh.close();
+  EXPECT_EQ(slurp(path), "");
+}
+
+// The kernel's own ENOSPC: /dev/full fails every write.
+TEST(IoLogFile, RealEnospcFromDevFullIsReported) {
+  if (!std::filesystem::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  LogFile log("/dev/full", LogFile::Mode::append);
+  log.append("a line\n");
+  expect_error([&] { log.flush(); }, {"/dev/full", "appending failed", "No space left on device", "free disk space"});
+}
+
+TEST(IoLogFile, InjectedFailureWritesHalfAndNamesTheFile) {
+  TempDir dir;
+  const auto path = dir / "metrics.jsonl";
+  LogFile log(path, LogFile::Mode::truncate);
+  io::testing::FailWrites full("metrics.jsonl", ENOSPC, 1);
+  log.append("0123456789\n");
+  log.flush();
+  log.append("abcdefghij\n");
+  EXPECT_THROW(log.flush(), WriteError);
+  EXPECT_EQ(slurp(path), "0123456789\nabcde") << "a disk that fills up mid-line leaves a torn last line";
+}
+
+TEST(IoLogFile, RefusesSymlinksAndUnwritablePaths) {
+  TempDir dir, outside;
+  std::filesystem::create_symlink(outside / "elsewhere.jsonl", dir / "metrics.jsonl");
+  expect_error([&] { LogFile(dir / "metrics.jsonl", LogFile::Mode::append); },
+               {"metrics.jsonl", "symbolic link", "remove the link"});
+  EXPECT_FALSE(std::filesystem::exists(outside / "elsewhere.jsonl"));
+  expect_error([&] { LogFile(dir / "no" / "log", LogFile::Mode::append); }, {"no/log", "opening it failed"});
 }
 
 TEST(IoAtomicFile, ReadErrorsNameTheFile) {

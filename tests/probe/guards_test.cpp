@@ -146,6 +146,40 @@ TEST(ProbeGuards, NonFiniteStopNamesLayerAndTensorAndLeavesALoadableCheckpoint) 
   EXPECT_NE(eval.out.find(fmt::format("step {}: validation loss", step - 1)), std::string::npos) << eval.out;
 }
 
+// A validation loss that is not finite stops the run like a non-finite training step, instead of
+// landing in summary.json as null. One step at lr 100 moves every weight of a 6-layer ReZero stack (no
+// norm anywhere) to about ±100: the step itself ran on the initial weights, so only the final
+// evaluation meets the overflow.
+TEST(ProbeGuards, NonFiniteValidationLossStopsTheRun) {
+  TempDir tmp;
+  const train::RunConfig c =
+      tiny_run({{"placement", "rezero"}, {"n_layers", 6}}, {{"lr", 100.0}, {"clip", 0.0}, {"steps", 1}});
+  const fs::path run = tmp / "run";
+  std::string message;
+  try {
+    train::Trainer(c, run, {}).run();
+    FAIL() << "the evaluation after one step at lr 100 was finite";
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  EXPECT_TRUE(message.starts_with("non-finite validation loss at step 1 (val loss ")) << message;
+  EXPECT_NE(message.find(fmt::format("no checkpoint was saved in {} yet", run.string())), std::string::npos) << message;
+  EXPECT_NE(message.find("first in layer "), std::string::npos) << message;
+  EXPECT_NE(message.find("Lower train.lr"), std::string::npos) << message;
+  EXPECT_FALSE(fs::exists(run / "summary.json"));
+  EXPECT_FALSE(fs::exists(run / train::kCheckpointFile)) << "the diverged state is not saved";
+
+  json record;
+  for (const auto& j : read_jsonl(run / "metrics.jsonl")) {
+    EXPECT_NE(j.at("type"), "eval") << "no eval record for a non-finite loss: " << j.dump();
+    if (j.at("type") == "non_finite") record = j;
+  }
+  ASSERT_TRUE(record.is_object()) << "no non_finite record in metrics.jsonl";
+  EXPECT_EQ(record.at("step").get<int>(), 1);
+  EXPECT_TRUE(record.at("val_loss").is_null()) << record.dump();  // JSON has no NaN
+  EXPECT_TRUE(record.at("first").get<std::string>().starts_with("layers.")) << record.dump();
+}
+
 // lr 1e-5: the loss barely moves, so batch-to-batch noise puts some steps' grad-norm z-score above 1
 // after the 20-step warm-up (measured: steps 23 and 27, z ≈ 1.9 and 1.5). With spike_skip those
 // steps' updates are skipped: the probe's update norms are exactly 0 there, and the model's output

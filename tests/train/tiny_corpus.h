@@ -181,14 +181,20 @@ struct CliResult {
   std::string out, err;
 };
 
-// Runs `normlab <args>` with OMP_NUM_THREADS=2, capturing stdout and stderr through files in `scratch`.
-inline CliResult run_cli(const std::vector<std::string>& args, const fs::path& scratch) {
+// Runs `normlab <args>` with OMP_NUM_THREADS=2 and the `env` assignments ("NAME=value"), capturing
+// stdout and stderr through files in `scratch`.
+inline CliResult run_cli(const std::vector<std::string>& args, const fs::path& scratch,
+                         const std::vector<std::string>& env = {}) {
   static std::atomic<int> counter{0};
   const int n = counter++;
   const fs::path out = scratch / ("cli_" + std::to_string(n) + ".out");
   const fs::path err = scratch / ("cli_" + std::to_string(n) + ".err");
   // Appended piece by piece: GCC 12's -Wrestrict misfires on `"literal" + std::string`.
   std::string command = "OMP_NUM_THREADS=2 ";
+  for (const auto& assignment : env) {  // NAME='value': a quoted name would not be an assignment
+    const size_t eq = assignment.find('=');
+    command.append(assignment.substr(0, eq + 1)).append(shell_quote(assignment.substr(eq + 1))).append(" ");
+  }
   command.append(shell_quote(NORMLAB_BINARY));
   for (const auto& a : args) command.append(" ").append(shell_quote(a));
   command.append(" >").append(shell_quote(out.string()));
