@@ -2,7 +2,9 @@
 #include <fmt/core.h>
 #include <fmt/ranges.h>
 
+#include <cctype>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -77,6 +79,14 @@ void print_study_list() {
   if (fs::exists("runs/studies.html")) std::cout << "Every report with its verdict: runs/studies.html\n";
 }
 
+// A grid value as part of a folder name: anything but letters, digits and . _ + = - becomes '_', so a
+// value such as "../x" or "/abs" cannot lead the run out of the sweep folder.
+std::string folder_safe(std::string text) {
+  for (char& c : text)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && (c == '\0' || !std::strchr("._+=-", c))) c = '_';
+  return text;
+}
+
 // The cartesian product of a sweep file's grid: {"model.placement": ["post", "pre"], ...}.
 std::vector<study::RunRequest> expand_grid(const Json& doc, const std::string& where) {
   if (!doc.is_object() || !doc.contains("grid") || !doc["grid"].is_object())
@@ -95,8 +105,8 @@ std::vector<study::RunRequest> expand_grid(const Json& doc, const std::string& w
       for (const Json& v : values) {
         study::RunRequest r = run;
         apply_override(r.config, key + "=" + v.dump());
-        std::string label = v.is_string() ? v.get<std::string>() : v.dump();
-        r.id += (r.id.empty() ? "" : "_") + key.substr(key.rfind('.') + 1) + "-" + label;
+        r.id += (r.id.empty() ? "" : "_") +
+                folder_safe(key.substr(key.rfind('.') + 1) + "-" + (v.is_string() ? v.get<std::string>() : v.dump()));
         next.push_back(r);
       }
     runs = next;

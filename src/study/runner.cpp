@@ -5,10 +5,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <set>
 
 #include "common/error.h"
 #include "io/atomic_file.h"
@@ -202,7 +204,17 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
   // Every config is checked, and every stored run compared, before anything runs or is removed.
   std::vector<RunOutcome> outcomes;
   std::vector<Json> planned;
+  std::set<std::string> ids;
   for (const RunRequest& r : requests) {
+    // A run id names a folder under study_dir/runs: it must not lead anywhere else.
+    const bool unsafe = r.id.empty() || r.id.front() == '.' ||
+                        std::any_of(r.id.begin(), r.id.end(),
+                                    [](unsigned char c) { return c == '/' || c == '\\' || c < 0x20 || c == 0x7f; });
+    if (unsafe)
+      fail("run id '{}' cannot name a folder under {}: use letters, digits and . _ + = - (not starting with '.')",
+           printable(r.id), (study_dir / "runs").string());
+    if (!ids.insert(r.id).second)
+      fail("two runs of the plan have the same id '{}': give their grid values distinct names", r.id);
     RunOutcome o{r, study_dir / "runs" / r.id};
     o.config = resolve_config(r.config, "run " + r.id);
     planned.push_back(stored_request(o));

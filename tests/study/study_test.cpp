@@ -233,6 +233,29 @@ int finished_runs(const fs::path& dir) {
   return n;
 }
 
+// A run id names a folder under <study>/runs: one that would lead elsewhere, or two runs sharing one,
+// is refused before anything is created.
+TEST(StudyRunner, RefusesRunIdsThatLeaveTheRunsFolder) {
+  TempDir tmp("study");
+  const fs::path dir = tmp / "grid";
+  for (const std::string id : {"../escape", "/abs", "a/b", ".hidden", "", "x\ny"}) {
+    SCOPED_TRACE(id);
+    try {
+      run_grid(dir, {RunRequest{.id = id, .config = Json::object()}}, {.quiet = true});
+      ADD_FAILURE() << "accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("cannot name a folder"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(
+      run_grid(dir,
+               {RunRequest{.id = "same", .config = Json::object()}, RunRequest{.id = "same", .config = Json::object()}},
+               {.quiet = true}),
+      Error);
+  EXPECT_FALSE(fs::exists(dir));
+  EXPECT_FALSE(fs::exists(tmp / "escape"));
+}
+
 TEST(StudyRunner, AKilledSweepFinishesOnlyTheRemainingRuns) {
   TempDir tmp("study");
   spit(tmp / "sweep.json", sweep_file(400).dump());
