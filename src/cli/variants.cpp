@@ -22,11 +22,22 @@ void print_switches(std::span<const model::Switch> switches) {
     std::cout << fmt::format("      {} = {}: {}\n", s.name, s.default_json, s.help);
 }
 
+constexpr std::string_view kBaseInit =
+    "the base init only (model.init; default GPT-2: every matrix and embedding N(0, 0.02), an untied head too "
+    "(init.head = auto), gains 1, biases 0)";
+constexpr std::string_view kBaseInitSource =
+    "no rule in the paper; normlab's default is GPT-2's N(0, 0.02) (Radford et al. 2019, nanoGPT)";
+
 void print_variant(const model::Placement& p) {
   std::cout << fmt::format("{}\n    paper:      {}\n    equations:  {}\n    final norm: {}\n", p.name, p.paper,
                            p.equations, p.final_norm ? "yes" : "no");
   if (p.defaults != "{}") std::cout << fmt::format("    defaults:   {}\n", Json::parse(p.defaults).dump());
-  if (!p.init_rule.empty()) std::cout << fmt::format("    init:       {}\n", p.init_rule);
+  // Every placement states its default init and where it comes from.
+  std::cout << fmt::format("    init:       {}\n", p.init_rule.empty() ? kBaseInit : p.init_rule);
+  const std::string_view source = !p.init_source.empty() ? p.init_source
+                                  : p.init_rule.empty()  ? kBaseInitSource
+                                                         : "the paper above (see its notes for code-vs-paper choices)";
+  std::cout << fmt::format("    init from:  {}\n", source);
   if (!p.notes.empty()) std::cout << fmt::format("    notes:      {}\n", p.notes);
   if (!p.switches.empty()) {
     std::cout << "    switches (model.options):\n";
@@ -58,6 +69,11 @@ void add_variants(CLI::App& app) {
     print_switches(model::common_switches());
     std::cout << "\nnorm types (model.norm.type, e.g. --set model.norm.type=rmsnorm):\n";
     for (const model::NormType* t : model::all_norm_types()) print_norm_type(*t);
+    std::cout << "\nbase init (model.init, before each placement's rule): scheme gpt2 N(0, std = 0.02) | scaled "
+                 "(o, fc2 ÷ √(2L)) | xavier (init.xavier = uniform: U(±√(6/(fan_in+fan_out))), normal: "
+                 "N(0, 2/(fan_in+fan_out))); embeddings N(0, embed_std = 0.02; 0 = d^-1/2); untied head "
+                 "init.head = auto (as the scheme) | xavier_uniform | xavier_normal | normal (head_std; 0 = d^-1/2, "
+                 "fairseq's output projection)\n";
     std::cout
         << "\nset a switch with e.g. --set model.placement=deepnorm --set model.options.deepnorm_init=torchscale\n";
   });

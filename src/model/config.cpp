@@ -72,6 +72,9 @@ ModelConfig read_model_config(const Json& user, const std::string& where) {
     i.read("scheme", c.init.scheme, {"gpt2", "scaled", "xavier"});
     i.read("std", c.init.std, 0.0, 10.0);
     i.read("embed_std", c.init.embed_std, 0.0, 10.0);
+    i.read("xavier", c.init.xavier, {"uniform", "normal"});
+    i.read("head", c.init.head, {"auto", "xavier_uniform", "xavier_normal", "normal"});
+    i.read("head_std", c.init.head_std, 0.0, 10.0);
   });
   Json given = Json::object();
   r.read("options", given);
@@ -90,6 +93,14 @@ void validate(const ModelConfig& c, const std::string& where) {
   const Placement& p = find_placement(c.placement);
   if ((c.norm.type == "crmsnorm") != p.compressed_stream)
     fail("{}: norm.type 'crmsnorm' and placement 'pre_crms' go together (the compressed stream needs CRMSNorm)", where);
+  if (c.init.head != "auto" && c.tied_embeddings)
+    fail(
+        "{}: init.head = '{}' needs tied_embeddings = false (a tied head is the embedding, drawn by "
+        "init.embed_std)",
+        where, c.init.head);
+  if (c.init.head_std > 0 && c.init.head != "normal")
+    fail("{}: init.head_std = {} is used only with init.head = 'normal' (now '{}')", where, c.init.head_std,
+         c.init.head);
   if (p.compressed_stream && c.tied_embeddings)
     fail("{}: placement 'pre_crms' needs tied_embeddings = false (the compressed head differs from the embedding)",
          where);
@@ -113,7 +124,13 @@ Json to_json(const ModelConfig& c) {
               {"tied_embeddings", c.tied_embeddings},
               {"bias", c.bias},
               {"dropout", c.dropout},
-              {"init", {{"scheme", c.init.scheme}, {"std", c.init.std}, {"embed_std", c.init.embed_std}}},
+              {"init",
+               {{"scheme", c.init.scheme},
+                {"xavier", c.init.xavier},
+                {"std", c.init.std},
+                {"embed_std", c.init.embed_std},
+                {"head", c.init.head},
+                {"head_std", c.init.head_std}}},
               {"options", c.options}};
 }
 

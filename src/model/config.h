@@ -15,9 +15,12 @@ struct NormConfig {
 };
 
 struct InitConfig {
-  std::string scheme = "gpt2";  // gpt2 | scaled | xavier
+  std::string scheme = "gpt2";     // gpt2 | scaled | xavier
+  std::string xavier = "uniform";  // uniform | normal: the form of Xavier's draw (same std √(2/(fan_in+fan_out)))
   double std = 0.02;
   double embed_std = 0.02;
+  std::string head = "auto";  // untied head: auto (as the scheme) | xavier_uniform | xavier_normal | normal
+  double head_std = 0;        // head = normal: its std; 0 = d^(−1/2) (fairseq's untied output projection)
 };
 
 struct ModelConfig {

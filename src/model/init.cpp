@@ -14,8 +14,8 @@ namespace {
 
 // What one parameter is drawn from.
 struct Draw {
-  enum Kind { constant, normal, uniform } kind;
-  double value;  // the constant, the std, or the uniform bound
+  enum Kind { constant, normal, truncated_normal, uniform } kind;
+  double value;  // the constant, the std (σ before truncation), or the uniform bound
 };
 
 bool is_matrix(Role r) {
@@ -27,12 +27,22 @@ double xavier_bound(const eng::TensorSpec& p) {  // uniform bound √(6/(fan_in 
   return std::sqrt(6.0 / static_cast<double>(p.shape[0] + p.shape[1]));
 }
 
+Draw xavier_draw(const eng::TensorSpec& p, double gain, bool normal) {  // normal: std = bound/√3
+  const double bound = gain * xavier_bound(p);
+  return normal ? Draw{Draw::normal, bound / std::sqrt(3.0)} : Draw{Draw::uniform, bound};
+}
+
 Draw base_draw(const Model& m, const eng::TensorSpec& p) {
   const InitConfig& init = m.config.init;
+  const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(m.config.d_model));
   if (p.role == Role::embedding)  // embed_std = 0: d^(−1/2), fairseq's convention
-    return {Draw::normal, init.embed_std > 0 ? init.embed_std : 1.0 / std::sqrt(static_cast<double>(m.config.d_model))};
+    return {Draw::normal, init.embed_std > 0 ? init.embed_std : inv_sqrt_d};
   if (!is_matrix(p.role)) return {Draw::constant, p.init_value};  // gains, biases, scalars
-  if (init.scheme == "xavier") return {Draw::uniform, xavier_bound(p)};
+  if (p.role == Role::head && init.head != "auto") {              // the untied head's own rule
+    if (init.head == "normal") return {Draw::normal, init.head_std > 0 ? init.head_std : inv_sqrt_d};
+    return xavier_draw(p, 1.0, init.head == "xavier_normal");
+  }
+  if (init.scheme == "xavier") return xavier_draw(p, 1.0, init.xavier == "normal");
   const bool residual_output = p.role == Role::o || p.role == Role::fc2;
   if (init.scheme == "scaled" && residual_output)  // GPT-2's 1/√(2L) on the projections into the stream
     return {Draw::normal, init.std / std::sqrt(2.0 * m.config.n_layers)};
@@ -44,6 +54,7 @@ void fill(T* data, int64_t n, Draw draw, Rng& rng) {
   for (int64_t i = 0; i < n; ++i) {
     double v = draw.value;
     if (draw.kind == Draw::normal) v = draw.value * rng.normal();
+    else if (draw.kind == Draw::truncated_normal) v = draw.value * truncated_normal(rng);
     else if (draw.kind == Draw::uniform) v = draw.value * (2.0 * rng.uniform() - 1.0);
     data[i] = static_cast<T>(v);
   }
@@ -64,6 +75,13 @@ void for_roles(Model& m, RoleSet roles, Fn fn) {
 }
 
 }  // namespace
+
+double truncated_normal(Rng& rng, double bound) {
+  for (;;) {  // rejection: redraw until inside ±bound (3σ: 99.73% of draws are kept)
+    const double z = rng.normal();
+    if (std::abs(z) <= bound) return z;
+  }
+}
 
 void initialize(Model& m, uint64_t seed, const int32_t* tokens, const int32_t* targets) {
   for (eng::TensorId id : m.graph.parameters()) draw_into(m, id, base_draw(m, m.graph.spec(id)), seed);
@@ -100,15 +118,16 @@ void redraw_normal(Model& m, RoleSet roles, double std, uint64_t seed) {
   for_roles(m, roles, [&](eng::TensorId id) { draw_into(m, id, {Draw::normal, std}, seed); });
 }
 
+void redraw_truncated_normal(Model& m, RoleSet roles, double std, uint64_t seed) {
+  for_roles(m, roles, [&](eng::TensorId id) { draw_into(m, id, {Draw::truncated_normal, std}, seed); });
+}
+
 void redraw_uniform(Model& m, RoleSet roles, double bound, uint64_t seed) {
   for_roles(m, roles, [&](eng::TensorId id) { draw_into(m, id, {Draw::uniform, bound}, seed); });
 }
 
 void redraw_xavier(Model& m, RoleSet roles, double gain, bool normal, uint64_t seed) {
-  for_roles(m, roles, [&](eng::TensorId id) {
-    const double bound = gain * xavier_bound(m.graph.spec(id));  // normal: std = bound/√3
-    draw_into(m, id, normal ? Draw{Draw::normal, bound / std::sqrt(3.0)} : Draw{Draw::uniform, bound}, seed);
-  });
+  for_roles(m, roles, [&](eng::TensorId id) { draw_into(m, id, xavier_draw(m.graph.spec(id), gain, normal), seed); });
 }
 
 void fill_constant(Model& m, const std::string& name, double value) {

@@ -32,8 +32,13 @@ void scale_roles(Model& m, RoleSet roles, double factor, bool with_biases = fals
 // Redraw every parameter with one of `roles` from N(0, std), U(−bound, bound), or Xavier (normal or
 // uniform, with a gain, from each matrix's own fan-in and fan-out).
 void redraw_normal(Model& m, RoleSet roles, double std, uint64_t seed);
+// N(0, std²) truncated at ±3·std by redrawing (torch's trunc_normal_(std, a = −3std, b = 3std), as
+// OLMo's and Megatron's code call it): std is σ before truncation; the realized variance is 0.9733·σ².
+void redraw_truncated_normal(Model& m, RoleSet roles, double std, uint64_t seed);
 void redraw_uniform(Model& m, RoleSet roles, double bound, uint64_t seed);
 void redraw_xavier(Model& m, RoleSet roles, double gain, bool normal, uint64_t seed);
+// A standard normal draw truncated to [−bound, bound] (rejection sampling: exact, not clipped).
+double truncated_normal(Rng& rng, double bound = 3.0);
 // Sets parameter `name` (all entries) to value.
 void fill_constant(Model& m, const std::string& name, double value);
 

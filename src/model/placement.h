@@ -116,9 +116,10 @@ struct Placement {
   TensorId (*stack)(const Stack& st, TensorId embedded) = nullptr;  // replaces the layer loop
   void (*init)(InitContext& ctx) = nullptr;                         // after the base init
   std::string_view init_rule = "";                                  // one line, for `normlab variants`
-  std::string_view notes = "";                                      // paper-vs-code choices, for `normlab variants`
-  bool zero_mean_branch = false;   // Pre-RMSNorm: branch outputs and embeddings are re-centered
-  bool compressed_stream = false;  // Pre-CRMSNorm: the stream has width d − 1
+  std::string_view init_source = "";  // where the init rule and init-related defaults come from (paper, code)
+  std::string_view notes = "";        // paper-vs-code choices, for `normlab variants`
+  bool zero_mean_branch = false;      // Pre-RMSNorm: branch outputs and embeddings are re-centered
+  bool compressed_stream = false;     // Pre-CRMSNorm: the stream has width d − 1
 };
 
 const Placement& find_placement(std::string_view name);  // throws normlab::Error listing the known names

@@ -28,6 +28,18 @@ TEST(CliVariants, ListsEveryPlacementWithPaperEquationsAndSwitches) {
     EXPECT_NE(r.out.find(std::string(s.name) + " = "), std::string::npos);
   // Paper-vs-code choices are stated.
   EXPECT_NE(r.out.find("fairseq's post-W_O form"), std::string::npos);
+  // Every placement states its default init and where it comes from, the code-derived defaults included.
+  for (const model::Placement* p : model::all_placements()) {
+    const size_t at = r.out.find(std::string(p->name) + "\n    paper:");
+    ASSERT_NE(at, std::string::npos) << p->name;
+    const std::string block = r.out.substr(at, r.out.find("\n\n", at) - at);
+    EXPECT_NE(block.find("\n    init:       "), std::string::npos) << block;
+    EXPECT_NE(block.find("\n    init from:  "), std::string::npos) << block;
+  }
+  for (const char* source : {"trunc_normal_ at ±3σ", "full_megatron", "scales the token embedding by √d",
+                             "a scalar initialized to √d", "unit variance", "normlab's default is GPT-2's"})
+    EXPECT_NE(r.out.find(source), std::string::npos) << source;
+  EXPECT_NE(r.out.find("init.head = auto"), std::string::npos);
 }
 
 TEST(CliVariants, ShowsOnePlacementAndRefusesUnknownOnes) {

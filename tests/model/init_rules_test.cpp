@@ -6,10 +6,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "engine/ops.h"
 #include "model/init.h"
 #include "model/placement.h"
@@ -81,11 +84,52 @@ void expect_uniform(const Model& m, const std::string& name, double bound) {
   EXPECT_NEAR(s.kurtosis, 1.8, 0.1) << name << ": not uniform";
 }
 
+// N(0, σ²) truncated at ±3σ: never beyond 3σ, reaching close to it, variance 0.9733σ², kurtosis 2.829.
+constexpr double kTruncatedVariance = 0.9733369246625415, kTruncatedKurtosis = 2.8288855636022556;
+void expect_truncated_normal(const Model& m, const std::string& name, double sigma) {
+  const Moments s = moments(values(m, name));
+  EXPECT_LE(s.max_abs, 3 * sigma * (1 + 1e-6)) << name << ": beyond ±3σ, σ = " << sigma;
+  EXPECT_GE(s.max_abs, 2.8 * sigma) << name << ": does not reach near 3σ";
+  EXPECT_NEAR(s.std / (sigma * std::sqrt(kTruncatedVariance)), 1.0, 0.03) << name << ": std " << s.std;
+  EXPECT_LE(std::abs(s.mean), 4 * sigma / std::sqrt(static_cast<double>(s.n))) << name << ": mean " << s.mean;
+  EXPECT_NEAR(s.kurtosis, kTruncatedKurtosis, 0.15) << name << ": not a ±3σ-truncated normal";
+}
+
 void expect_all(const Model& m, const std::string& name, double value, double tol = 0) {
   for (double v : values(m, name)) EXPECT_NEAR(v, value, tol) << name;
 }
 
 // ---------------------------------------------------------------------------------------------
+
+// The sampler itself, on 10⁶ draws: the moments of N(0, 1) truncated at ±3 (variance
+// 1 − 6φ(3)/(2Φ(3) − 1) = 0.97334, kurtosis 2.8289; standard errors ~0.0014 and ~0.005), nothing beyond
+// ±3, and (unlike clipping) no mass piled up at the bounds.
+TEST(InitRules, TruncatedNormalHasTheMomentsOfATruncatedNormal) {
+  Rng rng(42);
+  const int n = 1000000;
+  std::vector<double> z(n);
+  for (double& v : z) v = truncated_normal(rng);
+  double mean = 0, m2 = 0, m4 = 0, max_abs = 0;
+  int at_bound = 0;
+  for (double v : z) mean += v / n, max_abs = std::max(max_abs, std::abs(v)), at_bound += std::abs(v) > 2.999;
+  for (double v : z) m2 += (v - mean) * (v - mean) / n, m4 += std::pow(v - mean, 4) / n;
+  EXPECT_LE(max_abs, 3.0);
+  EXPECT_NEAR(mean, 0, 0.005);
+  EXPECT_NEAR(m2, kTruncatedVariance, 0.006);
+  EXPECT_NEAR(m4 / (m2 * m2), kTruncatedKurtosis, 0.03);
+  EXPECT_LT(at_bound, 20) << "clipped, not truncated: mass at ±3";  // truncated: ~9 expected
+  Rng wide(7);
+  for (int i = 0; i < 1000; ++i) EXPECT_LE(std::abs(truncated_normal(wide, 1.0)), 1.0);
+}
+
+TEST(InitRules, OlmoTwoTruncatedNormalEverywhere) {
+  auto m = initialized(big("olmo2", 2, {{"tied_embeddings", false}}));
+  for (const char* p : {"attn.q", "attn.k", "attn.v", "attn.o", "ffn.fc1", "ffn.gate", "ffn.fc2"})
+    expect_truncated_normal(*m, fmt::format("layers.1.{}.weight", p), 0.02);  // no depth scaling
+  expect_truncated_normal(*m, "embed.tokens.weight", 0.02);
+  expect_truncated_normal(*m, "lm_head.weight", 0.02);
+  expect_all(*m, "layers.1.attn.out_norm.weight", 1);
+}
 
 TEST(InitRules, TFixupXavierThenDepthFactorAndScaledEmbeddings) {
   const int L = 6;
@@ -108,6 +152,19 @@ TEST(InitRules, TFixupXavierThenDepthFactorAndScaledEmbeddings) {
   expect_normal(*m, "embed.tokens.weight", factor / std::sqrt(256.0));
   expect_normal(*m, "embed.positions.weight", factor / std::sqrt(256.0));
   EXPECT_EQ(m->graph.find("final_norm.weight"), eng::kNoTensor);
+  EXPECT_EQ(m->config.embed_scale, "sqrt_d");  // fairseq's √d on the token embedding, by default
+}
+
+// DyT's default: unit-variance embeddings, N(0, d^(−1/2)) × √d; the user's values still win.
+TEST(InitRules, DytDefaultsToUnitVarianceEmbeddings) {
+  auto m = initialized(big("dyt", 2));
+  EXPECT_EQ(m->config.embed_scale, "sqrt_d");
+  EXPECT_EQ(m->config.init.embed_std, 0.0);
+  expect_normal(*m, "embed.tokens.weight", 1 / 16.0);  // × √256 at the input: unit variance
+  expect_normal(*m, "layers.1.attn.q.weight", 0.02);   // matrices keep the base init
+  auto gpt2 = initialized(big("dyt", 2, {{"embed_scale", "none"}, {"init", {{"embed_std", 0.02}}}}));
+  EXPECT_EQ(gpt2->config.embed_scale, "none");
+  expect_normal(*gpt2, "embed.tokens.weight", 0.02);
 }
 
 TEST(InitRules, LipschitzUniformOverSqrtFanIn) {
@@ -180,6 +237,11 @@ TEST(InitRules, HybridNormMegatronSigma) {
   expect_normal(*m, "layers.2.ffn.fc2.weight", sigma / std::sqrt(2.0 * L));
   expect_normal(*m, "embed.tokens.weight", sigma);
   expect_normal(*m, "lm_head.weight", 1 / 16.0);
+  for (const char* p : {"attn.q", "attn.k", "attn.v", "ffn.fc1", "ffn.gate"})  // truncated at ±3σ
+    expect_truncated_normal(*m, fmt::format("layers.2.{}.weight", p), sigma);
+  expect_truncated_normal(*m, "layers.2.attn.o.weight", sigma / std::sqrt(2.0 * L));
+  expect_truncated_normal(*m, "embed.tokens.weight", sigma);
+  expect_truncated_normal(*m, "lm_head.weight", 1 / 16.0);
   expect_all(*m, "layers.0.attn.q_norm.weight", 1);
   EXPECT_EQ(values(*m, "layers.0.attn.v_norm.weight").size(), 64u);  // per head: D = 256/4
 }
@@ -423,7 +485,82 @@ TEST(InitRules, ScalarsAndGainsStartWhereTheirPapersSay) {
   auto lns = initialized(big("lns", 2));  // plain N(0, 0.02), no depth scaling
   expect_normal(*lns, "layers.1.ffn.fc2.weight", 0.02);
   auto olmo = initialized(big("olmo2", 2));
-  expect_normal(*olmo, "layers.1.attn.o.weight", 0.02);
+  expect_truncated_normal(*olmo, "layers.1.attn.o.weight", 0.02);
+}
+
+// The untied head: as the scheme (auto), Xavier in either form, or N(0, head_std) (0 = d^(−1/2)). The
+// head is [V, d] = [512, 256] here, so Xavier's std √(2/(V + d)) differs from d^(−1/2).
+TEST(InitRules, HeadInitOptions) {
+  const Json untied{{"tied_embeddings", false}, {"vocab_size", 512}};
+  const double xavier_std = std::sqrt(2.0 / (512 + 256));
+  auto with = [&](const Json& init) {
+    Json extra = untied;
+    extra["init"] = init;
+    return initialized(big("pre", 1, extra));
+  };
+  expect_normal(*with(Json::object()), "lm_head.weight", 0.02);  // auto under gpt2: N(0, init.std)
+  expect_uniform(*with({{"scheme", "xavier"}}), "lm_head.weight", std::sqrt(3.0) * xavier_std);
+  expect_normal(*with({{"scheme", "xavier"}, {"xavier", "normal"}}), "lm_head.weight", xavier_std);
+  expect_uniform(*with({{"head", "xavier_uniform"}}), "lm_head.weight", std::sqrt(3.0) * xavier_std);
+  expect_normal(*with({{"head", "xavier_normal"}}), "lm_head.weight", xavier_std);
+  expect_normal(*with({{"head", "normal"}}), "lm_head.weight", 1 / 16.0);
+  auto fixed = with({{"head", "normal"}, {"head_std", 0.05}});
+  expect_normal(*fixed, "lm_head.weight", 0.05);
+  expect_normal(*fixed, "layers.0.attn.q.weight", 0.02);  // only the head
+  // Xavier's normal form for every matrix of the scheme: std √(2/(fan_in + fan_out)).
+  auto normal = with({{"scheme", "xavier"}, {"xavier", "normal"}});
+  expect_normal(*normal, "layers.0.attn.q.weight", std::sqrt(2.0 / 512));
+  expect_normal(*normal, "layers.0.ffn.fc1.weight", std::sqrt(2.0 / 1280));
+}
+
+TEST(InitRules, HeadInitOptionsAreValidated) {
+  auto error = [](const Json& model) -> std::string {
+    try {
+      read_model_config(big("pre", 1, model), "model");
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "(accepted)";
+  };
+  auto has = [](const std::string& text, std::initializer_list<const char*> parts) {
+    for (const char* p : parts)
+      if (text.find(p) == std::string::npos) return testing::AssertionFailure() << "'" << p << "' not in: " << text;
+    return testing::AssertionSuccess();
+  };
+  EXPECT_TRUE(has(error({{"init", {{"head", "normal"}}}}), {"init.head = 'normal' needs tied_embeddings = false"}));
+  EXPECT_TRUE(has(error({{"tied_embeddings", false}, {"init", {{"head_std", 0.1}}}}),
+                  {"init.head_std = 0.1 is used only with init.head = 'normal'"}));
+  EXPECT_TRUE(
+      has(error({{"tied_embeddings", false}, {"init", {{"head", "kaiming"}}}}), {"model.init.head", "kaiming"}));
+  EXPECT_TRUE(has(error({{"init", {{"xavier", "truncated"}}}}), {"model.init.xavier", "truncated"}));
+  EXPECT_TRUE(has(error({{"tied_embeddings", false}, {"init", {{"head", "normal"}, {"head_std", -1}}}}),
+                  {"model.init.head_std"}));
+  EXPECT_EQ(error({{"tied_embeddings", false}, {"init", {{"head", "normal"}, {"head_std", 0.1}}}}), "(accepted)");
+}
+
+// The independent reference: tools/torch_reference.py draws the training init of T-Fixup, OLMo 2,
+// HybridNorm and DyT with torch.nn.init (xavier_uniform_, trunc_normal_, normal_) from the papers' rules
+// and records each matrix's moments (tests/fixtures/init_rules.json, d = 256, L = 2, untied head).
+// normlab's init of the same config must realize the same distribution: std within 3% (two samples of
+// ≥ 16k entries), the same kurtosis (2.83 truncated, 1.8 uniform, 3 normal), and for the bounded ones
+// (truncated, uniform) the same largest |w|.
+TEST(InitRules, MatchTheTorchReferenceInitRules) {
+  const auto path = std::filesystem::path(NORMLAB_SOURCE_DIR) / "tests/fixtures/init_rules.json";
+  const Json fixture = Json::parse(std::ifstream(path));
+  ASSERT_FALSE(fixture["placements"].empty());
+  for (const auto& [placement, entry] : fixture["placements"].items()) {
+    auto m = initialized(entry["config"]);
+    ASSERT_EQ(m->config.placement, placement);
+    for (const auto& [name, want] : entry["params"].items()) {
+      ASSERT_NE(m->graph.find(name), eng::kNoTensor) << placement << ": " << name;
+      const Moments got = moments(values(*m, name));
+      const double std = want["std"].get<double>(), kurtosis = want["kurtosis"].get<double>();
+      EXPECT_NEAR(got.std / std, 1.0, 0.03) << placement << " " << name << ": std " << got.std << " vs torch " << std;
+      EXPECT_NEAR(got.kurtosis, kurtosis, 0.2) << placement << " " << name;
+      if (kurtosis < 2.9)  // bounded: truncated normal or uniform
+        EXPECT_NEAR(got.max_abs / want["max_abs"].get<double>(), 1.0, 0.03) << placement << " " << name;
+    }
+  }
 }
 
 }  // namespace

@@ -26,9 +26,9 @@ TensorId hybridnorm(const SubLayer& s, TensorId h) {
 void megatron_small_init(InitContext& ctx) {
   Model& m = ctx.model;
   const double sigma = std::sqrt(2.0 / (5.0 * m.config.d_model));
-  redraw_normal(m, {Role::q, Role::k, Role::v, Role::fc1, Role::gate, Role::embedding}, sigma, ctx.seed);
-  redraw_normal(m, {Role::o, Role::fc2}, sigma / std::sqrt(2.0 * m.config.n_layers), ctx.seed);
-  redraw_normal(m, {Role::head}, 1.0 / std::sqrt(m.config.d_model), ctx.seed);
+  redraw_truncated_normal(m, {Role::q, Role::k, Role::v, Role::fc1, Role::gate, Role::embedding}, sigma, ctx.seed);
+  redraw_truncated_normal(m, {Role::o, Role::fc2}, sigma / std::sqrt(2.0 * m.config.n_layers), ctx.seed);
+  redraw_truncated_normal(m, {Role::head}, 1.0 / std::sqrt(m.config.d_model), ctx.seed);
 }
 
 constexpr std::string_view kDefaults = R"({"norm": {"type": "rmsnorm", "eps": 1e-5},
@@ -45,7 +45,9 @@ extern const Placement kHybridNorm{
     .switches = kSwitches,
     .sublayer = hybridnorm,
     .init = megatron_small_init,
-    .init_rule = "N(0, √(2/(5d))); o, fc2 ÷ √(2L); untied head 1/√d (the code truncates at ±3σ; not done here)",
+    .init_rule =
+        "truncated normal (±3σ) with σ = √(2/(5d)); o, fc2: σ/√(2L); untied head σ = 1/√d (realized stds 0.9866σ)",
+    .init_source = "HybridNorm code: init_fn full_megatron, truncated normal at ±3σ (spec §2.20)",
 };
 
 extern const Placement kHybridNormStar{
@@ -56,7 +58,8 @@ extern const Placement kHybridNormStar{
     .switches = kSwitches,
     .sublayer = hybridnorm,
     .init = megatron_small_init,
-    .init_rule = "as hybridnorm",
+    .init_rule = "as hybridnorm: truncated normal (±3σ), σ = √(2/(5d)); o, fc2: σ/√(2L); untied head 1/√d",
+    .init_source = "HybridNorm code: init_fn full_megatron, truncated normal at ±3σ (spec §2.20)",
 };
 
 }  // namespace normlab::model

@@ -4,7 +4,8 @@
 //   h ← h + F(h)          (every LayerNorm removed, the final one too)
 //
 // Stability comes from the init alone: Xavier matrices, then v, o and the FFN scaled by (9L)^(−1/4)
-// (the decoder rule, L = M layers) and the embeddings N(0, d^(−1/2)) scaled by the same factor.
+// (the decoder rule, L = M layers) and the embeddings N(0, d^(−1/2)) scaled by the same factor; as in
+// fairseq, the token embedding is multiplied by √d at the input (default embed_scale = sqrt_d).
 #include <cmath>
 
 #include "model/init.h"
@@ -32,10 +33,15 @@ extern const Placement kTFixup{
     .paper = "Huang et al. 2020, Improving Transformer Optimization Through Better Initialization (ICML 2020)",
     .equations = "h = x + Attn(x);  x' = h + FFN(h);  no norms",
     .final_norm = false,
-    .defaults = R"({"norm": {"type": "none"}})",
+    .defaults = R"({"norm": {"type": "none"}, "embed_scale": "sqrt_d"})",
     .sublayer = tfixup,
     .init = tfixup_init,
-    .init_rule = "Xavier-uniform; v, o, fc1, gate, fc2 × (9L)^(-1/4); embeddings N(0, d^(-1/2))·(9L)^(-1/4)",
+    .init_rule =
+        "Xavier-uniform; v, o, fc1, gate, fc2 × (9L)^(-1/4); embeddings N(0, d^(-1/2))·(9L)^(-1/4), the token "
+        "embedding × √d at the input (embed_scale sqrt_d)",
+    .init_source =
+        "Huang et al. 2020 §3 (decoder rule); layer6ai-labs/T-Fixup fixup_initialization on fairseq, whose "
+        "TransformerDecoder scales the token embedding by √d (embed_scale = sqrt(embed_dim))",
     .notes =
         "decoder-only: the decoder's (9M)^(-1/4) rule; V's extra √2 in the code undoes fairseq's 1/√2 gain, so it is "
         "omitted here",
