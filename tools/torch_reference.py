@@ -426,12 +426,19 @@ PLACEMENTS: Dict[str, Placement] = {
     "dlcl_post": Placement(False, stack=stack_dlcl_post, spec="§2.3"),
     "rezero": Placement(False, step_rezero, defaults={"norm": {"type": "none"}},
                         switches={"rezero_per_sublayer": False}, spec="§2.4"),
-    "tfixup": Placement(False, step_plain_residual, defaults={"norm": {"type": "none"}}, spec="§2.5"),
+    # fairseq's decoder multiplies the token embedding by √d (embed_scale = sqrt(embed_dim)), T-Fixup keeps it
+    "tfixup": Placement(False, step_plain_residual, defaults={"norm": {"type": "none"}, "embed_scale": "sqrt_d"},
+                        spec="§2.5"),
     "lipschitz": Placement(True, step_lipschitz, defaults={"norm": {"eps": 1e-6}}, spec="§2.6"),
-    "admin": Placement(False, step_admin, switches={"admin_omega": "log"}, spec="§2.7"),
+    # fairseq conventions (Admin's code): √d-scaled embeddings N(0, d^-1/2), Xavier matrices
+    "admin": Placement(False, step_admin, defaults={"embed_scale": "sqrt_d",
+                                                    "init": {"scheme": "xavier", "embed_std": 0.0}},
+                       switches={"admin_omega": "log"}, spec="§2.7"),
     "scalenorm": Placement(True, step_pre, defaults={"norm": {"type": "scalenorm"}}, spec="§2.8"),
     "qknorm": Placement(True, step_pre, defaults={"options": {"qk_norm": "l2"}},
-                        switches={"qk_scale_init": qk_scale_init}, spec="§2.9"),
+                        # 0 = log2(T² − T) (qk_scale_init above), as normlab writes the default; an init value
+                        # only: the fixture draws attn.qk_scale itself
+                        switches={"qk_scale_init": 0.0}, spec="§2.9"),
     "sandwich": Placement(True, step_sandwich, switches={"pb_relax": False}, spec="§2.10"),
     "normformer": Placement(True, step_normformer,
                             switches={"head_scale": "paper", "scale_attn": True, "scale_heads": True,
@@ -451,7 +458,9 @@ PLACEMENTS: Dict[str, Placement] = {
                        defaults={**RMS6, "activation": "swiglu", "bias": False,
                                  "options": {"qk_norm": "full"}}, spec="§2.17"),
     "peri": Placement(True, step_sandwich, spec="§2.18"),
-    "mixln": Placement(True, step_mixln, defaults={**RMS6, "init": {"embed_std": math.sqrt(2.0 / 5.0)}},
+    # Mix-LN's LLaMA code: untied embeddings, RoPE
+    "mixln": Placement(True, step_mixln, defaults={**RMS6, "init": {"embed_std": math.sqrt(2.0 / 5.0)},
+                                                   "tied_embeddings": False, "positions": "rope"},
                        switches={"mixln_ratio": 0.25}, spec="§2.19"),
     "hybridnorm": Placement(True, step_hybridnorm,
                             defaults={"norm": {"type": "rmsnorm", "eps": 1e-5},
@@ -462,9 +471,13 @@ PLACEMENTS: Dict[str, Placement] = {
                                            "options": {"qk_norm": "per_head", "v_norm": True}},
                                  switches={"star": True}, spec="§2.20"),
     "lns": Placement(True, step_lns, defaults=RMS6, switches={"lns_form": "constant"}, spec="§2.21"),
-    "dyt": Placement(True, step_pre, defaults={"norm": {"type": "dyt"}},
-                     switches={"dyt_alpha": 0.5, "dyt_alpha_attn": 0.5, "dyt_alpha_ffn": 0.5,
-                               "dyt_alpha_final": 0.5}, spec="§2.22"),
+    # unit-variance embeddings N(0, d^-1/2)·√d (the DyT LLaMA code scales the embedding by a scalar √d)
+    "dyt": Placement(True, step_pre, defaults={"norm": {"type": "dyt"}, "embed_scale": "sqrt_d",
+                                               "init": {"embed_std": 0.0}},
+                     # per-slot 0 = dyt_alpha, as normlab writes the defaults; init values only (the fixture
+                     # draws every .alpha itself)
+                     switches={"dyt_alpha": 0.5, "dyt_alpha_attn": 0.0, "dyt_alpha_ffn": 0.0,
+                               "dyt_alpha_final": 0.0}, spec="§2.22"),
     "gpas": Placement(True, step_gpas, defaults=RMS6, switches={"gpas_per_sublayer": False}, spec="§2.23"),
 }
 
@@ -716,6 +729,96 @@ def seeded_factory(case, salt=0, linear_std=0.3):
     return make
 
 
+# --------------------------------------------------------------------------
+# Training init rules, from the papers and their code (spec §2.5, §2.17, §2.20, §2.22), written with
+# torch.nn.init; the fixture init_rules.json records the moments of what they draw, and
+# tests/model/init_rules_test.cpp compares normlab's init of the same configs against them.
+# --------------------------------------------------------------------------
+
+INIT_SIZES = dict(vocab_size=256, d_model=256, n_layers=2, n_heads=4, d_ff=1024, max_seq_len=64,
+                  tied_embeddings=False)
+INIT_PLACEMENTS = ["tfixup", "olmo2", "hybridnorm", "dyt"]
+
+
+def _role(name):
+    if name.startswith("embed.") and name.endswith(".weight") and "norm" not in name:
+        return "embedding"
+    if name == "lm_head.weight":
+        return "head"
+    parts = name.split(".")
+    if len(parts) >= 4 and parts[-1] == "weight" and parts[-2] in ("q", "k", "v", "o", "fc1", "gate", "fc2"):
+        return parts[-2]
+    return None
+
+
+def paper_init(placement, cfg, name, shape):
+    """One matrix or embedding drawn by `placement`'s training init (None: not a matrix)."""
+    role = _role(name)
+    if role is None:
+        return None
+    d, L = cfg["d_model"], cfg["n_layers"]
+    t = torch.empty(shape, dtype=torch.float64)
+    if placement == "tfixup":
+        # Huang et al. 2020 / layer6ai-labs T-Fixup on fairseq: Xavier-uniform (gain 1 after undoing V's
+        # 1/√2), embeddings N(0, d^-1/2); decoder: v, out_proj, fc1, fc2 × (9M)^(-1/4), embeddings too
+        if role == "embedding":
+            torch.nn.init.normal_(t, 0.0, d ** -0.5)
+        else:
+            torch.nn.init.xavier_uniform_(t)
+        if role in ("embedding", "v", "o", "fc1", "gate", "fc2"):
+            t *= (9.0 * L) ** -0.25
+    elif placement == "olmo2":
+        # OLMo 2: init_fn normal, std 0.02 for every weight, truncated at ±3σ, no depth scaling
+        torch.nn.init.trunc_normal_(t, 0.0, 0.02, -0.06, 0.06)
+    elif placement == "hybridnorm":
+        # HybridNorm full_megatron: truncated normal ±3σ, σ = √(2/(5d)); out projections σ/√(2L);
+        # embeddings σ; an untied head 1/√d
+        sigma = math.sqrt(2.0 / (5.0 * d))
+        if role in ("o", "fc2"):
+            sigma /= math.sqrt(2.0 * L)
+        elif role == "head":
+            sigma = d ** -0.5
+        torch.nn.init.trunc_normal_(t, 0.0, sigma, -3 * sigma, 3 * sigma)
+    elif placement == "dyt":
+        # DyT on the GPT-2 base: matrices N(0, 0.02); embeddings unit variance at the input,
+        # N(0, d^-1/2) stored and × √d in the forward (the LLaMA code's √d embedding scalar)
+        torch.nn.init.normal_(t, 0.0, d ** -0.5 if role == "embedding" else 0.02)
+    else:
+        raise ValueError(placement)
+    return t
+
+
+def init_moments(t):
+    x = t.flatten()
+    c = x - x.mean()
+    m2 = (c * c).mean()
+    return {"std": m2.sqrt().item(), "max_abs": x.abs().max().item(), "kurtosis": ((c ** 4).mean() / m2 ** 2).item()}
+
+
+def write_init_fixture(out_dir):
+    out = {"sizes": INIT_SIZES, "placements": {}}
+    for placement in INIT_PLACEMENTS:
+        cfg = resolve({**INIT_SIZES, "placement": placement})
+        factory = seeded_factory("init/" + placement)
+        params = {}
+        with torch.no_grad():
+            tokens = torch.zeros((1, 4), dtype=torch.int32)
+            Model(cfg, params, factory).loss(tokens, tokens)
+        stats = {}
+        for name in sorted(params):
+            # torch.nn.init takes no generator in torch 1.13: the global one, seeded per parameter
+            torch.manual_seed(zlib.crc32(f"init/{placement}/{name}".encode("utf-8")))
+            t = paper_init(placement, cfg, name, list(params[name].shape))
+            if t is not None:
+                stats[name] = init_moments(t)
+        out["placements"][placement] = {"config": cfg, "params": stats}
+    path = os.path.join(out_dir, "init_rules.json")
+    with open(path, "w") as f:
+        json.dump(out, f, indent=1)
+        f.write("\n")
+    print(f"init_rules.json: {', '.join(INIT_PLACEMENTS)}")
+
+
 def legacy_order(name):
     """Parameter order of the first fixture generator (pre/post only): embeddings, then per layer
     and sub-layer the norm slot followed by the linears (weight before bias), final norm, head."""
@@ -807,7 +910,7 @@ CASES.update({
 # e.g. a scalar gain, with float32 relative error above FP32_SEARCH).
 for _c, _s in {"variant_scalenorm": 2, "variant_qknorm": 1, "variant_subln": 1, "variant_hybridnorm": 1,
                "variant_gpas": 1, "variant_normformer_fairseq": 4, "variant_pre_scalenorm_norm": 1,
-               "variant_post_geglu": 2}.items():
+               "variant_post_geglu": 2, "variant_dyt_nobias": 1}.items():
     CASES[_c].salt = _s
 
 
@@ -958,7 +1061,7 @@ def check_equivalences():
     pre_rms = resolve({**base, "placement": "pre_rms"})
     pre_crms = resolve({**base, "placement": "pre_crms"})
     g = torch.Generator().manual_seed(7)
-    tokens = torch.randint(0, TINY["vocab_size"], (2, 6), generator=g)
+    tokens = torch.randint(0, TINY["vocab_size"], (2, 6))
     p = {}
     with torch.no_grad():
         Model(pre, p, seeded_factory("equivalence")).loss(tokens, tokens)
@@ -1075,6 +1178,8 @@ def main():
     ap.add_argument("--verbose", action="store_true", help="print every FD entry")
     ap.add_argument("--no-check", action="store_true")
     ap.add_argument("--list", action="store_true", help="list the cases and exit")
+    ap.add_argument("--init-rules", action="store_true",
+                    help="write only init_rules.json (the training init rules' moments) and exit")
     ap.add_argument("--find-salts", action="store_true",
                     help="print, per case, the first weight salt passing the float32 check, and exit")
     args = ap.parse_args()
@@ -1086,6 +1191,9 @@ def main():
         find_salts(args.cases)
         return
     torch.set_num_threads(1)   # bitwise-stable reductions
+    if args.init_rules:
+        write_init_fixture(args.out)
+        return
     if not args.no_check:
         check_primitives()
         check_equivalences()
@@ -1094,6 +1202,8 @@ def main():
             check_float32(c)
     total = sum(write_case(args.out, c) for c in args.cases)
     print(f"{len(args.cases)} cases, {total} bytes")
+    if args.cases == list(CASES):
+        write_init_fixture(args.out)
 
 
 if __name__ == "__main__":

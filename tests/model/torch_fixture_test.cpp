@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "io/safetensors.h"
+#include "model/placement.h"
 #include "model/weights.h"
 
 namespace normlab::model {
@@ -74,6 +75,34 @@ TEST_P(TorchFixture, LossLogitsAndEveryGradientMatch) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TorchFixture, ::testing::ValuesIn(fixture_dirs()),
                          [](const auto& info) { return info.param.filename().string(); });
+
+// Each `variant_<placement>` fixture is that placement with its defaults (tests/fixtures/README.md):
+// its fully explicit config.json equals what normlab resolves from the sizes and the placement alone,
+// except the changes the README lists (Gemma 2's lowered soft-caps). `init` and `options` are compared
+// key by key for the keys the fixture writes (it writes the four model-level switches and the
+// placement's own; absent keys read as their defaults); the weights are the fixture's own draws.
+TEST(TorchFixtureConfigs, PlacementCasesUseThePlacementDefaults) {
+  int checked = 0;
+  for (const Placement* p : all_placements()) {
+    const fs::path file =
+        fs::path(NORMLAB_SOURCE_DIR) / "tests/fixtures" / ("variant_" + std::string(p->name)) / "config.json";
+    ASSERT_TRUE(fs::exists(file)) << file;
+    Json fixture = Json::parse(std::ifstream(file))["model"];
+    Json sizes = Json::object();
+    for (const char* key : {"vocab_size", "d_model", "n_layers", "n_heads", "d_ff", "max_seq_len", "placement"})
+      sizes[key] = fixture[key];
+    Json resolved = to_json(read_model_config(sizes, "defaults"));
+    if (p->name == "gemma2") resolved["options"].merge_patch(Json{{"attn_softcap", 5.0}, {"final_softcap", 3.0}});
+    for (const char* section : {"init", "options"}) {
+      for (const auto& [key, value] : fixture[section].items())
+        EXPECT_EQ(value, resolved[section][key]) << p->name << ": " << section << "." << key;
+      fixture.erase(section), resolved.erase(section);
+    }
+    EXPECT_EQ(fixture, resolved) << p->name << ": the fixture's config differs from the placement's defaults";
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(all_placements().size()));
+}
 
 }  // namespace
 }  // namespace normlab::model
