@@ -158,21 +158,36 @@ Json gradient_norms_at_init(const train::RunConfig& config, const train::Loader&
 
 Json one_step_output_change(model::Model& m, const train::Loader& loader, const train::RunConfig& config,
                             const AnalysisSettings& s) {
-  train::Batch batch;
-  loader.train_batch(1, 0, batch);
+  const auto& inputs = m.landmarks.layer_inputs;
+  if (inputs.empty() || inputs.back() == eng::kNoTensor)
+    fail("one-step: placement '{}' does not mark the stack's output", m.config.placement);
+  train::Batch batch, other;
+  loader.train_batch(1, 0, batch);  // the update batch
+  loader.eval_batch(0, 1, other);   // Admin's measurement batch: another batch (validation)
+  std::vector<double> before, after, stack_before, stack_after;
+  m.set_batch(other.tokens.data(), other.targets.data());
+  m.forward(false);
+  eng::copy_to_f64(m.graph, inputs.back(), stack_before);
   m.set_batch(batch.tokens.data(), batch.targets.data());
   m.graph.zero_param_grads();
   m.forward(false);
-  std::vector<double> before, after;
   eng::copy_to_f64(m.graph, m.logits, before);
   m.graph.backward(m.loss);
   train::AdamW opt(m.graph);  // a fresh optimizer: the first Adam step moves every weight by ≈ lr
   opt.step({s.lr, config.train.beta1, config.train.beta2, config.train.adam_eps, 0.0}, 1.0, 1);
   m.forward(false);
   eng::copy_to_f64(m.graph, m.logits, after);
-  double diff = 0;
-  for (size_t i = 0; i < before.size(); ++i) diff += (after[i] - before[i]) * (after[i] - before[i]);
-  return {{"lr", s.lr}, {"output_change_rms", std::sqrt(diff / static_cast<double>(before.size()))}};
+  m.set_batch(other.tokens.data(), other.targets.data());
+  m.forward(false);
+  eng::copy_to_f64(m.graph, inputs.back(), stack_after);
+  const auto mean_square = [](const std::vector<double>& a, const std::vector<double>& b) {
+    double sum = 0;
+    for (size_t i = 0; i < a.size(); ++i) sum += (a[i] - b[i]) * (a[i] - b[i]);
+    return sum / static_cast<double>(std::max<size_t>(a.size(), 1));
+  };
+  return {{"lr", s.lr},
+          {"output_change_rms", std::sqrt(mean_square(after, before))},
+          {"stack_change_ms", mean_square(stack_after, stack_before)}};
 }
 
 Json angular_distances(model::Model& m, const train::Loader& loader, const AnalysisSettings& s) {

@@ -22,7 +22,13 @@ struct AnalysisSettings {
 Json gradient_norms_at_init(const train::RunConfig& config, const train::Loader& loader, const AnalysisSettings& s);
 // Xiong et al. 2020, Lemma 2: E‖x_l‖²/d of the stream entering each layer at init, mean over seeds × batches.
 Json stream_at_init(const train::RunConfig& config, const train::Loader& loader, const AnalysisSettings& s);
-// Liu et al. 2020 (Admin): ‖F(x, W) − F(x, W*)‖ (RMS over logits) after one AdamW step from W.
+// Liu et al. 2020 (Admin): the output change after one AdamW step from W to W* (a fresh optimizer, lr
+// s.lr, on training batch 0), by two definitions:
+//   output_change_rms: √mean (z(x, W*) − z(x, W))² over the logits z of the update batch itself (every
+//     parameter moved, head and final norm included);
+//   stack_change_ms: Admin's own, |F(x, W*) − F(x, W)|² with F the layer stack's output (the stream
+//     leaving the last layer, before any final norm and the head), measured on another batch x (validation
+//     batch 0), as the mean square per entry.
 Json one_step_output_change(model::Model& m, const train::Loader& loader, const train::RunConfig& config,
                             const AnalysisSettings& s);
 // Gromov et al. / Curse of Depth: arccos(cos(x_ℓ, x_{ℓ+n}))/π averaged over tokens, per layer pair.

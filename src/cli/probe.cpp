@@ -23,8 +23,12 @@ constexpr const char* kHelp = R"(Analyses (all by default; choose with --analysi
   grad-init          ‖∂L/∂W‖ of every weight at initialization, averaged over --seeds inits x --batches
                      batches (Xiong et al. 2020, Fig. 3: Post-LN's last-layer gradient is flat in depth,
                      Pre-LN's shrinks like 1/√L). Always from fresh inits of the config.
-  one-step           ‖F(x,W) − F(x,W*)‖ (RMS over logits) after one Adam step of --lr from W (Liu et al.
-                     2020, Admin's amplification: Post-LN's output change grows with depth).
+  one-step           the output change after one Adam step of --lr from W to W* on training batch 0 (Liu et
+                     al. 2020, Admin's amplification: Post-LN's output change grows with depth), two ways:
+                     output_change_rms = RMS of the logit change on the update batch itself (every
+                     parameter moved); stack_change_ms = Admin's |F(x,W*) − F(x,W)|², the mean square
+                     change of the layer stack's output (before final norm and head) on another batch
+                     (validation batch 0).
   angular            arccos(cos(x_ℓ, x_ℓ+n))/π between the residual streams entering layers ℓ and ℓ+n
                      (n = --span), averaged over tokens (Gromov et al. 2024; Sun et al. 2025, Curse of
                      Depth: deep Pre-LN layers barely turn the stream).

@@ -65,7 +65,9 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Report r;
   r.setup = fmt::format(
       "normlab probe --analysis one-step --lr {:g}: one Adam step from a fresh init on one batch, ‖ΔF‖² = "
-      "mean square of the logit change; Xavier init with unit-variance embeddings; Admin's ω by its closed "
+      "mean square of the logit change on that same update batch (output_change_rms², every parameter moved, "
+      "head included) — not Admin's own definition (the stack's output on another batch, stack_change_ms, "
+      "which the probe also records); Xavier init with unit-variance embeddings; Admin's ω by its closed "
       "form (log); N = 2L sub-layers.",
       kLr);
   Chart chart{"one-step output change ‖ΔF‖² against the number of sub-layers N", "N = 2L", "‖ΔF‖²"};
@@ -98,6 +100,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   };
   r.verdict = combine_verdicts({a, b, c});
   r.verdict_rule =
+      "‖ΔF‖² is the logit change on the update batch (output_change_rms², not Admin's stack_change_ms). "
       "Growth is the least-squares slope of log ‖ΔF‖² against log N (1 = linear, 0 = flat; logarithmic growth "
       "gives a small slope). A: Post-LN's slope exceeds Pre-LN's by > 0.5; B: Post-LN's exceeds Admin's by > 0.5; "
       "C: Pre-LN's and Admin's slopes are ≤ 1. All hold: reproduced; none: not reproduced; otherwise inconclusive.";

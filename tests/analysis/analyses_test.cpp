@@ -128,6 +128,7 @@ TEST(ProbeAnalyses, OneStepOfSizeZeroChangesNoOutput) {
   const Json zero = one_step_output_change(*m, loader, c, s);
   EXPECT_EQ(zero.at("lr").get<double>(), 0.0);
   EXPECT_EQ(zero.at("output_change_rms").get<double>(), 0.0);
+  EXPECT_EQ(zero.at("stack_change_ms").get<double>(), 0.0);
   for (size_t i = 0; i < before.size(); ++i)
     EXPECT_EQ(raw_bytes(m->graph, m->graph.parameters()[i]), before[i]) << m->graph.spec(m->graph.parameters()[i]).name;
 
@@ -136,6 +137,37 @@ TEST(ProbeAnalyses, OneStepOfSizeZeroChangesNoOutput) {
   EXPECT_EQ(step.at("lr").get<double>(), 1e-3);
   EXPECT_GT(step.at("output_change_rms").get<double>(), 0.0);
   EXPECT_TRUE(std::isfinite(step.at("output_change_rms").get<double>()));
+  EXPECT_GT(step.at("stack_change_ms").get<double>(), 0.0);
+}
+
+// Admin's definition: |F(x, W*) − F(x, W)|² of the stack's output (the stream leaving the last layer)
+// on validation batch 0, not on the update batch: recomputed here from the moved model and an unmoved
+// twin (same config and seed), exactly; the same quantity on the update batch differs.
+TEST(ProbeAnalyses, OneStepAdminDefinitionIsTheStackChangeOnAnotherBatch) {
+  const train::RunConfig c = tiny_run({{"placement", "post"}, {"n_layers", 3}});
+  auto moved = fresh_model(c), twin = fresh_model(c);
+  const train::Loader loader = make_loader(c);
+  AnalysisSettings s;
+  s.lr = 1e-3;
+  const double reported = one_step_output_change(*moved, loader, c, s).at("stack_change_ms").get<double>();
+  auto stack_change = [&](const train::Batch& b) {
+    std::vector<double> after, before;
+    for (auto [m, out] : {std::pair{moved.get(), &after}, std::pair{twin.get(), &before}}) {
+      m->set_batch(b.tokens.data(), b.targets.data());
+      m->forward(false);
+      *out = values(m->graph, m->landmarks.layer_inputs.back());
+    }
+    double sum = 0;
+    for (size_t i = 0; i < after.size(); ++i) sum += (after[i] - before[i]) * (after[i] - before[i]);
+    return sum / static_cast<double>(after.size());
+  };
+  train::Batch other, update;
+  loader.eval_batch(0, 1, other);
+  loader.train_batch(1, 0, update);
+  EXPECT_GT(reported, 0.0);
+  EXPECT_DOUBLE_EQ(reported, stack_change(other));
+  EXPECT_NE(reported, stack_change(update));
+  EXPECT_EQ(twin->landmarks.layer_inputs.size(), 4u);  // L + 1: the last is the stack's output
 }
 
 // gradient_norms_at_init = the mean over seeds × batches of ‖∂L/∂W‖, one entry per parameter in
