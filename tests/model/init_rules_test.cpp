@@ -557,8 +557,9 @@ TEST(InitRules, MatchTheTorchReferenceInitRules) {
       const double std = want["std"].get<double>(), kurtosis = want["kurtosis"].get<double>();
       EXPECT_NEAR(got.std / std, 1.0, 0.03) << placement << " " << name << ": std " << got.std << " vs torch " << std;
       EXPECT_NEAR(got.kurtosis, kurtosis, 0.2) << placement << " " << name;
-      if (kurtosis < 2.9)  // bounded: truncated normal or uniform
+      if (kurtosis < 2.9) {  // bounded: truncated normal or uniform
         EXPECT_NEAR(got.max_abs / want["max_abs"].get<double>(), 1.0, 0.03) << placement << " " << name;
+      }
     }
   }
 }

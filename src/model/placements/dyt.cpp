@@ -23,7 +23,8 @@ extern const Placement kDyT{
         "α = options.dyt_alpha (0.5; per-slot dyt_alpha_attn/ffn/final), γ = 1, β = 0; embeddings N(0, d^(-1/2)) × √d "
         "(unit variance: embed_std 0, embed_scale sqrt_d); matrices by model.init (GPT-2 N(0, 0.02))",
     .init_source =
-        "paper §7 / Table 10 for α₀; unit-variance embeddings from the paper's LLaMA code (embedding × a scalar "
+        "the paper for α₀ (0.5; per-size values for its LLaMA models); unit-variance embeddings from the paper's LLaMA "
+        "code (embedding × a scalar "
         "initialized to √d) — under N(0, 0.02) embeddings DyT stalls at every α₀ (dyt-alpha study)",
     .notes = "LLaMA form: norm.bias = false and embed_scale = learned (a scalar √d on the embedding)",
 };
