@@ -93,13 +93,18 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 
   const double post = slopes["post"], pre = slopes["pre"], admin = slopes["admin"];
   const Truth a = greater(post, pre + 0.5), b = greater(post, admin + 0.5), c = !greater(pre, 1) && !greater(admin, 1);
+  // A slope needs two depths: with one on the axis every slope is NaN, so nothing is decided.
+  const auto say = [&](Truth t, std::string_view holds = "holds", std::string_view fails = "does not hold") {
+    return ds.size() < 2 ? std::string("cannot decide: the model.n_layers axis has one depth, a slope needs two")
+                         : said(t, holds, fails);
+  };
   r.evidence = {
       fmt::format("A. growth of ‖ΔF‖² with N (log-log slope): Post-LN {} vs Pre-LN {} — {}", num(post), num(pre),
-                  said(a, "Post-LN amplifies faster (holds)", "not faster by 0.5 (does not hold)")),
+                  say(a, "Post-LN amplifies faster (holds)", "not faster by 0.5 (does not hold)")),
       fmt::format("B. Post-LN {} vs Admin {} — {}", num(post), num(admin),
-                  said(b, "Admin damps the growth (holds)", "not slower by 0.5 (does not hold)")),
+                  say(b, "Admin damps the growth (holds)", "not slower by 0.5 (does not hold)")),
       fmt::format("C. Pre-LN {} and Admin {} grow at most linearly (slope ≤ 1, the theory says logarithmically) — {}",
-                  num(pre), num(admin), said(c)),
+                  num(pre), num(admin), say(c)),
   };
   r.verdict = combine_verdicts({a, b, c});
   r.verdict_rule =

@@ -380,6 +380,9 @@ TEST(StudyJudgeGrid, UserAxesAreJudgedOrUndecidedWithAReason) {
   EXPECT_TRUE(has(lr, "cannot decide: no lr ≥ 1e-3 on the train.lr axis"));
   const Report alpha = judged("dyt-alpha", dyt_alpha, {"model.options.dyt_alpha=0.5"});
   EXPECT_TRUE(has(alpha, "cannot decide: the model.options.dyt_alpha axis has one value"));
+  const Report slope = judged("one-step", one_step, {"model.n_layers=5"});
+  EXPECT_EQ(slope.verdict, "incomplete");
+  EXPECT_TRUE(has(slope, "cannot decide: the model.n_layers axis has one depth, a slope needs two"));
   const Report stream = judged("stream-at-init", stream_at_init, {"d_ff_multiple=2,8"});
   EXPECT_EQ(stream.verdict, "reproduced");
   EXPECT_TRUE(has(stream, "Pre-LN with d_ff = 8d grows"));

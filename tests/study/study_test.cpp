@@ -556,13 +556,16 @@ TEST(StudyCli, AFailedRunMakesTheStudyIncompleteAndReuseFollowsTheRequest) {
   TempDir tmp("study");
   const fs::path dir = tmp / "stream";
   const std::vector<std::string> args = {
-      "study", "stream-at-init", "--quick", "--out", dir.string(), "--set", "data.dir=" + tiny_data_dir().string()};
+      "study",  "stream-at-init", "--quick", "--out", dir.string(), "--set", "data.dir=" + tiny_data_dir().string(),
+      "--grid", "d_ff_multiple=4"};
   const auto first = run_cli(args, tmp.path());
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_EQ(finished_runs(dir), 3);
   const std::string md = slurp(dir / "report.md");
   EXPECT_NE(md.find("## Reproduce"), std::string::npos);
   EXPECT_NE(md.find("data.dir=" + tiny_data_dir().string()), std::string::npos) << "the overrides are recorded";
+  EXPECT_NE(md.find("grid (--grid, replacing an axis's values): d_ff_multiple=4"), std::string::npos)
+      << "the grid is recorded";
   EXPECT_NE(md.find("meta.json fnv1a64 "), std::string::npos) << "the corpus checksum is recorded";
   const auto verdict = Json::parse(slurp(dir / "report.json"))["verdict"].get<std::string>();
   const std::string index = slurp(tmp / "studies.html");  // each finished study refreshes the index beside it
