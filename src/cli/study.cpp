@@ -126,18 +126,32 @@ std::vector<study::RunRequest> expand_grid(const Json& doc, const std::string& w
 void add_study(CLI::App& app) {
   struct Args {
     std::string name, out;
+    bool help = false;
     study::StudyOptions options;
     study::RunnerOptions runner;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("study", "run a named experiment and write its report (`normlab study list`)");
-  cmd->add_option("name", args->name, "study name, or `list`")->required();
+  // `normlab study NAME --help` describes that study (its axes, presets, examples), so the help flag is
+  // read in the callback rather than by CLI11, which would print the generic help.
+  cmd->set_help_flag();
+  cmd->add_flag("-h,--help", args->help, "this help; with a study name, that study's claim, axes and examples");
+  cmd->add_option("name", args->name, "study name, or `list`");
   cmd->add_flag("--quick", args->options.quick, "the small preset (a few minutes)");
   cmd->add_option("--seeds", args->options.seeds, "seeds per configuration (default: the study's; 1 with --quick)");
   cmd->add_option("-s,--set", args->options.overrides, "override a field of every run, e.g. --set train.lr=3e-4");
+  cmd->add_option("-g,--grid", args->options.grid,
+                  "replace the values of one of the study's axes, e.g. --grid model.n_layers=8,16,32 (repeatable; "
+                  "`normlab study NAME --help` lists its axes)");
   cmd->add_option("-o,--out", args->out, "study directory (default runs/study-<name>[-quick])");
   add_runner_options(cmd, args->runner);
-  cmd->callback([args] {
+  cmd->callback([args, cmd] {
+    if (args->help) {
+      if (args->name.empty() || args->name == "list") return void(std::cout << cmd->help());
+      std::cout << study::study_help(study::find_study(args->name)) << "\n" << cmd->help();
+      return;
+    }
+    if (args->name.empty()) fail("study: a study name is required (`normlab study list` shows them)");
     if (args->name == "list") return print_study_list();
     const study::Study& s = study::find_study(args->name);
     args->options.dir = args->out.empty() ? default_study_dir(s.name, args->options.quick) : fs::path(args->out);

@@ -2,6 +2,7 @@
 // does not depend on depth in Post-LN (and Post-LN's gradients grow toward the top), while in Pre-LN
 // it shrinks like 1/√L. Measured over depths, seeds, and two inits: Xavier with unit-variance inputs
 // (the theorem's regime) and GPT-2's N(0, 0.02), where small branches weaken the Post-LN effect.
+#include <algorithm>
 #include <cmath>
 
 #include "study/catalog.h"
@@ -11,8 +12,12 @@ namespace normlab::study {
 
 namespace {
 
-std::vector<int> depths(const StudyOptions& o) { return o.quick ? std::vector{2, 4, 8} : std::vector{6, 12, 24, 48}; }
-constexpr const char* kInits[] = {"xavier", "gpt2"};
+// The axes: depths (model.n_layers) and inits (init).
+std::vector<int> depths(const StudyOptions& o) {
+  std::vector<int> d = o.int_axis("model.n_layers");
+  std::sort(d.begin(), d.end());
+  return d;
+}
 constexpr const char* kPlacements[] = {"post", "pre"};
 
 std::string id_of(const std::string& init, const std::string& placement, int layers, int seed) {
@@ -22,11 +27,11 @@ std::string id_of(const std::string& init, const std::string& placement, int lay
 std::vector<RunRequest> plan(const StudyOptions& o) {
   std::vector<RunRequest> runs;
   for (int seed = 1; seed <= o.seeds; ++seed)
-    for (const char* init : kInits)
+    for (const std::string& init : o.text_axis("init"))
       for (const char* placement : kPlacements)
         for (int layers : depths(o)) {
           Json config = small_lm(placement, layers, 1, static_cast<uint64_t>(seed));
-          if (init == std::string("xavier")) use_xavier(config);
+          if (init == "xavier") use_xavier(config);
           runs.push_back({id_of(init, placement, layers, seed), config, "probe", "grad-init"});
         }
   return runs;
@@ -81,7 +86,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const Summary post_x = summarize("xavier", "post"), pre_x = summarize("xavier", "pre");
   const Summary post_g = summarize("gpt2", "post"), pre_g = summarize("gpt2", "pre");
   r.charts.push_back(last);
-  for (const char* init : kInits) {
+  for (const std::string& init : o.text_axis("init")) {
     Chart profile{fmt::format("fc2 gradient by layer at depth {}, {} init", deep, init), "layer", "‖∂L/∂W_fc2‖"};
     profile.log_y = true;
     for (const char* placement : kPlacements) {
@@ -93,16 +98,30 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.tables.push_back(table);
 
   const double expected = std::sqrt(double(shallow) / deep);
-  const Truth a = between(post_x.depth_ratio, 0.67, 1.5);
-  const Truth b = between(pre_x.depth_ratio, expected / 1.5, expected * 1.5);
-  const Truth c = greater(post_x.top_over_bottom, 1.5);
+  // The sub-claims are about Xavier init, and A and B compare two depths: without them, nothing is decided.
+  const auto& inits = o.text_axis("init");
+  const bool xavier = std::find(inits.begin(), inits.end(), "xavier") != inits.end();
+  const std::string missing = !xavier           ? "cannot decide: xavier is not on the init axis"
+                              : shallow == deep ? "cannot decide: the model.n_layers axis has one depth, this needs two"
+                                                : "";
+  const auto verdict = [&](Truth t, bool needs_two_depths) {
+    return !xavier || (needs_two_depths && shallow == deep) ? Truth::undecided : t;
+  };
+  const auto say = [&](Truth t, bool needs_two_depths, std::string_view holds = "holds",
+                       std::string_view fails = "does not hold") {
+    return !xavier || (needs_two_depths && shallow == deep) ? missing : said(t, holds, fails);
+  };
+  const Truth a = verdict(between(post_x.depth_ratio, 0.67, 1.5), true);
+  const Truth b = verdict(between(pre_x.depth_ratio, expected / 1.5, expected * 1.5), true);
+  const Truth c = verdict(greater(post_x.top_over_bottom, 1.5), false);
   r.evidence = {
       fmt::format("A. Xavier, Post-LN last-layer gradient, depth {} → {}: ratio {} — {}", shallow, deep,
-                  num(post_x.depth_ratio), said(a, "flat in depth (holds)", "not flat (does not hold)")),
+                  num(post_x.depth_ratio), say(a, true, "flat in depth (holds)", "not flat (does not hold)")),
       fmt::format("B. Xavier, Pre-LN last-layer gradient, depth {} → {}: ratio {} against √({}/{}) = {} — {}", shallow,
-                  deep, num(pre_x.depth_ratio), shallow, deep, num(expected), said(b)),
+                  deep, num(pre_x.depth_ratio), shallow, deep, num(expected), say(b, true)),
       fmt::format("C. Xavier, Post-LN at depth {}: last-layer ÷ first-layer gradient {} (Pre-LN: {}) — {}", deep,
-                  num(post_x.top_over_bottom), num(pre_x.top_over_bottom), said(c, "grows toward the top (holds)")),
+                  num(post_x.top_over_bottom), num(pre_x.top_over_bottom),
+                  say(c, false, "grows toward the top (holds)")),
       fmt::format(
           "Contrast (not in the verdict), GPT-2 init: Post-LN depth ratio {}, last ÷ first {}; Pre-LN depth ratio {}, "
           "last ÷ first {}",
@@ -131,6 +150,17 @@ extern const Study kGradByDepth{
         "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745), Thm 1 and Fig. "
         "3.",
     .cost = "default ~1 min on 2 cores, --quick ~15 s",
+    .axes = {{.key = "model.n_layers",
+              .defaults = "6,12,24,48",
+              .quick = "2,4,8",
+              .description = "depths at init; A and B compare the shallowest with the deepest, C reads the deepest"},
+             {.key = "init",
+              .defaults = "xavier,gpt2",
+              .quick = "xavier,gpt2",
+              .description = "initializations: xavier (√d-scaled unit-variance embeddings, the theorem's regime, "
+                             "judged) and gpt2 (N(0, 0.02), a contrast)",
+              .choices = "xavier,gpt2",
+              .sets = "model.init.scheme"}},
     .plan = plan,
     .judge = judge,
 };

@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 
+#include "common/error.h"
 #include "io/atomic_file.h"
 #include "study/studies.h"
 
@@ -50,6 +51,36 @@ Json& use_xavier(Json& config) {
 }
 
 std::string seed_id(const std::string& arm, int seed) { return fmt::format("{}-s{}", arm, seed); }
+
+Json configured(const StudyOptions& o, Json config, const std::string& key) {
+  std::string pointer = "/" + key;
+  std::replace(pointer.begin(), pointer.end(), '.', '/');
+  const Json::json_pointer at(pointer);
+  const auto value = [&](const Json& c) {
+    const Json resolved = resolve_config(c, "config");
+    return resolved.contains(at) ? resolved.at(at) : Json();
+  };
+  const Json own = value(config);
+  try {
+    for (const std::string& assignment : o.overrides) apply_override(config, assignment);
+    return value(config);
+  } catch (const Error&) {
+    return own;  // plan_study refuses the override with its own message
+  }
+}
+
+int scaled(int value, int preset_steps, int steps) {
+  if (value <= 0 || preset_steps <= 0) return value;
+  return std::max(1, static_cast<int>(std::lround(double(value) * steps / preset_steps)));
+}
+
+TrainPreset configured(const StudyOptions& o, const TrainPreset& p) {
+  Json config = small_lm("pre", p.layers, p.steps, 1, 0, p.probe_every);
+  const int steps = configured(o, config, "train.steps").get<int>();
+  config["train"]["probe_every"] = scaled(p.probe_every, p.steps, steps);
+  return {configured(o, config, "model.n_layers").get<int>(), steps,
+          configured(o, config, "train.probe_every").get<int>()};
+}
 
 std::vector<RunRequest> placement_runs(int seeds, std::span<const Arm> arms, const TrainPreset& p, int warmup,
                                        const std::string& analyses) {

@@ -34,6 +34,17 @@ struct TrainPreset {
   int layers, steps, probe_every = 0;
 };
 
+// The value a field of `config` takes once the --set overrides are applied (plan_study applies them after
+// plan), so that what a plan derives from it (d_ff = k × d_model, warm-up = a fraction of train.steps)
+// follows the user's value; the config's own (resolved) value if the overrides do not apply to it.
+Json configured(const StudyOptions& o, Json config, const std::string& key);
+// `value` (a warm-up or probe interval of a `preset_steps`-step run) scaled to a `steps`-step run: the
+// same fraction of it, rounded, at least 1 unless `value` is 0.
+int scaled(int value, int preset_steps, int steps);
+// A training preset as the overrides leave it: model.n_layers and train.steps as configured,
+// probe_every scaled with the steps (or as --set gives it). Plans and judges read their sizes from it.
+TrainPreset configured(const StudyOptions& o, const TrainPreset& preset);
+
 // One training run of small_lm per seed and arm, the arm's id being the placement: "<arm>-s<seed>",
 // with `analyses` of its final checkpoint (none if empty).
 std::vector<RunRequest> placement_runs(int seeds, std::span<const Arm> arms, const TrainPreset& p, int warmup,

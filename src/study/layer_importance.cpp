@@ -13,7 +13,8 @@ namespace normlab::study {
 
 namespace {
 
-TrainPreset preset(const StudyOptions& o) { return o.quick ? TrainPreset{4, 30} : TrainPreset{12, 500}; }
+// The preset as --set leaves it (model.n_layers, train.steps; the probe interval scales with the steps).
+TrainPreset preset(const StudyOptions& o) { return configured(o, o.quick ? TrainPreset{4, 30} : TrainPreset{12, 500}); }
 
 constexpr Arm kArms[] = {{"pre", "Pre-LN"}, {"post", "Post-LN"}, {"lns", "LayerNorm Scaling"}};
 

@@ -13,7 +13,8 @@ namespace normlab::study {
 
 namespace {
 
-TrainPreset preset(const StudyOptions& o) { return o.quick ? TrainPreset{2, 20} : TrainPreset{6, 300}; }
+// The preset as --set leaves it (model.n_layers, train.steps; the probe interval scales with the steps).
+TrainPreset preset(const StudyOptions& o) { return configured(o, o.quick ? TrainPreset{2, 20} : TrainPreset{6, 300}); }
 
 // The rule, decided before any run (not tuned here): 1e-3 for the families whose stream is not
 // normalized after the residual add, 5e-4 for those that normalize it (Post-LN and its repairs,

@@ -15,7 +15,12 @@ namespace {
 struct Preset {
   int layers, steps, warmup, probe_every;
 };
-Preset preset(const StudyOptions& o) { return o.quick ? Preset{6, 30, 10, 3} : Preset{12, 200, 60, 5}; }
+// The preset's sizes as --set leaves them: the warm-up and probe interval scale with train.steps.
+Preset preset(const StudyOptions& o) {
+  const Preset p = o.quick ? Preset{6, 30, 10, 3} : Preset{12, 200, 60, 5};
+  const TrainPreset t = configured(o, TrainPreset{p.layers, p.steps, p.probe_every});
+  return {t.layers, t.steps, scaled(p.warmup, p.steps, t.steps), t.probe_every};
+}
 
 struct Variant {
   const char* id;

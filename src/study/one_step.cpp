@@ -2,6 +2,7 @@
 // change ‖F(x,W) − F(x,W*)‖² grows like O(N) with the number of sub-layers N in Post-LN (the
 // amplification that destabilizes it) but only like O(log N) in Pre-LN and in Admin, whose ω is set
 // from depth.
+#include <algorithm>
 #include <cmath>
 #include <map>
 
@@ -12,7 +13,11 @@ namespace normlab::study {
 
 namespace {
 
-std::vector<int> depths(const StudyOptions& o) { return o.quick ? std::vector{2, 4, 8} : std::vector{3, 6, 12, 24}; }
+std::vector<int> depths(const StudyOptions& o) {
+  std::vector<int> d = o.int_axis("model.n_layers");
+  std::sort(d.begin(), d.end());
+  return d;
+}
 constexpr const char* kPlacements[] = {"post", "pre", "admin"};
 // A small step keeps the change in its linear regime: at lr 1e-3 the deepest Post-LN models saturate
 // (‖ΔF‖² 1.30 → 1.49 from N = 24 to N = 48, measured), hiding the growth rate.
@@ -90,13 +95,18 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 
   const double post = slopes["post"], pre = slopes["pre"], admin = slopes["admin"];
   const Truth a = greater(post, pre + 0.5), b = greater(post, admin + 0.5), c = !greater(pre, 1) && !greater(admin, 1);
+  // A slope needs two depths: with one on the axis every slope is NaN, so nothing is decided.
+  const auto say = [&](Truth t, std::string_view holds = "holds", std::string_view fails = "does not hold") {
+    return ds.size() < 2 ? std::string("cannot decide: the model.n_layers axis has one depth, a slope needs two")
+                         : said(t, holds, fails);
+  };
   r.evidence = {
       fmt::format("A. growth of ‖ΔF‖² with N (log-log slope): Post-LN {} vs Pre-LN {} — {}", num(post), num(pre),
-                  said(a, "Post-LN amplifies faster (holds)", "not faster by 0.5 (does not hold)")),
+                  say(a, "Post-LN amplifies faster (holds)", "not faster by 0.5 (does not hold)")),
       fmt::format("B. Post-LN {} vs Admin {} — {}", num(post), num(admin),
-                  said(b, "Admin damps the growth (holds)", "not slower by 0.5 (does not hold)")),
+                  say(b, "Admin damps the growth (holds)", "not slower by 0.5 (does not hold)")),
       fmt::format("C. Pre-LN {} and Admin {} grow at most linearly (slope ≤ 1, the theory says logarithmically) — {}",
-                  num(pre), num(admin), said(c)),
+                  num(pre), num(admin), say(c)),
   };
   r.verdict = combine_verdicts({a, b, c});
   r.verdict_rule =
@@ -120,6 +130,11 @@ extern const Study kOneStep{
         "Liu et al. 2020, Understanding the Difficulty of Training Transformers (Admin, arXiv 2004.08249), Thm 2, Fig. "
         "4.",
     .cost = "default ~10 s on 2 cores, --quick ~10 s",
+    .axes = {{.key = "model.n_layers",
+              .defaults = "3,6,12,24",
+              .quick = "2,4,8",
+              .description = "depths L (N = 2L sub-layers); each placement's growth is the log-log slope over all of "
+                             "them (at least two)"}},
     .plan = plan,
     .judge = judge,
 };

@@ -16,7 +16,8 @@ namespace normlab::study {
 
 namespace {
 
-TrainPreset preset(const StudyOptions& o) { return o.quick ? TrainPreset{4, 30} : TrainPreset{6, 300}; }
+// The preset as --set leaves it (model.n_layers, train.steps; the probe interval scales with the steps).
+TrainPreset preset(const StudyOptions& o) { return configured(o, o.quick ? TrainPreset{4, 30} : TrainPreset{6, 300}); }
 
 constexpr Arm kArms[] = {{"pre", "Pre-LN"}, {"pre_rms", "Pre-RMSNorm"}, {"pre_crms", "Pre-CRMSNorm"}};
 // Two forms of one function class reach the same loss within this much (nats).

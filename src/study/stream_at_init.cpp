@@ -12,28 +12,38 @@ namespace normlab::study {
 
 namespace {
 
-int depth(const StudyOptions& o) { return o.quick ? 8 : 24; }
+// The lemma's inputs: no position table (RoPE), no biases, unit-variance token embeddings; d_ff set by the plan.
+Json lemma_config(const StudyOptions& o, const std::string& placement, int seed) {
+  Json config = small_lm(placement, o.quick ? 8 : 24, 1, static_cast<uint64_t>(seed));
+  use_xavier(config);
+  config["model"]["positions"] = "rope";
+  config["model"]["bias"] = false;
+  return config;
+}
+// The depth and width as --set leaves them.
+int depth(const StudyOptions& o) { return configured(o, lemma_config(o, "pre", 1), "model.n_layers").get<int>(); }
+int width(const StudyOptions& o) { return configured(o, lemma_config(o, "pre", 1), "model.d_model").get<int>(); }
 
+// The arms: the lemma's (d_ff = d, Pre-LN and Post-LN), then a Pre-LN contrast arm per multiple of d.
 struct Case {
-  const char* id;
-  const char* placement;
+  std::string id, placement;
   int ffn_multiple;
-  const char* label;
+  std::string label;
 };
-constexpr Case kCases[] = {{"pre", "pre", 1, "Pre-LN, d_ff = d"},
-                           {"post", "post", 1, "Post-LN, d_ff = d"},
-                           {"pre-ffn4", "pre", 4, "Pre-LN, d_ff = 4d"}};
+std::vector<Case> cases(const StudyOptions& o) {
+  std::vector<Case> out = {{"pre", "pre", 1, "Pre-LN, d_ff = d"}, {"post", "post", 1, "Post-LN, d_ff = d"}};
+  for (int k : o.int_axis("d_ff_multiple"))
+    out.push_back({fmt::format("pre-ffn{}", k), "pre", k, fmt::format("Pre-LN, d_ff = {}d", k)});
+  return out;
+}
 
 std::vector<RunRequest> plan(const StudyOptions& o) {
+  const int d = width(o);
   std::vector<RunRequest> runs;
   for (int seed = 1; seed <= o.seeds; ++seed)
-    for (const Case& c : kCases) {
-      // The lemma's inputs: no position table (RoPE), no biases, unit-variance token embeddings.
-      Json config = small_lm(c.placement, depth(o), 1, static_cast<uint64_t>(seed));
-      use_xavier(config);
-      config["model"]["d_ff"] = 64 * c.ffn_multiple;
-      config["model"]["positions"] = "rope";
-      config["model"]["bias"] = false;
+    for (const Case& c : cases(o)) {
+      Json config = lemma_config(o, c.placement, seed);
+      config["model"]["d_ff"] = d * c.ffn_multiple;  // relative to the configured d_model
       runs.push_back({seed_id(c.id, seed), config, "probe", "stream-init"});
     }
   return runs;
@@ -62,14 +72,17 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Report r;
   r.setup =
       "normlab probe --analysis stream-init on each config (mean of 3 inits × 4 batches per run); d_ff = d (the "
-      "lemma's "
-      "assumption) and 4d for contrast, RoPE (no position table), no biases, Xavier init, unit-variance embeddings.";
-  const auto pre = profile(runs, "pre", L, o.seeds), post = profile(runs, "post", L, o.seeds),
-             wide = profile(runs, "pre-ffn4", L, o.seeds);
+      "lemma's assumption, d = model.d_model) and multiples of d for contrast, RoPE (no position table), no biases, "
+      "Xavier init, unit-variance embeddings.";
+  const auto pre = profile(runs, "pre", L, o.seeds), post = profile(runs, "post", L, o.seeds);
+  std::vector<std::pair<Case, std::vector<double>>> contrasts;
+  for (const Case& c : cases(o))
+    if (c.id != "pre" && c.id != "post") contrasts.emplace_back(c, profile(runs, c.id, L, o.seeds));
 
   Chart chart{"E‖x_l‖²/d entering layer l at init", "layer l", "E‖x‖²/d"};
   Series lower{"lemma lower bound 1 + l/2", {}, {}}, upper{"lemma upper bound 1 + 3l/2", {}, {}};
-  Table table{"E‖x_l‖²/d at init", {"l", "1 + l/2", "Pre-LN (d_ff = d)", "1 + 3l/2", "Post-LN", "Pre-LN (d_ff = 4d)"}};
+  Table table{"E‖x_l‖²/d at init", {"l", "1 + l/2", "Pre-LN (d_ff = d)", "1 + 3l/2", "Post-LN"}};
+  for (const auto& [c, p] : contrasts) table.header.push_back(c.label);
   Truth inside = Truth::holds;
   int inside_layers = 0, post_unit = 0;
   for (int l = 0; l <= L; ++l) {
@@ -83,16 +96,15 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       inside_layers += in == Truth::holds;
       post_unit += std::abs(post[i] - 1.0) <= 0.05;
     }
-    table.rows.push_back(
-        {std::to_string(l), num(1 + l / 2.0), num(pre[i]), num(1 + 1.5 * l), num(post[i]), num(wide[i])});
+    table.rows.push_back({std::to_string(l), num(1 + l / 2.0), num(pre[i]), num(1 + 1.5 * l), num(post[i])});
+    for (const auto& [c, p] : contrasts) table.rows.back().push_back(num(p[i]));
   }
-  chart.series = {lower, upper};
-  for (const auto& [label, p] : {std::pair{"Pre-LN, d_ff = d", &pre}, {"Post-LN", &post}, {"Pre-LN, d_ff = 4d", &wide}})
-    chart.series.push_back(indexed_series(label, *p));
+  chart.series = {lower, upper, indexed_series("Pre-LN, d_ff = d", pre), indexed_series("Post-LN", post)};
+  for (const auto& [c, p] : contrasts) chart.series.push_back(indexed_series(c.label, p));
   r.charts.push_back(chart);
   r.tables.push_back(table);
 
-  const double pre_slope = slope(pre), wide_slope = slope(wide);
+  const double pre_slope = slope(pre);
   const Truth a = inside, b = between(pre_slope, 0.5, 1.5);
   r.evidence = {
       fmt::format("A. Pre-LN (d_ff = d): {} of {} layers inside [1 + l/2, 1 + 3l/2]; E‖x_{}‖²/d = {} — {}",
@@ -104,15 +116,18 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       fmt::format("Check (not in the verdict: a LayerNorm output by construction): Post-LN, {} of {} layer inputs with "
                   "E‖x‖²/d within 1 ± 0.05",
                   post_unit, L),
-      fmt::format("Contrast (not in the verdict): Pre-LN with d_ff = 4d grows {} per layer, to {} at l = {}",
-                  num(wide_slope), num(wide[static_cast<size_t>(L)]), L),
   };
+  for (const auto& [c, p] : contrasts)
+    r.evidence.push_back(
+        fmt::format("Contrast (not in the verdict): Pre-LN with d_ff = {}d grows {} per layer, to {} "
+                    "at l = {}",
+                    c.ffn_multiple, num(slope(p)), num(p[static_cast<size_t>(L)]), L));
   r.verdict = combine_verdicts({a, b});
   r.verdict_rule =
       "A: the Pre-LN (d_ff = d) mean square lies inside [1 + l/2, 1 + 3l/2] at every layer l = 1..L; B: its "
       "least-squares slope against l (l = 0..L) lies in (0.5, 1.5), the lemma's linear growth. Both: reproduced; "
       "neither: not reproduced; otherwise inconclusive. Post-LN's layer inputs are LayerNorm outputs (mean "
-      "square 1 by construction): shown as a check. The d_ff = 4d model is not part of the lemma and is shown "
+      "square 1 by construction): shown as a check. The wider Pre-LN models are not part of the lemma and are shown "
       "for contrast.";
   return r;
 }
@@ -127,6 +142,12 @@ extern const Study kStreamAtInit{
         "layer input has E‖x‖²/d = 1.",
     .source = "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745), Lemma 2.",
     .cost = "default ~10 s on 2 cores, --quick ~5 s",
+    .axes = {{.key = "d_ff_multiple",
+              .defaults = "4",
+              .quick = "4",
+              .description = "d_ff of the Pre-LN contrast arms (run pre-ffn<k>), as multiples k of the configured "
+                             "model.d_model; the lemma's arms always use d_ff = d",
+              .sets = "model.d_ff"}},
     .plan = plan,
     .judge = judge,
 };

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <set>
 
 #include "common/error.h"
@@ -73,12 +74,94 @@ std::string source_version() {
   return out.empty() ? "unknown" : out;
 }
 
+// "a,b,c" → {"a", "b", "c"} (an empty text: no values).
+std::vector<std::string> split_values(std::string_view text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size() && !text.empty()) {
+    const size_t comma = text.find(',', start);
+    out.emplace_back(text.substr(start, comma == std::string_view::npos ? std::string_view::npos : comma - start));
+    if (comma == std::string_view::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// A value as --set reads it (JSON if it parses, else text).
+Json parse_value(const std::string& text) {
+  Json doc = Json::object();
+  apply_override(doc, "v=" + text);
+  return doc["v"];
+}
+
+std::string axis_keys(const Study& study) {
+  std::vector<std::string> keys;
+  for (const Axis& a : study.axes) keys.emplace_back(a.key);
+  return keys.empty() ? std::string("none, its arms are fixed") : fmt::format("{}", fmt::join(keys, ", "));
+}
+
+// The fields of a config as dotted keys with their values as text.
+void flatten(const Json& j, const std::string& prefix, std::map<std::string, std::string>& out) {
+  if (j.is_object() && !j.empty()) {
+    for (const auto& [k, v] : j.items()) flatten(v, prefix.empty() ? k : prefix + "." + k, out);
+    return;
+  }
+  out[prefix] = j.is_string() ? j.get<std::string>() : j.dump();
+}
+
+// Refuses a --set of a field the study varies: an axis (use --grid), or a field that tells its arms apart
+// (one value for every run would leave the arms' labels wrong).
+void check_override_collisions(const Study& study, const std::vector<RunRequest>& requests,
+                               const std::vector<std::string>& overrides) {
+  const auto covers = [](const std::string& key, std::string_view field) {
+    return !field.empty() && (field == key || std::string_view(field).starts_with(key + "."));
+  };
+  // Per kind of run (a probe's train.steps is not a training run's), the values each field takes.
+  std::map<std::string, std::map<std::string, std::set<std::string>>> values;
+  std::map<std::string, size_t> runs_of_kind;
+  for (const RunRequest& r : requests) {
+    std::map<std::string, std::string> flat;
+    flatten(r.config, "", flat);
+    ++runs_of_kind[r.kind];
+    for (const auto& [k, v] : flat) values[r.kind][k].insert(v);
+  }
+  for (const std::string& o : overrides) {
+    const std::string key = o.substr(0, o.find('='));
+    for (const Axis& a : study.axes)
+      if (covers(key, a.key) || covers(key, a.sets))
+        fail(
+            "--set {}: {} is an axis of study {} ({}); change its values with --grid {}=V1,V2,... instead; nothing "
+            "was run",
+            o, key, study.name, a.description, a.key);
+    if (key == "train.seed") continue;  // the seeds' own field (--seeds)
+    for (const auto& [kind, fields] : values)
+      for (const auto& [field, seen] : fields) {
+        // A field some runs of the kind lack varies too.
+        const size_t present = std::count_if(requests.begin(), requests.end(), [&](const RunRequest& r) {
+          std::string pointer = "/" + field;
+          std::replace(pointer.begin(), pointer.end(), '.', '/');
+          return r.kind == kind && r.config.contains(Json::json_pointer(pointer));
+        });
+        if (covers(key, field) && (seen.size() > 1 || present != runs_of_kind[kind]))
+          fail(
+              "--set {}: study {} varies {} between its runs ({}), so one value for every run would leave its arms "
+              "labelled with values they do not have; refused, nothing was run (its grid axes: {}; `normlab study "
+              "{} --help`)",
+              o, study.name, field,
+              fmt::format("{}{}", fmt::join(seen, ", "), present != runs_of_kind[kind] ? "; unset in some" : ""),
+              axis_keys(study), study.name);
+      }
+  }
+}
+
 std::vector<std::string> provenance(const StudyOptions& o, const RunnerOptions& runner,
                                     const std::vector<RunOutcome>& runs) {
   std::vector<std::string> lines = {
       "command: " + (o.command_line.empty() ? std::string("(not recorded)") : o.command_line),
       fmt::format("overrides (--set, applied to every run): {}",
                   o.overrides.empty() ? "none" : fmt::format("{}", fmt::join(o.overrides, " "))),
+      fmt::format("grid (--grid, replacing an axis's values): {}",
+                  o.grid.empty() ? "none (the preset's)" : fmt::format("{}", fmt::join(o.grid, " "))),
       "normlab: " + source_version() + " (git describe, at report time, of the source tree holding the binary)",
   };
   std::set<std::string> corpora;
@@ -99,15 +182,125 @@ std::vector<std::string> provenance(const StudyOptions& o, const RunnerOptions& 
 
 }  // namespace
 
+const std::vector<Json>& StudyOptions::axis(const std::string& key) const {
+  const auto it = axes.find(key);
+  if (it == axes.end()) fail("internal: the study has no axis {} (or plan_study did not resolve its axes)", key);
+  return it->second;
+}
+
+std::vector<int> StudyOptions::int_axis(const std::string& key) const {
+  std::vector<int> out;
+  for (const Json& v : axis(key)) out.push_back(v.get<int>());
+  return out;
+}
+
+std::vector<double> StudyOptions::number_axis(const std::string& key) const {
+  std::vector<double> out;
+  for (const Json& v : axis(key)) out.push_back(v.get<double>());
+  return out;
+}
+
+std::vector<std::string> StudyOptions::text_axis(const std::string& key) const {
+  std::vector<std::string> out;
+  for (const Json& v : axis(key)) out.push_back(v.get<std::string>());
+  return out;
+}
+
+void resolve_axes(const Study& study, StudyOptions& options) {
+  options.axes.clear();
+  for (const Axis& a : study.axes)
+    for (const std::string& v : split_values(options.quick ? a.quick : a.defaults))
+      options.axes[std::string(a.key)].push_back(parse_value(v));
+  std::set<std::string> given;
+  for (const std::string& g : options.grid) {
+    const size_t eq = g.find('=');
+    const std::string key = g.substr(0, eq);
+    const Axis* axis = nullptr;
+    for (const Axis& a : study.axes)
+      if (a.key == key) axis = &a;
+    if (eq == std::string::npos || eq == 0)
+      fail("--grid {}: expected KEY=V1,V2,... (study {}'s axes: {}); nothing was run", g, study.name, axis_keys(study));
+    if (!axis)
+      fail("--grid {}: {} is not an axis of study {} (its axes: {}; `normlab study {} --help`); nothing was run", g,
+           key, study.name, axis_keys(study), study.name);
+    if (!given.insert(key).second) fail("--grid {}: {} is given twice; nothing was run", g, key);
+    const Json example = parse_value(split_values(axis->defaults).front());
+    std::vector<Json> values;
+    for (const std::string& text : split_values(std::string_view(g).substr(eq + 1))) {
+      const Json v = parse_value(text);
+      const bool ok = example.is_number_integer() ? v.is_number_integer()
+                      : example.is_number()       ? v.is_number()
+                      : example.is_string()       ? v.is_string()
+                                                  : v.type() == example.type();
+      if (!ok || text.empty())
+        fail("--grid {}: {}: expected {} like the preset's ({}), not \"{}\"; nothing was run", g, key,
+             example.is_number_integer() ? "integers"
+             : example.is_number()       ? "numbers"
+                                         : "names",
+             axis->defaults, text);
+      const auto choices = split_values(axis->choices);
+      if (!choices.empty() && std::find(choices.begin(), choices.end(), text) == choices.end())
+        fail("--grid {}: {}: \"{}\" is not one of {}; nothing was run", g, key, text, axis->choices);
+      if (std::find(values.begin(), values.end(), v) != values.end())
+        fail("--grid {}: {}: {} is given twice; nothing was run", g, key, text);
+      values.push_back(v);
+    }
+    if (values.empty()) fail("--grid {}: {} needs at least one value; nothing was run", g, key);
+    options.axes[key] = values;
+  }
+}
+
+std::string study_help(const Study& s) {
+  std::string out = fmt::format(
+      "normlab study {}: {}\n\nclaim:  {}\nsource: {}\ncost:   {}\nseeds:  {} by default "
+      "(--seeds N; --quick uses 1)\n\n",
+      s.name, s.title, s.claim, s.source, s.cost, s.default_seeds);
+  if (s.axes.empty()) {
+    out +=
+        "axes: none; its arms are fixed. --set changes what every run shares (a field the arms differ in is "
+        "refused).\n";
+  } else {
+    out += "axes (replace an axis's values with --grid KEY=V1,V2,...; a --set of an axis is refused):\n";
+    for (const Axis& a : s.axes) {
+      out +=
+          fmt::format("  {}\n      {}\n      default: {}   --quick: {}\n", a.key, a.description, a.defaults, a.quick);
+      if (!a.choices.empty()) out += fmt::format("      values: {}\n", a.choices);
+    }
+  }
+  out += fmt::format(
+      "\nexamples:\n  normlab study {0}                          # the default preset\n"
+      "  normlab study {0} --quick                  # the small preset\n"
+      "  normlab study {0} --set model.d_model=96   # another model size; arms follow it\n",
+      s.name);
+  if (!s.axes.empty()) {
+    const Axis& a = s.axes.front();
+    out += fmt::format("  normlab study {} --grid {}={}\n", s.name, a.key,
+                       a.quick != a.defaults ? a.quick : std::string_view("V1,V2,..."));
+  }
+  return out;
+}
+
 int checkpoint_interval(int steps) { return std::clamp(steps / 4, 1, 100); }
 
 std::vector<RunRequest> plan_study(const Study& study, StudyOptions& options) {
   if (options.seeds <= 0) options.seeds = options.quick ? 1 : study.default_seeds;
+  resolve_axes(study, options);
   std::vector<RunRequest> requests = study.plan(options);
+  // What the user gave, to name in an error about a run's config.
+  std::vector<std::string> given;
+  for (const auto& o : options.overrides) given.push_back("--set " + o);
+  for (const auto& g : options.grid) given.push_back("--grid " + g);
   if (!requests.empty()) {
-    const Json fields = resolve_config(requests.front().config, fmt::format("study {}", study.name));
+    Json fields;
+    try {
+      fields = resolve_config(requests.front().config, fmt::format("study {}", study.name));
+    } catch (const Error& e) {
+      if (options.grid.empty()) throw;
+      fail("{}: {} (run {}); nothing was run", fmt::join(given, " "), e.what(), requests.front().id);
+    }
     for (const auto& o : options.overrides) check_override_key(fields, o);
   }
+  const std::vector<RunRequest> planned = requests;
   const bool own_interval = std::any_of(options.overrides.begin(), options.overrides.end(),
                                         [](const std::string& o) { return o.starts_with("train.checkpoint_every="); });
   for (RunRequest& r : requests) {
@@ -118,13 +311,16 @@ std::vector<RunRequest> plan_study(const Study& study, StudyOptions& options) {
       if (r.kind == "train" && !own_interval)
         r.config["train"]["checkpoint_every"] = checkpoint_interval(resolved["train"]["steps"].get<int>());
     } catch (const Error& e) {
-      fail("--set {}: {} (run {}); nothing was run", fmt::join(options.overrides, " --set "), e.what(), r.id);
+      fail("{}: {} (run {}); nothing was run", fmt::join(given, " "), e.what(), r.id);
     }
   }
+  check_override_collisions(study, planned, options.overrides);
   return requests;
 }
 
-Report judge_study(const Study& study, const StudyOptions& options, const std::vector<RunOutcome>& outcomes) {
+Report judge_study(const Study& study, const StudyOptions& given, const std::vector<RunOutcome>& outcomes) {
+  StudyOptions options = given;
+  if (options.axes.empty()) resolve_axes(study, options);
   Report report = study.judge(options, outcomes);
   report.name = study.name, report.title = study.title, report.claim = study.claim, report.source = study.source;
   const std::string configs = config_summary(outcomes, options.overrides);

@@ -2,6 +2,7 @@
 // Named experiments: each plans a grid of runs, then judges the claim from the measured numbers with
 // a rule written in its report. `normlab study list` shows them; `normlab sweep` runs any user grid.
 #include <filesystem>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -17,6 +18,26 @@ struct StudyOptions {
   std::vector<std::string> overrides;  // key=value, applied to every run's config
   std::filesystem::path dir;           // the study directory
   std::string command_line;            // how the study was started, recorded in its report
+  std::vector<std::string> grid = {};  // --grid KEY=V1,V2,...: replaces the values of one of the study's axes
+  // Each axis's values (the preset's, or --grid's), filled in by plan_study and judge_study.
+  std::map<std::string, std::vector<Json>> axes = {};
+
+  // An axis's values; fails if the study declares no such axis.
+  const std::vector<Json>& axis(const std::string& key) const;
+  std::vector<int> int_axis(const std::string& key) const;
+  std::vector<double> number_axis(const std::string& key) const;
+  std::vector<std::string> text_axis(const std::string& key) const;
+};
+
+// One axis of a study's grid, declared in data: `normlab study NAME --help` lists it, `--grid KEY=...`
+// replaces its values, and a `--set` of its key (or of the config field it sets) is refused.
+struct Axis {
+  std::string_view key;           // a run-config field (model.n_layers, train.lr) or a study-level name (init)
+  std::string_view defaults;      // the default preset's values, comma-separated
+  std::string_view quick;         // the --quick preset's values
+  std::string_view description;   // one line: what the axis varies and how the judge uses it
+  std::string_view choices = "";  // a study-level axis of names: the values it accepts, comma-separated
+  std::string_view sets = "";     // a study-level axis: the config field it sets
 };
 
 struct Study {
@@ -24,6 +45,7 @@ struct Study {
   std::string_view title, claim, source;  // the report's heading, the claim tested, the papers (with sections)
   std::string_view cost;                  // the presets' run time on 2 cores
   int default_seeds = 1;                  // seeds when --seeds is not given (the quick preset always uses 1)
+  std::vector<Axis> axes = {};            // the grid's axes (none: fixed arms; --set changes what they share)
   std::vector<RunRequest> (*plan)(const StudyOptions& options);
   // The report's setup (what is measured, beyond the runs' configs), evidence, verdict and rule,
   // charts and tables (judge_study adds the rest). Arms are found by run id, never by position.
@@ -33,8 +55,15 @@ struct Study {
 std::span<const Study* const> all_studies();
 const Study& find_study(std::string_view name);
 
-// The study's plan with the options' seeds and --set overrides applied. Fails before anything runs if
-// an override names no config field or gives a value the field does not take. Every training run
+// Fills options.axes from the study's presets and options.grid; fails, naming the study's axes, on a
+// --grid key that is not one of them, and on a value of the wrong type.
+void resolve_axes(const Study& study, StudyOptions& options);
+// The study's help: title, claim, source, presets and cost, default seeds, axes, examples.
+std::string study_help(const Study& study);
+
+// The study's plan with the options' seeds, --grid axes and --set overrides applied. Fails before anything
+// runs if an override names no config field or gives a value the field does not take, or sets a field the
+// study varies between its runs (an axis: use --grid; an arm's field: the labels would lie). Every training run
 // checkpoints every checkpoint_interval(train.steps) steps (unless --set train.checkpoint_every says
 // otherwise), so a killed study resumes each interrupted run from its last checkpoint.
 std::vector<RunRequest> plan_study(const Study& study, StudyOptions& options);

@@ -18,9 +18,14 @@ struct Grid {
   std::vector<int> warmups, depths;
   int steps;
 };
+// The axes (sorted), and train.steps as --set leaves it. The quick preset has two depths: the shallow
+// Post-LN cell (D) is its own.
 Grid grid(const StudyOptions& o) {
-  if (o.quick) return {{1e-3}, {0, 10}, {2, 6}, 30};  // two depths: the shallow Post-LN cell (D) is its own
-  return {{3e-4, 1e-3, 3e-3}, {0, 150}, {6, 12}, 300};
+  Grid g{o.number_axis("train.lr"), o.int_axis("train.warmup"), o.int_axis("model.n_layers"),
+         configured(o, small_lm("pre", 1, o.quick ? 30 : 300, 1), "train.steps").get<int>()};
+  std::sort(g.lrs.begin(), g.lrs.end()), std::sort(g.warmups.begin(), g.warmups.end());
+  std::sort(g.depths.begin(), g.depths.end());
+  return g;
 }
 constexpr const char* kPlacements[] = {"post", "pre", "deepnorm", "admin"};
 
@@ -100,8 +105,28 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
         }
         table.rows.push_back(row);
       }
-  const Truth shallow_post_trains = shallow_post.learned();
+  Truth shallow_post_trains = shallow_post.learned();
   r.tables.push_back(table);
+  // What the sub-claims need from the axes; without it they cannot decide.
+  const bool no_warmup = g.warmups.front() == 0, warmed = g.warmups.back() > 0,
+             high_lr = std::any_of(g.lrs.begin(), g.lrs.end(), [](double lr) { return lr >= 1e-3; }),
+             lr_1e3 = std::any_of(g.lrs.begin(), g.lrs.end(), [](double lr) { return std::abs(lr - 1e-3) < 1e-12; });
+  const std::string lacks_a = !no_warmup ? "cannot decide: warm-up 0 is not on the train.warmup axis"
+                              : !high_lr ? "cannot decide: no lr ≥ 1e-3 on the train.lr axis"
+                                         : "",
+                    lacks_b = !lacks_a.empty() ? lacks_a
+                              : !warmed        ? "cannot decide: no warm-up > 0 on the train.warmup axis"
+                                               : "",
+                    lacks_d = !no_warmup ? lacks_a
+                              : !lr_1e3  ? "cannot decide: lr 1e-3 is not on the train.lr axis"
+                                         : "";
+  if (!lacks_a.empty()) post_fails = Truth::undecided;
+  if (!lacks_b.empty()) rescued = Truth::undecided;
+  if (!lacks_d.empty()) shallow_post_trains = Truth::undecided;
+  const auto say = [](const std::string& lacks, Truth t, std::string_view holds = "holds",
+                      std::string_view fails = "does not hold") {
+    return lacks.empty() ? said(t, holds, fails) : lacks;
+  };
 
   for (int warmup : g.warmups) {
     Chart curves{fmt::format("training loss at depth {}, lr 1e-3, warm-up {}", deep, warmup), "step", "loss"};
@@ -113,13 +138,14 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 
   r.evidence = {
       fmt::format("A. Post-LN at depth {} without warm-up, lr ≥ 1e-3: {} of {} cells fail — {}", deep,
-                  deep_post_failing, deep_post_cells, said(post_fails)),
+                  deep_post_failing, deep_post_cells, say(lacks_a, post_fails)),
       fmt::format("B. with {} warm-up steps, {} of those {} failing cells train (or are slow) — {}", g.warmups.back(),
-                  rescued_cells, deep_post_failing, said(rescued, "rescued (holds)", "not rescued (does not hold)")),
+                  rescued_cells, deep_post_failing,
+                  say(lacks_b, rescued, "rescued (holds)", "not rescued (does not hold)")),
       fmt::format("C. Pre-LN, DeepNorm and Admin: {} of {} cells do not train{}{} — {}", failures.size(), repair_cells,
                   failures.empty() ? "" : ": ", fmt::join(failures, "; "), said(repairs_train)),
       fmt::format("D. Post-LN at depth {}, lr 1e-3, no warm-up: {}, final loss {} — {}", shallow, shallow_post.outcome,
-                  num(shallow_post.final_loss), said(shallow_post_trains)),
+                  num(shallow_post.final_loss), say(lacks_d, shallow_post_trains)),
   };
   r.verdict = combine_verdicts({post_fails, rescued, repairs_train, shallow_post_trains});
   r.verdict_rule =
@@ -143,6 +169,18 @@ extern const Study kWarmupGrid{
         "Xiong et al. 2020 (arXiv 2002.04745) §3.2; Wang et al. 2022, DeepNet (arXiv 2203.00555) §3, §5; Liu et al. "
         "2020, Admin (arXiv 2004.08249).",
     .cost = "default ~15 min on 2 cores (48 runs), --quick ~50 s (16 runs)",
+    .axes = {{.key = "model.n_layers",
+              .defaults = "6,12",
+              .quick = "2,6",
+              .description = "depths; A and B read the deepest, D the shallowest"},
+             {.key = "train.lr",
+              .defaults = "3e-4,1e-3,3e-3",
+              .quick = "1e-3",
+              .description = "learning rates (constant after warm-up); A and B read lr ≥ 1e-3, D lr 1e-3"},
+             {.key = "train.warmup",
+              .defaults = "0,150",
+              .quick = "0,10",
+              .description = "warm-up lengths in steps; A and D read 0, B the longest"}},
     .plan = plan,
     .judge = judge,
 };

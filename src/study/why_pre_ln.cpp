@@ -3,6 +3,7 @@
 //     Post-LN and shrinks (≈ 1/√L) for Pre-LN.
 //  B. Xiong §3.2 / DeepNet: deep Post-LN without warm-up stalls where Pre-LN trains; warm-up rescues it.
 //  C. Curse of Depth: Pre-LN's residual stream grows with depth during training.
+#include <algorithm>
 #include <cmath>
 
 #include "study/catalog.h"
@@ -13,11 +14,18 @@ namespace normlab::study {
 namespace {
 
 struct Preset {
+  std::vector<int> depths;  // the axis model.n_layers: A's depths; B and C train at the deepest
   int shallow, deep, steps, warmup;
 };
-// Warm-up lasts half the run: at 12 layers and lr 1e-3, 100 warm-up steps of 500 left Post-LN stalled
-// at the unigram level (6.05 nats, measured), while 250 of 300 brought it to 5.12 and still falling.
-Preset preset(const StudyOptions& o) { return o.quick ? Preset{2, 6, 60, 30} : Preset{6, 12, 500, 250}; }
+// Warm-up lasts half the run (of train.steps as --set leaves it): at 12 layers and lr 1e-3, 100 warm-up
+// steps of 500 left Post-LN stalled at the unigram level (6.05 nats, measured), while 250 of 300 brought
+// it to 5.12 and still falling.
+Preset preset(const StudyOptions& o) {
+  const std::vector<int> depths = o.int_axis("model.n_layers");
+  const int steps = configured(o, small_lm("pre", 1, o.quick ? 60 : 500, 1), "train.steps").get<int>();
+  return {depths, *std::min_element(depths.begin(), depths.end()), *std::max_element(depths.begin(), depths.end()),
+          steps, steps / 2};
+}
 
 // A (gradients at init) uses Xavier init with unit-variance inputs, the regime of Xiong's analysis:
 // with GPT-2's small init the Post-LN depth effect mostly disappears (claims-and-peers.md Part 1B).
@@ -37,7 +45,7 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
   std::vector<RunRequest> runs;
   for (int seed = 1; seed <= o.seeds; ++seed) {
     for (const char* placement : {"post", "pre"})
-      for (int layers : {p.shallow, p.deep})
+      for (int layers : p.depths)
         runs.push_back({id_of("init", placement, layers, -1, seed),
                         base_config(layers, placement, 1, 0, static_cast<uint64_t>(seed), true), "probe", "grad-init"});
     for (const char* placement : {"post", "pre"})
@@ -88,12 +96,15 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const double pre_s = last_fc2_grad(runs, "pre", p.shallow, o.seeds),
                pre_d = last_fc2_grad(runs, "pre", p.deep, o.seeds);
   const double post_ratio = post_d / post_s, pre_ratio = pre_d / pre_s;
-  const Truth a_holds = between(post_ratio, 0.75, 1.33) && less(pre_ratio, 0.85);
-  r.evidence.push_back(
-      fmt::format("A. last-layer fc2 gradient at init, depth {} → {}: Post-LN {} → {} (ratio {}), Pre-LN {} → {} "
-                  "(ratio {}; 1/√(L ratio) = {}) — {}",
-                  p.shallow, p.deep, num(post_s), num(post_d), num(post_ratio), num(pre_s), num(pre_d), num(pre_ratio),
-                  num(std::sqrt(double(p.shallow) / p.deep)), said(a_holds)));
+  // A compares two depths: with one depth on the axis it cannot be decided.
+  const Truth a_holds =
+      p.shallow == p.deep ? Truth::undecided : between(post_ratio, 0.75, 1.33) && less(pre_ratio, 0.85);
+  r.evidence.push_back(fmt::format(
+      "A. last-layer fc2 gradient at init, depth {} → {}: Post-LN {} → {} (ratio {}), Pre-LN {} → {} "
+      "(ratio {}; 1/√(L ratio) = {}) — {}",
+      p.shallow, p.deep, num(post_s), num(post_d), num(post_ratio), num(pre_s), num(pre_d), num(pre_ratio),
+      num(std::sqrt(double(p.shallow) / p.deep)),
+      p.shallow == p.deep ? "cannot decide: the model.n_layers axis has one depth, A needs two" : said(a_holds)));
 
   // B. warm-up; a diverged Pre-LN is not a Pre-LN that trains
   const double post0 = final_loss(runs, "post", p.deep, 0, o.seeds),
@@ -135,8 +146,11 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       "none: not reproduced; otherwise inconclusive.";
 
   Chart grads{"A. last-layer fc2 gradient norm at init", "depth L", "‖∂L/∂W_fc2‖"};
-  grads.series.push_back({"Post-LN", {double(p.shallow), double(p.deep)}, {post_s, post_d}});
-  grads.series.push_back({"Pre-LN", {double(p.shallow), double(p.deep)}, {pre_s, pre_d}});
+  for (const char* placement : {"post", "pre"}) {
+    Series s{placement == std::string("post") ? "Post-LN" : "Pre-LN", {}, {}};
+    for (int layers : p.depths) s.x.push_back(layers), s.y.push_back(last_fc2_grad(runs, placement, layers, o.seeds));
+    grads.series.push_back(s);
+  }
   r.charts.push_back(grads);
 
   Chart curves{fmt::format("B. training loss at depth {}", p.deep), "step", "loss"};
@@ -176,6 +190,11 @@ extern const Study kWhyPreLn{
         "Fig. 3, §3.2; Wang et al. 2022, DeepNet (arXiv 2203.00555); Sun et al. 2025, The Curse of Depth (arXiv "
         "2502.05795).",
     .cost = "default ~5 min on 2 cores, --quick ~30 s",
+    .axes = {{.key = "model.n_layers",
+              .defaults = "6,12",
+              .quick = "2,6",
+              .description = "depths of the gradient-at-init runs (A compares the shallowest with the deepest); the "
+                             "training runs (B, C) use the deepest"}},
     .plan = plan,
     .judge = judge,
 };

@@ -349,6 +349,45 @@ TEST(StudyJudgeDyt, ADivergedLayerNormIsNoMatch) {
   EXPECT_NE(r.verdict, "reproduced");
 }
 
+// Judges find their arms in the axes' values: with a user's grid they judge what is there, and a
+// sub-claim whose value the grid left out cannot decide, saying why, instead of crashing.
+TEST(StudyJudgeGrid, UserAxesAreJudgedOrUndecidedWithAReason) {
+  TempDir tmp("judge");
+  const auto judged = [&](const std::string& study, const Writer& write, std::vector<std::string> grid) {
+    StudyOptions options{.quick = true, .dir = tmp / study, .grid = std::move(grid)};
+    Runs runs = planned_runs(find_study(study), options);
+    write(runs, true);
+    for (const RunOutcome& o : runs) write_status(o);
+    return judge_study(find_study(study), options, runs);
+  };
+  const auto has = [](const Report& r, const std::string& text) {
+    for (const auto& e : r.evidence)
+      if (e.find(text) != std::string::npos) return true;
+    return false;
+  };
+  const Report depths = judged("grad-by-depth", grad_by_depth, {"model.n_layers=3,5"});
+  EXPECT_EQ(depths.verdict, "reproduced") << depths.evidence[0];
+  EXPECT_TRUE(has(depths, "depth 3 → 5")) << depths.evidence[0];
+  const Report one = judged("grad-by-depth", grad_by_depth, {"model.n_layers=4"});
+  EXPECT_EQ(one.verdict, "incomplete");
+  EXPECT_TRUE(has(one, "cannot decide: the model.n_layers axis has one depth")) << one.evidence[0];
+  const Report gpt2 = judged("grad-by-depth", grad_by_depth, {"init=gpt2"});
+  EXPECT_TRUE(has(gpt2, "cannot decide: xavier is not on the init axis")) << gpt2.evidence[0];
+  const Report warm = judged("warmup-grid", warmup_grid, {"train.warmup=10,20"});
+  EXPECT_EQ(warm.verdict, "incomplete");
+  EXPECT_TRUE(has(warm, "cannot decide: warm-up 0 is not on the train.warmup axis"));
+  const Report lr = judged("warmup-grid", warmup_grid, {"train.lr=3e-4"});
+  EXPECT_TRUE(has(lr, "cannot decide: no lr ≥ 1e-3 on the train.lr axis"));
+  const Report alpha = judged("dyt-alpha", dyt_alpha, {"model.options.dyt_alpha=0.5"});
+  EXPECT_TRUE(has(alpha, "cannot decide: the model.options.dyt_alpha axis has one value"));
+  const Report slope = judged("one-step", one_step, {"model.n_layers=5"});
+  EXPECT_EQ(slope.verdict, "incomplete");
+  EXPECT_TRUE(has(slope, "cannot decide: the model.n_layers axis has one depth, a slope needs two"));
+  const Report stream = judged("stream-at-init", stream_at_init, {"d_ff_multiple=2,8"});
+  EXPECT_EQ(stream.verdict, "reproduced");
+  EXPECT_TRUE(has(stream, "Pre-LN with d_ff = 8d grows"));
+}
+
 // The setup names each override's field with the value the runs used.
 TEST(StudyJudgeSetup, NamesOverriddenAndVariedFields) {
   TempDir tmp("judge");

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <map>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -132,6 +133,98 @@ TEST(StudyPlan, TrainingRunsCheckpoint) {
   EXPECT_EQ(intervals({"train.steps=800"}), std::set<int>{100});
   EXPECT_EQ(intervals({"train.steps=40"}), std::set<int>{10});
   EXPECT_EQ(intervals({"train.checkpoint_every=7"}), std::set<int>{7});
+}
+
+// The runs a study plans with the given --set overrides and --grid axes, by id.
+std::map<std::string, RunRequest> planned(const std::string& study, std::vector<std::string> overrides,
+                                          std::vector<std::string> grid = {}) {
+  StudyOptions o{.quick = true, .overrides = std::move(overrides), .grid = std::move(grid)};
+  std::map<std::string, RunRequest> out;
+  for (RunRequest& r : plan_study(find_study(study), o)) out.emplace(r.id, std::move(r));
+  return out;
+}
+
+std::string plan_error(const std::string& study, std::vector<std::string> overrides,
+                       std::vector<std::string> grid = {}) {
+  try {
+    planned(study, std::move(overrides), std::move(grid));
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(planned without an error)";
+}
+
+// Arms are defined relative to the configured model: stream-at-init's d_ff = d and 4d arms follow
+// --set model.d_model, and a warm-up that is a fraction of the run follows --set train.steps.
+TEST(StudyPlan, ArmsFollowTheConfiguredModel) {
+  const auto runs = planned("stream-at-init", {"model.d_model=96"});
+  ASSERT_EQ(runs.size(), 3u);
+  const auto d_ff = [&](const std::string& id) { return runs.at(id).config["model"]["d_ff"].get<int>(); };
+  EXPECT_EQ(d_ff("pre-s1"), 96);
+  EXPECT_EQ(d_ff("post-s1"), 96);
+  EXPECT_EQ(d_ff("pre-ffn4-s1"), 384);
+  EXPECT_EQ(runs.at("pre-s1").config["model"]["d_model"], 96);
+  EXPECT_EQ(planned("stream-at-init", {}).at("pre-ffn4-s1").config["model"]["d_ff"].get<int>(), 256);
+  // why-pre-ln warms up for half the run: 30 of the quick preset's 60 steps, 50 of 100.
+  const auto why = planned("why-pre-ln", {"train.steps=100"});
+  EXPECT_TRUE(why.contains("train-post-L6-w50-s1"));
+  EXPECT_EQ(why.at("train-post-L6-w50-s1").config["train"]["warmup"], 50);
+  EXPECT_TRUE(planned("why-pre-ln", {}).contains("train-post-L6-w30-s1"));
+  // A depth set for every run (not an axis there) reaches the judge's layer count too.
+  EXPECT_EQ(planned("depth-variance", {"model.n_layers=6"}).at("pre-s1").config["model"]["n_layers"], 6);
+}
+
+// --grid replaces an axis's values: the runs, their ids and their configs follow.
+TEST(StudyPlan, GridReplacesAnAxis) {
+  const auto runs = planned("grad-by-depth", {}, {"model.n_layers=2,3"});
+  std::set<std::string> ids;
+  for (const auto& [id, r] : runs) ids.insert(id);
+  EXPECT_EQ(ids,
+            (std::set<std::string>{"xavier-post-L2-s1", "xavier-post-L3-s1", "xavier-pre-L2-s1", "xavier-pre-L3-s1",
+                                   "gpt2-post-L2-s1", "gpt2-post-L3-s1", "gpt2-pre-L2-s1", "gpt2-pre-L3-s1"}));
+  EXPECT_EQ(runs.at("gpt2-pre-L3-s1").config["model"]["n_layers"], 3);
+  EXPECT_EQ(planned("grad-by-depth", {}, {"init=gpt2"}).size(), 6u);
+  const auto grid = planned("warmup-grid", {}, {"train.lr=3e-4,3e-3", "train.warmup=0,20"});
+  ASSERT_TRUE(grid.contains("post-L6-lr0.003-w20-s1"));
+  EXPECT_EQ(grid.at("post-L6-lr0.003-w20-s1").config["train"]["lr"], 3e-3);
+  EXPECT_EQ(grid.at("post-L6-lr0.003-w20-s1").config["train"]["warmup"], 20);
+  EXPECT_EQ(grid.size(), 4u * 2 * 2 * 2);
+  const auto dyt = planned("dyt-alpha", {}, {"model.options.dyt_alpha=0.25,1,8"});
+  EXPECT_TRUE(dyt.contains("dyt-a0.25-s1") && dyt.contains("dyt-a8-s1") && !dyt.contains("dyt-a2-s1"));
+}
+
+// A --set of a field the study varies is refused before anything runs: an axis points to --grid, an
+// arm's field (placement, d_ff) says the labels would lie. Unknown --grid keys and mistyped values too.
+TEST(StudyPlan, RefusesSetsOfVariedFieldsAndBadGrids) {
+  const std::string axis = plan_error("grad-by-depth", {"model.n_layers=8"});
+  EXPECT_NE(axis.find("--set model.n_layers=8: model.n_layers is an axis of study grad-by-depth"), std::string::npos)
+      << axis;
+  EXPECT_NE(axis.find("--grid model.n_layers=V1,V2,..."), std::string::npos) << axis;
+  EXPECT_NE(axis.find("nothing was run"), std::string::npos) << axis;
+  EXPECT_NE(plan_error("grad-by-depth", {"model.init.scheme=xavier"}).find("--grid init="), std::string::npos);
+  EXPECT_NE(plan_error("warmup-grid", {"train.lr=1e-3"}).find("--grid train.lr="), std::string::npos);
+  const std::string arm = plan_error("depth-variance", {"model.placement=post"});
+  EXPECT_NE(arm.find("study depth-variance varies model.placement between its runs (gpas, lns, pre)"),
+            std::string::npos)
+      << arm;
+  EXPECT_NE(plan_error("stream-at-init", {"model.d_ff=128"}).find("--grid d_ff_multiple="), std::string::npos);
+  // Fields every run shares stay free: the corpus, the width, the training length.
+  EXPECT_NO_THROW(planned("warmup-grid", {"model.d_model=96", "train.steps=40", "model.dropout=0.1"}));
+
+  const std::string unknown = plan_error("one-step", {}, {"model.d_model=64,128"});
+  EXPECT_NE(unknown.find("--grid model.d_model=64,128: model.d_model is not an axis of study one-step (its axes: "
+                         "model.n_layers;"),
+            std::string::npos)
+      << unknown;
+  EXPECT_NE(plan_error("depth-variance", {}, {"model.n_layers=4"}).find("its axes: none, its arms are fixed"),
+            std::string::npos);
+  const std::string typed = plan_error("one-step", {}, {"model.n_layers=2,deep"});
+  EXPECT_NE(typed.find("expected integers like the preset's (3,6,12,24), not \"deep\""), std::string::npos) << typed;
+  EXPECT_NE(plan_error("grad-by-depth", {}, {"init=xavier,orthogonal"}).find("is not one of xavier,gpt2"),
+            std::string::npos);
+  const std::string bad = plan_error("one-step", {}, {"model.n_layers=0,2"});
+  EXPECT_NE(bad.find("--grid model.n_layers=0,2: "), std::string::npos) << bad;
+  EXPECT_NE(bad.find("nothing was run"), std::string::npos) << bad;
 }
 
 TEST(StudyVerdict, CombinesSubClaims) {
@@ -463,13 +556,16 @@ TEST(StudyCli, AFailedRunMakesTheStudyIncompleteAndReuseFollowsTheRequest) {
   TempDir tmp("study");
   const fs::path dir = tmp / "stream";
   const std::vector<std::string> args = {
-      "study", "stream-at-init", "--quick", "--out", dir.string(), "--set", "data.dir=" + tiny_data_dir().string()};
+      "study",  "stream-at-init", "--quick", "--out", dir.string(), "--set", "data.dir=" + tiny_data_dir().string(),
+      "--grid", "d_ff_multiple=4"};
   const auto first = run_cli(args, tmp.path());
   ASSERT_EQ(first.exit_code, 0) << first.err;
   EXPECT_EQ(finished_runs(dir), 3);
   const std::string md = slurp(dir / "report.md");
   EXPECT_NE(md.find("## Reproduce"), std::string::npos);
   EXPECT_NE(md.find("data.dir=" + tiny_data_dir().string()), std::string::npos) << "the overrides are recorded";
+  EXPECT_NE(md.find("grid (--grid, replacing an axis's values): d_ff_multiple=4"), std::string::npos)
+      << "the grid is recorded";
   EXPECT_NE(md.find("meta.json fnv1a64 "), std::string::npos) << "the corpus checksum is recorded";
   const auto verdict = Json::parse(slurp(dir / "report.json"))["verdict"].get<std::string>();
   const std::string index = slurp(tmp / "studies.html");  // each finished study refreshes the index beside it
@@ -503,6 +599,29 @@ TEST(StudyCli, AFailedRunMakesTheStudyIncompleteAndReuseFollowsTheRequest) {
   ASSERT_EQ(fresh.exit_code, 0) << fresh.err;
   EXPECT_EQ(fresh.err.find("already done"), std::string::npos) << fresh.err;
   EXPECT_NE(slurp(dir / "runs" / "pre-s1" / "request.json").find("\"seed\": 7"), std::string::npos);
+}
+
+// `normlab study NAME --help` describes the study: claim, presets, seeds, its axes with their values, and
+// examples; `normlab study --help` is the generic help.
+TEST(StudyCli, HelpOfAStudyListsItsAxes) {
+  const auto r = run_cli({"study", "grad-by-depth", "--help"}, fs::current_path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const Study& s = find_study("grad-by-depth");
+  for (const std::string& want :
+       {std::string(s.title), std::string(s.claim), std::string(s.source), std::string(s.cost),
+        std::string("seeds:  1"), std::string("  model.n_layers\n"),
+        std::string("default: 6,12,24,48   --quick: 2,4,8"), std::string("  init\n"),
+        std::string("values: xavier,gpt2"), std::string("normlab study grad-by-depth --grid model.n_layers=2,4,8"),
+        std::string("--grid")})
+    EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
+  const auto none = run_cli({"study", "model-update", "--help"}, fs::current_path());
+  EXPECT_NE(none.out.find("axes: none"), std::string::npos) << none.out;
+  const auto generic = run_cli({"study", "--help"}, fs::current_path());
+  ASSERT_EQ(generic.exit_code, 0) << generic.err;
+  EXPECT_NE(generic.out.find("--grid"), std::string::npos) << generic.out;
+  EXPECT_EQ(generic.out.find("claim:"), std::string::npos) << generic.out;
+  const auto nameless = run_cli({"study"}, fs::current_path());
+  EXPECT_NE(nameless.exit_code, 0);
 }
 
 TEST(StudyCli, ListsEveryStudyWithItsPaperAndCost) {
