@@ -126,6 +126,7 @@ std::vector<study::RunRequest> expand_grid(const Json& doc, const std::string& w
 void add_study(CLI::App& app) {
   struct Args {
     std::string name, out;
+    std::string seeds;
     study::StudyOptions options;
     study::RunnerOptions runner;
   };
@@ -133,13 +134,16 @@ void add_study(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("study", "run a named experiment and write its report (`normlab study list`)");
   cmd->add_option("name", args->name, "study name, or `list`")->required();
   cmd->add_flag("--quick", args->options.quick, "the small preset (a few minutes)");
-  cmd->add_option("--seeds", args->options.seeds, "seeds per configuration (default: the study's; 1 with --quick)");
+  cmd->add_option("--seeds", args->seeds,
+                  "the seeds every configuration runs with: a count N (seeds 1..N), a list 101,102,103 or a range "
+                  "101-103 (default: the study's, 3 for most; 1 with --quick)");
   cmd->add_option("-s,--set", args->options.overrides, "override a field of every run, e.g. --set train.lr=3e-4");
   cmd->add_option("-o,--out", args->out, "study directory (default runs/study-<name>[-quick])");
   add_runner_options(cmd, args->runner);
   cmd->callback([args] {
     if (args->name == "list") return print_study_list();
     const study::Study& s = study::find_study(args->name);
+    if (!args->seeds.empty()) args->options.seeds = study::parse_seeds(args->seeds);
     args->options.dir = args->out.empty() ? default_study_dir(s.name, args->options.quick) : fs::path(args->out);
     args->options.command_line = command_line();
     const study::StudyResult result = study::run_study(s, args->options, args->runner);

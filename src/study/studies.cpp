@@ -34,6 +34,51 @@ const Study& find_study(std::string_view name) {
   fail("unknown study '{}' (known: {}; `normlab study list` describes each)", name, list);
 }
 
+std::vector<int> parse_seeds(const std::string& text) {
+  const auto bad = [&](std::string_view why) -> std::vector<int> {
+    fail("--seeds {}: {} (expected a count N for seeds 1..N, a list like 101,102,103, or a range like 101-103)", text,
+         why);
+  };
+  const auto number = [&](std::string_view part) -> int {
+    if (part.empty() || part.size() > 9 ||
+        !std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+      bad(fmt::format("'{}' is not a positive whole number", part));
+    const int v = std::stoi(std::string(part));
+    if (v <= 0) bad("seeds start at 1");
+    return v;
+  };
+  std::vector<int> seeds;
+  if (text.find(',') != std::string::npos) {
+    size_t start = 0;
+    while (true) {
+      const size_t comma = text.find(',', start);
+      seeds.push_back(number(std::string_view(text).substr(start, comma - start)));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  } else if (const size_t dash = text.find('-'); dash != std::string::npos) {
+    const int lo = number(std::string_view(text).substr(0, dash)), hi = number(std::string_view(text).substr(dash + 1));
+    if (hi < lo) bad("the range ends before it starts");
+    if (hi - lo >= 1000) bad("more than 1000 seeds");
+    for (int s = lo; s <= hi; ++s) seeds.push_back(s);
+  } else {
+    const int n = number(text);
+    if (n > 1000) bad("more than 1000 seeds");
+    for (int s = 1; s <= n; ++s) seeds.push_back(s);
+  }
+  std::vector<int> sorted = seeds;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) bad("a seed is listed twice");
+  return seeds;
+}
+
+std::string describe_seeds(const std::vector<int>& seeds) {
+  bool consecutive = seeds.size() > 1;
+  for (size_t i = 1; i < seeds.size(); ++i) consecutive = consecutive && seeds[i] == seeds[i - 1] + 1;
+  if (consecutive) return fmt::format("{}–{}", seeds.front(), seeds.back());
+  return fmt::format("{}", fmt::join(seeds, ", "));
+}
+
 namespace {
 
 // An override must name a field of the resolved config; model.options holds a variant's switches,
@@ -90,7 +135,7 @@ std::vector<std::string> provenance(const StudyOptions& o, const RunnerOptions& 
   const int jobs = std::max(1, runner.jobs);
   lines.push_back(fmt::format("threads: {} cores, {} run(s) at once, {} thread(s) each", runner.threads, jobs,
                               std::max(1, runner.threads / jobs)));
-  lines.push_back(fmt::format("seeds: 1–{}", o.seeds));
+  lines.push_back(fmt::format("seeds: {} ({} per configuration)", describe_seeds(o.seeds), o.seeds.size()));
   lines.push_back(
       "the same command with the same --out reuses every finished run whose request.json equals the plan's; "
       "--fresh runs them all again");
@@ -102,7 +147,8 @@ std::vector<std::string> provenance(const StudyOptions& o, const RunnerOptions& 
 int checkpoint_interval(int steps) { return std::clamp(steps / 4, 1, 100); }
 
 std::vector<RunRequest> plan_study(const Study& study, StudyOptions& options) {
-  if (options.seeds <= 0) options.seeds = options.quick ? 1 : study.default_seeds;
+  if (options.seeds.empty())
+    for (int seed = 1; seed <= (options.quick ? 1 : study.default_seeds); ++seed) options.seeds.push_back(seed);
   std::vector<RunRequest> requests = study.plan(options);
   if (!requests.empty()) {
     const Json fields = resolve_config(requests.front().config, fmt::format("study {}", study.name));

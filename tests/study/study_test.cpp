@@ -156,9 +156,9 @@ TEST(StudyVerdict, NaNIsNoEvidence) {
   EXPECT_EQ(greater(1, NAN), Truth::undecided);
   EXPECT_EQ(between(NAN, 0, 1), Truth::undecided);
   EXPECT_EQ(less(INFINITY, 1), Truth::fails);
-  EXPECT_TRUE(std::isnan(seed_mean(3, [](int seed) { return seed == 2 ? NAN : double(seed); })));
-  EXPECT_EQ(seed_mean(3, [](int seed) { return double(seed); }), 2.0);
-  const auto each = seed_mean_each(2, 2, [](int seed) {
+  EXPECT_TRUE(std::isnan(seed_mean({1, 2, 3}, [](int seed) { return seed == 2 ? NAN : double(seed); })));
+  EXPECT_EQ(seed_mean({1, 2, 3}, [](int seed) { return double(seed); }), 2.0);
+  const auto each = seed_mean_each({1, 2}, 2, [](int seed) {
     return seed == 1 ? std::vector<double>{1, 2} : std::vector<double>{3};
   });
   EXPECT_EQ(each[0], 2.0);
