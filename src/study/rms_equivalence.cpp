@@ -59,9 +59,9 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Report r;
   r.setup =
       "Bias-free LayerNorm for Pre-LN; the trained Pre-LN checkpoint is also converted and compared on one validation "
-      "batch in fp32 and fp64; throughput = tokens ÷ training wall time, each run timed alone on the machine with "
-      "every core (whatever --jobs says), the forms alternated seed by seed (Pre-LN, Pre-RMSNorm, Pre-CRMSNorm, "
-      "Pre-LN ...). Other programs on the machine still disturb the timings.";
+      "batch in fp32 and fp64; throughput = tokens ÷ training wall time, each run timed alone (no other run of the "
+      "study beside it; --threads / --jobs threads), the forms alternated seed by seed (Pre-LN, Pre-RMSNorm, "
+      "Pre-CRMSNorm, Pre-LN ...). Other programs on the machine still disturb the timings.";
   Table eq{"Check of the converter: largest difference from the Pre-LN model (over seeds)",
            {"precision", "variant", "logits: max |Δ| ÷ max(max |z|, 1)", "loss |Δ|", "gradients: max relative error"}};
   bool converts = true;

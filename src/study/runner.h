@@ -18,10 +18,11 @@ struct RunRequest {
   std::string kind = "train";                 // train | probe (normlab probe --analysis <analyses> on the fresh init)
   std::string analyses;                       // probe: the analyses of the fresh init; train: of the trained checkpoint
   std::vector<std::string> probe_flags = {};  // more `normlab probe` options, e.g. {"--lr", "1e-5"}
-  // A timed run: it starts only when no other run is running, nothing starts beside it, and it gets
-  // every core (--threads). Exclusive runs keep their plan order, so a plan listing forms A B C A B C
-  // times them alternated, each alone on the machine. It does not enter request.json (it changes no number
-  // but the wall time).
+  // A timed run: it starts only when no other run is running and nothing starts beside it (it keeps
+  // the threads every run gets, --threads / --jobs, so its timing compares with its peers' whatever
+  // the machine's load). Exclusive runs keep their plan order, so a plan listing forms A B C A B C
+  // times them alternated, each alone. It does not enter request.json (it changes no number but the
+  // wall time).
   bool exclusive = false;
 };
 
