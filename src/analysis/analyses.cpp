@@ -4,6 +4,7 @@
 #include <numbers>
 
 #include "common/error.h"
+#include "common/rng.h"
 #include "model/crms_convert.h"
 #include "model/init.h"
 #include "probe/stats.h"
@@ -14,6 +15,12 @@ namespace normlab::analysis {
 
 namespace eng = normlab::engine;
 using probe::tensor_stats;
+
+uint64_t fresh_init_seed(uint64_t seed, int k) {
+  // splitmix64 of the seed, then of that xor k's own splitmix64: distinct (seed, k) pairs give
+  // unrelated streams.
+  return Rng(Rng(seed).next() ^ Rng(0x6a09e667f3bcc909ULL + static_cast<uint64_t>(k)).next()).next();
+}
 
 namespace {
 
@@ -28,13 +35,15 @@ void over_val_batches(model::Model& m, const train::Loader& loader, int count, F
   }
 }
 
-// Runs fn() on s.seeds fresh initializations × s.batches training batches each.
+// Runs fn() on s.seeds fresh initializations × s.batches training batches each. Each init's seed is
+// fresh_init_seed(run seed, k): a mixing of both, so that the inits averaged for run seed s share no
+// draw with those of seed s + 1 (seed + k did: seeds 1–3 overlapped in two of their three inits).
 template <typename Fn>
 void over_fresh_inits(model::Model& m, const train::RunConfig& config, const train::Loader& loader,
                       const AnalysisSettings& s, Fn fn) {
   train::Batch batch;
   for (int seed = 0; seed < s.seeds; ++seed) {
-    model::initialize(m, config.train.seed + static_cast<uint64_t>(seed));
+    model::initialize(m, fresh_init_seed(config.train.seed, seed));
     for (int b = 0; b < s.batches; ++b) {
       loader.train_batch(b + 1, seed, batch);
       m.set_batch(batch.tokens.data(), batch.targets.data());

@@ -18,6 +18,11 @@ struct AnalysisSettings {
   int span = 1;      // n in the angular distance between layer ℓ and ℓ + n
 };
 
+// The seed of the k-th fresh initialization that the init-time analyses average for run seed `seed`:
+// both mixed through splitmix64, so the inits of different run seeds are independent draws (seed + k
+// would let run seeds 1, 2, 3 share inits).
+uint64_t fresh_init_seed(uint64_t seed, int k);
+
 // Xiong et al. 2020, Fig. 3: ‖∂L/∂W‖ of every parameter at initialization, averaged over seeds × batches.
 Json gradient_norms_at_init(const train::RunConfig& config, const train::Loader& loader, const AnalysisSettings& s);
 // Xiong et al. 2020, Lemma 2: E‖x_l‖²/d of the stream entering each layer at init, mean over seeds × batches.

@@ -127,6 +127,7 @@ void add_study(CLI::App& app) {
   struct Args {
     std::string name, out;
     bool help = false;
+    std::string seeds;
     study::StudyOptions options;
     study::RunnerOptions runner;
   };
@@ -138,7 +139,9 @@ void add_study(CLI::App& app) {
   cmd->add_flag("-h,--help", args->help, "this help; with a study name, that study's claim, axes and examples");
   cmd->add_option("name", args->name, "study name, or `list`");
   cmd->add_flag("--quick", args->options.quick, "the small preset (a few minutes)");
-  cmd->add_option("--seeds", args->options.seeds, "seeds per configuration (default: the study's; 1 with --quick)");
+  cmd->add_option("--seeds", args->seeds,
+                  "the seeds every configuration runs with: a count N (seeds 1..N), a list 101,102,103 or a range "
+                  "101-103 (default: the study's, 3 for most; 1 with --quick)");
   cmd->add_option("-s,--set", args->options.overrides, "override a field of every run, e.g. --set train.lr=3e-4");
   cmd->add_option("-g,--grid", args->options.grid,
                   "replace the values of one of the study's axes, e.g. --grid model.n_layers=8,16,32 (repeatable; "
@@ -154,6 +157,7 @@ void add_study(CLI::App& app) {
     if (args->name.empty()) fail("study: a study name is required (`normlab study list` shows them)");
     if (args->name == "list") return print_study_list();
     const study::Study& s = study::find_study(args->name);
+    if (!args->seeds.empty()) args->options.seeds = study::parse_seeds(args->seeds);
     args->options.dir = args->out.empty() ? default_study_dir(s.name, args->options.quick) : fs::path(args->out);
     args->options.command_line = command_line();
     const study::StudyResult result = study::run_study(s, args->options, args->runner);

@@ -23,18 +23,21 @@ struct Variant {
   const char* init;
   const char* label;
 };
-constexpr Variant kArms[] = {{"pre", "pre", "gpt2", "Pre-LN"},
-                             {"pre-scaled", "pre", "scaled", "Pre-LN + scaled init"},
+constexpr Variant kArms[] = {{"pre", "pre", "gpt2", "Pre-LN (RMSNorm)"},
+                             {"pre-scaled", "pre", "scaled", "Pre-LN (RMSNorm) + scaled init"},
                              {"lns", "lns", "gpt2", "LayerNorm Scaling"},
                              {"gpas", "gpas", "gpt2", "GPAS"}};
 
 std::vector<RunRequest> plan(const StudyOptions& o) {
   const TrainPreset p = preset(o);
   std::vector<RunRequest> runs;
-  for (int seed = 1; seed <= o.seeds; ++seed)
+  for (int seed : o.seeds)
     for (const Variant& a : kArms) {
       Json config = small_lm(a.placement, p.layers, p.steps, static_cast<uint64_t>(seed), p.steps / 10, p.probe_every);
       config["model"]["init"] = {{"scheme", a.init}};
+      // One norm for every arm, so they differ only in the placement (or init) under study: LNS's and
+      // GPAS's own default, RMSNorm (the papers' LLaMA setting), also for the Pre-LN arms.
+      config["model"]["norm"] = {{"type", "rmsnorm"}, {"eps", 1e-6}};
       runs.push_back({seed_id(a.id, seed), config, "train", ""});
     }
   return runs;
@@ -57,17 +60,22 @@ double top(const Json& stream) {
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Report r;
-  r.setup = "Scaled init: output projections × 1/√(2L); the stream is probed every train.probe_every steps.";
+  r.setup =
+      "Every arm uses RMSNorm (model.norm.type rmsnorm, eps 1e-6: LNS's and GPAS's default, the papers' LLaMA "
+      "setting), so \"Pre-LN\" here is Pre-RMSNorm. Scaled init: output projections × 1/√(2L); the stream is "
+      "probed every train.probe_every steps.";
 
-  Chart profile{"stream mean square by layer at the end of training", "layer (L = the stack's output)", "E[x²]"};
+  Chart profile{fmt::format("stream mean square by layer at the end of training (seed {})", o.seeds.front()),
+                "layer (L = the stack's output)", "E[x²]"};
   profile.log_y = true;
-  Chart over_time{"stream mean square at the stack's output during training", "step", "E[x²]"};
+  Chart over_time{fmt::format("stream mean square at the stack's output during training (seed {})", o.seeds.front()),
+                  "step", "E[x²]"};
   over_time.log_y = true;
-  Table table{"At the end of training",
-              {"arm", "E[x²] entering layer 1", "E[x²] at the output", "output ÷ layer 1", "val loss"}};
-  std::map<std::string, double> tops, growths;  // by arm id, seeds averaged
+  Table table{"At the end of training (over seeds)",
+              {"arm", "E[x²] entering layer 1 (first seed)", "E[x²] at the output", "output ÷ layer 1", "val loss"}};
+  std::map<std::string, SeedValues> tops, growths;  // by arm id, per seed
   for (const Variant& a : kArms) {
-    const std::string id1 = seed_id(a.id, 1);
+    const std::string id1 = seed_id(a.id, o.seeds.front());
     const Json s = last_stream(runs, id1);
     profile.series.push_back(layer_series(a.label, s, "mean_square"));
     Series t{a.label, {}, {}};
@@ -75,45 +83,49 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       for (const Json& j : probe_records(run->dir / "run", "stream"))
         t.x.push_back(number(j, "step")), t.y.push_back(top(j));
     over_time.series.push_back(t);
-    tops[a.id] = seed_mean(o.seeds, [&](int seed) { return top(last_stream(runs, seed_id(a.id, seed))); });
-    growths[a.id] = seed_mean(o.seeds, [&](int seed) {
+    tops[a.id] = over_seeds(o.seeds, [&](int seed) { return top(last_stream(runs, seed_id(a.id, seed))); });
+    growths[a.id] = over_seeds(o.seeds, [&](int seed) {
       const Json stream = last_stream(runs, seed_id(a.id, seed));
       return top(stream) / first(stream);
     });
     table.rows.push_back(
-        {a.label, num(first(s)), num(tops[a.id]), num(growths[a.id]), num(mean_val_loss(runs, a.id, o.seeds))});
+        {a.label, num(first(s)), tops[a.id].show(), growths[a.id].show(), val_losses(runs, a.id, o.seeds).show()});
   }
   r.charts = {profile, over_time};
   r.tables = {table, outcome_table("Runs", runs)};
 
-  const double pre = tops["pre"], lns = tops["lns"], gpas = tops["gpas"];
-  const Truth a = greater(growths["pre"], 2), b = greater(growths["pre-scaled"], 2), c = less(lns, 0.5 * pre),
-              d = less(gpas, 0.5 * pre);
+  const SeedValues lns = ratio(tops["lns"], tops["pre"]), gpas = ratio(tops["gpas"], tops["pre"]);
+  const Truth a = decide_above(growths["pre"], 2), b = decide_above(growths["pre-scaled"], 2),
+              c = decide_below(lns, 0.5), d = decide_below(gpas, 0.5);
   r.evidence = {
-      fmt::format("A. Pre-LN: output ÷ layer-1 mean square {} — {}", num(growths["pre"]),
+      fmt::format("A. Pre-LN: output ÷ layer-1 mean square {} — {}", growths["pre"].show(),
                   said(a, "grows with depth (holds)")),
-      fmt::format("B. Pre-LN + scaled init: {} — {}", num(growths["pre-scaled"]), said(b, "still grows (holds)")),
-      fmt::format("C. LayerNorm Scaling: output mean square {} vs Pre-LN {} (ratio {}) — {}", num(lns), num(pre),
-                  num(lns / pre), said(c, "capped (holds)", "not below half (does not hold)")),
-      fmt::format("D. GPAS: output mean square {} vs Pre-LN {} (ratio {}) — {}", num(gpas), num(pre), num(gpas / pre),
-                  said(d, "capped (holds)", "not below half (does not hold)")),
+      fmt::format("B. Pre-LN + scaled init: {} — {}", growths["pre-scaled"].show(), said(b, "still grows (holds)")),
+      fmt::format("C. LayerNorm Scaling: output mean square {} vs Pre-LN {} (ratio per seed {}) — {}",
+                  tops["lns"].show(), tops["pre"].show(), lns.show(),
+                  said(c, "capped (holds)", "not below half (does not hold)")),
+      fmt::format("D. GPAS: output mean square {} vs Pre-LN {} (ratio per seed {}) — {}", tops["gpas"].show(),
+                  tops["pre"].show(), gpas.show(), said(d, "capped (holds)", "not below half (does not hold)")),
   };
   // GPAS's gates are learned: SiLU(a) < 0 makes G amplify the stream instead of shrinking it.
   double gate_scale = 1;
-  if (const RunOutcome* run = find_run(runs, seed_id("gpas", 1))) {
+  if (const RunOutcome* run = find_run(runs, seed_id("gpas", o.seeds.front()))) {
     const std::vector<double> gates = numbers(last_probe(run->dir / "run", "scalar"), "value");
     for (double a_l : gates) gate_scale *= 1 - a_l / (1 + std::exp(-a_l));
     r.evidence.push_back(
-        fmt::format("GPAS's learned gates at the end (seed 1): mean a = {}, so the gates together scale the "
+        fmt::format("GPAS's learned gates at the end (seed {}): mean a = {}, so the gates together scale the "
                     "stream by Π(1 − SiLU(a_ℓ)) = {} (< 1 shrinks it, > 1 amplifies it)",
-                    num(mean(gates)), num(gates.empty() ? NAN : gate_scale)));
+                    o.seeds.front(), num(mean(gates)), num(gates.empty() ? NAN : gate_scale)));
   }
   r.verdict = combine_verdicts({a, b, c, d});
   r.verdict_rule =
-      "From the last stream probe, seeds averaged. A: Pre-LN's stream mean square at the stack's output > 2× "
-      "that entering layer 1; B: the same for Pre-LN with scaled init; C: LayerNorm Scaling's output mean square "
-      "< 0.5× Pre-LN's; D: GPAS's < 0.5× Pre-LN's. All hold: reproduced; none: not reproduced; otherwise "
-      "inconclusive.";
+      std::string(
+          "From the last stream probe; every arm uses RMSNorm, so they differ only in placement or init. Ratios "
+          "per seed. A: Pre-LN's stream mean square at the stack's output > 2× that entering layer 1 on every "
+          "seed; B: the same for Pre-LN with scaled init; C: LayerNorm Scaling's output mean square < 0.5× "
+          "Pre-LN's (same seed) on every seed; D: GPAS's < 0.5× Pre-LN's on every seed. All hold: reproduced; all "
+          "fail: not reproduced; otherwise inconclusive. ") +
+      kSeedRule;
   return r;
 }
 
@@ -128,7 +140,7 @@ extern const Study kDepthVariance{
     .source =
         "Sun et al. 2025, The Curse of Depth in Large Language Models (arXiv 2502.05795), Fig. 4; Chen et al. 2025, "
         "GPAS (arXiv 2506.22049).",
-    .cost = "default ~4 min on 2 cores, --quick ~15 s",
+    .cost = "default ~12 min on 2 cores (3 seeds), --quick ~15 s",
     .plan = plan,
     .judge = judge,
 };

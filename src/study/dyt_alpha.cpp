@@ -48,7 +48,7 @@ Json arm(const std::string& placement, const Preset& p, int seed, double alpha, 
 std::vector<RunRequest> plan(const StudyOptions& o) {
   const Preset p = preset(o);
   std::vector<RunRequest> runs;
-  for (int seed = 1; seed <= o.seeds; ++seed) {
+  for (int seed : o.seeds) {
     runs.push_back({id_of(0, seed), arm("pre", p, seed, 0, false), "train", ""});
     for (double alpha : p.alphas) {
       if (alpha <= 0) fail("--grid model.options.dyt_alpha: α₀ must be > 0, not {:g}; nothing was run", alpha);
@@ -67,61 +67,77 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       "{{{}}} (model.options.dyt_alpha), against Pre-LN with LayerNorm; a contrast run: DyT α₀ = 0.5 with "
       "GPT-2 init.",
       fmt::join(p.alphas, ", "));
+  // Final validation loss per seed; a diverged run counts as ∞.
   const auto val = [&](double alpha) {
-    return seed_mean(o.seeds, [&](int seed) -> double {
+    return over_seeds(o.seeds, [&](int seed) -> double {
       const TrainResult t = train_result(find_run(runs, id_of(alpha, seed)));
       return t.outcome == "diverged" ? INFINITY : t.val_loss;
     });
   };
-  const double ln = val(0);
-  Chart sweep{"final validation loss against α₀ (flat line: LayerNorm)", "α₀", "val loss"};
+  const SeedValues ln = val(0);
+  Chart sweep{"final validation loss against α₀, mean over seeds (flat line: LayerNorm)", "α₀", "val loss"};
   Series dyt{"DyT", {}, {}}, reference{"LayerNorm", {}, {}};
-  Table table{"Final validation loss", {"model", "val loss", "− LayerNorm"}};
-  table.rows.push_back({"LayerNorm", num(ln), "0"});
-  // NaN (a failed α₀) poisons best and worst, so neither sub-claim is decided from the others.
-  double best = INFINITY, worst = -INFINITY, best_alpha = NAN;
+  Table table{"Final validation loss (over seeds)", {"model", "val loss", "− LayerNorm (mean)"}};
+  table.rows.push_back({"LayerNorm", ln.show(), "0"});
+  // The best and worst α₀ by mean loss, then judged seed by seed. NaN (a failed α₀) poisons both, so
+  // neither sub-claim is decided from the others.
+  double best_mean = INFINITY, worst_mean = -INFINITY, best_alpha = NAN, worst_alpha = NAN;
+  bool missing = false;
   for (double alpha : p.alphas) {
-    const double v = val(alpha);
-    dyt.x.push_back(alpha), dyt.y.push_back(v);
-    reference.x.push_back(alpha), reference.y.push_back(ln);
-    table.rows.push_back({fmt::format("DyT α₀ = {:g}", alpha), std::isinf(v) ? "diverged" : num(v), num(v - ln)});
-    if (std::isnan(v) || std::isnan(best)) best = worst = NAN;
-    else if (v < best) best = v, best_alpha = alpha;
-    if (!std::isnan(best)) worst = std::max(worst, v);
+    const SeedValues v = val(alpha);
+    const double m = v.mean();
+    dyt.x.push_back(alpha), dyt.y.push_back(m);
+    reference.x.push_back(alpha), reference.y.push_back(ln.mean());
+    table.rows.push_back({fmt::format("DyT α₀ = {:g}", alpha), v.show(), num(m - ln.mean())});
+    if (std::isnan(m)) missing = true;
+    else {
+      if (std::isnan(best_alpha) || m < best_mean) best_mean = m, best_alpha = alpha;
+      if (std::isnan(worst_alpha) || m > worst_mean) worst_mean = m, worst_alpha = alpha;
+    }
   }
+  const SeedValues nothing = over_seeds(o.seeds, [](int) { return NAN; });
+  const SeedValues best = missing || std::isnan(best_alpha) ? nothing : val(best_alpha),
+                   worst = missing || std::isnan(worst_alpha) ? nothing : val(worst_alpha);
   sweep.series = {dyt, reference};
-  const double contrast = mean_val_loss(runs, "dyt-a0.5-gpt2-init", o.seeds);
-  table.rows.push_back({"DyT α₀ = 0.5, GPT-2 init (contrast)", num(contrast), num(contrast - ln)});
-  Chart curves{"training loss (seed 1)", "step", "loss"};
+  const SeedValues contrast = val_losses(runs, "dyt-a0.5-gpt2-init", o.seeds);
+  table.rows.push_back({"DyT α₀ = 0.5, GPT-2 init (contrast)", contrast.show(), num(contrast.mean() - ln.mean())});
+  Chart curves{fmt::format("training loss (seed {})", o.seeds.front()), "step", "loss"};
+  const std::string suffix = fmt::format("-s{}", o.seeds.front());
   for (const RunOutcome& run : runs)
-    if (run.request.id.ends_with("-s1"))
-      curves.series.push_back(loss_series(run.request.id.substr(0, run.request.id.size() - 3), &run));
+    if (run.request.id.ends_with(suffix))
+      curves.series.push_back(loss_series(run.request.id.substr(0, run.request.id.size() - suffix.size()), &run));
   r.charts = {sweep, curves};
   r.tables = {table, outcome_table("Runs", runs)};
 
-  // A diverged LayerNorm is no reference to match; a diverged best DyT matches nothing.
-  const Truth a = std::isinf(ln) || std::isinf(best) ? Truth::fails : !greater(best - ln, 0.1);
+  // Per seed: a diverged LayerNorm is no reference to match, and a diverged best DyT matches nothing
+  // (the gap is then +∞); a diverged best α₀ leaves no spread to speak of (−∞).
+  const SeedValues lag =
+      paired(best, ln, [](double b, double l) { return std::isinf(b) || std::isinf(l) ? INFINITY : b - l; });
+  const SeedValues spread = paired(worst, best, [](double w, double b) { return std::isinf(b) ? -INFINITY : w - b; });
   const bool one_alpha = p.alphas.size() < 2;  // no spread to measure
-  const Truth b = one_alpha ? Truth::undecided : std::isinf(best) ? Truth::fails : greater(worst - best, 0.1);
+  const Truth a = decide_below(lag, 0.1);
+  const Truth b = one_alpha ? Truth::undecided : decide_above(spread, 0.1);
   r.evidence = {
-      fmt::format("A. best DyT (α₀ = {:g}) val loss {} vs LayerNorm {} (difference {}) — {}", best_alpha,
-                  std::isinf(best) ? "∞ (every α₀ diverged)" : num(best), std::isinf(ln) ? "∞ (diverged)" : num(ln),
-                  num(best - ln), said(a, "matches (holds)", "does not match within 0.1 (does not hold)")),
-      fmt::format("B. spread over α₀: worst − best = {} — {}",
-                  std::isinf(worst) ? std::string("∞ (a run diverged)") : num(worst - best),
+      fmt::format("A. best DyT (α₀ = {:g}, lowest mean) val loss {} vs LayerNorm {} (difference per seed {}) — {}",
+                  best_alpha, best.show(), ln.show(), lag.show(),
+                  said(a, "matches (holds)", "does not match within 0.1 (does not hold)")),
+      fmt::format("B. spread over α₀: worst (α₀ = {:g}) − best per seed = {} — {}", worst_alpha, spread.show(),
                   one_alpha ? "cannot decide: the model.options.dyt_alpha axis has one value, B needs two"
                             : said(b, "α₀ matters (holds)", "α₀ barely matters here (does not hold)")),
   };
   r.evidence.push_back(
       fmt::format("Contrast (not in the verdict): DyT α₀ = 0.5 with GPT-2's small init reaches {} (LayerNorm "
                   "with unit-variance embeddings: {})",
-                  num(contrast), num(ln)));
+                  contrast.show(), ln.show()));
   r.verdict = combine_verdicts({a, b});
   r.verdict_rule =
-      "Final validation loss, seeds averaged (a diverged run counts as ∞). A: LayerNorm and the best α₀ did not "
-      "diverge and the best α₀'s loss is within 0.1 nats of LayerNorm's (or below); B: the worst α₀'s loss exceeds the "
-      "best's by > 0.1 nats. Both: "
-      "reproduced; neither: not reproduced; otherwise inconclusive.";
+      std::string(
+          "Final validation loss per seed (a diverged run counts as ∞); the best and worst α₀ are those with the "
+          "lowest and highest mean loss, then compared seed by seed. A: LayerNorm and the best α₀ did not diverge "
+          "and the best α₀'s loss is less than 0.1 nats above LayerNorm's (or below) on every seed; B: the worst "
+          "α₀'s loss exceeds the best's by > 0.1 nats on every seed. Both: reproduced; both fail: not reproduced; "
+          "otherwise inconclusive. ") +
+      kSeedRule;
   return r;
 }
 
@@ -135,7 +151,7 @@ extern const Study kDytAlpha{
         "value "
         "training lags or diverges.",
     .source = "Zhu, Chen, He, LeCun, Liu 2025, Transformers without Normalization (CVPR 2025, arXiv 2503.10622), §7.",
-    .cost = "default ~4 min on 2 cores, --quick ~15 s",
+    .cost = "default ~12 min on 2 cores (3 seeds), --quick ~15 s",
     .axes = {{.key = "model.options.dyt_alpha",
               .defaults = "0.1,0.5,1,2,4",
               .quick = "0.5,2",

@@ -55,44 +55,46 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.setup =
       "Each placement's default init; the gradient norm of each layer (all its parameters) averaged over the probes "
       "every train.probe_every steps.";
-  Chart chart{"gradient norm per layer, averaged over training", "layer", "‖∂L/∂θ_layer‖"};
+  Chart chart{"gradient norm per layer, averaged over training (one seed)", "layer", "‖∂L/∂θ_layer‖"};
   chart.log_y = true;
-  Table table{"Balance", {"placement", "first layer", "last layer", "first ÷ last", "|ln(first ÷ last)|", "val loss"}};
-  std::map<std::string, double> ratios, imbalance;  // by arm id
+  Table table{"Balance (over seeds)",
+              {"placement", "first layer", "last layer", "first ÷ last", "|ln(first ÷ last)|", "val loss"}};
+  std::map<std::string, SeedValues> ratios, imbalance;  // by arm id, per seed
   for (const Arm& a : kArms) {
-    std::vector<double> first, last;
-    for (int seed = 1; seed <= o.seeds; ++seed) {
-      const auto g = layer_grads(find_run(runs, seed_id(a.id, seed)), p.layers);
-      first.push_back(g.front()), last.push_back(g.back());
-      if (seed == 1) chart.series.push_back(indexed_series(a.label, g));
-    }
-    const double ratio = ratios[a.id] = mean(first) / mean(last);
-    imbalance[a.id] = std::abs(std::log(ratio));
-    table.rows.push_back({a.label, num(mean(first)), num(mean(last)), num(ratio), num(imbalance[a.id]),
-                          num(mean_val_loss(runs, a.id, o.seeds))});
+    std::map<int, std::vector<double>> g;  // by seed
+    for (int seed : o.seeds) g[seed] = layer_grads(find_run(runs, seed_id(a.id, seed)), p.layers);
+    chart.series.push_back(indexed_series(fmt::format("{} (seed {})", a.label, o.seeds.front()), g[o.seeds.front()]));
+    const SeedValues first = over_seeds(o.seeds, [&](int seed) { return g[seed].front(); }),
+                     last = over_seeds(o.seeds, [&](int seed) { return g[seed].back(); });
+    ratios[a.id] = ratio(first, last);
+    imbalance[a.id] = each(ratios[a.id], [](double x) { return std::abs(std::log(x)); });
+    table.rows.push_back({a.label, first.show(), last.show(), ratios[a.id].show(), imbalance[a.id].show(),
+                          val_losses(runs, a.id, o.seeds).show()});
   }
   r.charts.push_back(chart);
   r.tables = {table, outcome_table("Runs", runs)};
 
-  const Truth a = greater(ratios["pre"], 1.5);
+  const Truth a = decide_above(ratios["pre"], 1.5);
   std::vector<Truth> holds = {a};
-  r.evidence.push_back(fmt::format("A. Pre-LN first ÷ last layer gradient: {} — {}", num(ratios["pre"]),
+  r.evidence.push_back(fmt::format("A. Pre-LN first ÷ last layer gradient: {} — {}", ratios["pre"].show(),
                                    said(a, "early layers get more (holds)", "not above 1.5 (does not hold)")));
   char letter = 'B';
   for (const Arm& arm : kArms) {
     if (arm.id == std::string("pre")) continue;
-    const Truth flatter = less(imbalance[arm.id], imbalance["pre"]);
+    const Truth flatter = decide_less(imbalance[arm.id], imbalance["pre"]);
     holds.push_back(flatter);
     r.evidence.push_back(fmt::format("{}. {}: |ln(first ÷ last)| = {} vs Pre-LN's {} — {}", letter++, arm.label,
-                                     num(imbalance[arm.id]), num(imbalance["pre"]),
+                                     imbalance[arm.id].show(), imbalance["pre"].show(),
                                      said(flatter, "more balanced (holds)", "not more balanced (does not hold)")));
   }
   r.verdict = combine_verdicts(holds);
   r.verdict_rule =
-      "Per layer, the norm of the gradient of all its parameters, averaged over the probe steps; seeds averaged. "
-      "A: Pre-LN's first-layer gradient > 1.5× its last layer's; B, C, D: NormFormer's, Mix-LN's and "
-      "HybridNorm's imbalance |ln(first ÷ last)| is below Pre-LN's. All hold: reproduced; none: not reproduced; "
-      "otherwise inconclusive.";
+      std::string(
+          "Per layer, the norm of the gradient of all its parameters, averaged over the probe steps; ratios per "
+          "seed. A: Pre-LN's first-layer gradient > 1.5× its last layer's on every seed; B, C, D: NormFormer's, "
+          "Mix-LN's and HybridNorm's imbalance |ln(first ÷ last)| is below Pre-LN's (paired by seed). All hold: "
+          "reproduced; all fail: not reproduced; otherwise inconclusive. ") +
+      kSeedRule;
   return r;
 }
 
@@ -109,7 +111,7 @@ extern const Study kGradBalance{
         "Shleifer et al. 2021, NormFormer (arXiv 2110.09456), §3, Fig. 2; Li et al. 2025, Mix-LN (arXiv 2412.13795); "
         "Zhuo "
         "et al. 2025, HybridNorm (arXiv 2503.04598).",
-    .cost = "default ~3 min on 2 cores, --quick ~15 s",
+    .cost = "default ~9 min on 2 cores (3 seeds), --quick ~15 s",
     .plan = plan,
     .judge = judge,
 };

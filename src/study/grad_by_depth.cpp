@@ -26,7 +26,7 @@ std::string id_of(const std::string& init, const std::string& placement, int lay
 
 std::vector<RunRequest> plan(const StudyOptions& o) {
   std::vector<RunRequest> runs;
-  for (int seed = 1; seed <= o.seeds; ++seed)
+  for (int seed : o.seeds)
     for (const std::string& init : o.text_axis("init"))
       for (const char* placement : kPlacements)
         for (int layers : depths(o)) {
@@ -37,20 +37,25 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
   return runs;
 }
 
-// ‖∂L/∂W_fc2‖ of each layer (bottom to top), averaged over seeds.
+// ‖∂L/∂W_fc2‖ of each layer (bottom to top) for one seed (NaN where missing).
 std::vector<double> fc2_profile(const std::vector<RunOutcome>& runs, const std::string& init,
-                                const std::string& placement, int layers, int seeds) {
-  return seed_mean_each(seeds, static_cast<size_t>(layers), [&](int seed) {
-    Json a = run_analysis(find_run(runs, id_of(init, placement, layers, seed)), "grad-init");
-    std::vector<double> profile(static_cast<size_t>(layers), NAN);
-    const std::vector<double> norms = numbers(a, "grad_norm");
-    for (int l = 0; l < layers; ++l) {
-      const std::string want = fmt::format("layers.{}.ffn.fc2.weight", l);
-      for (size_t i = 0; i < norms.size(); ++i)
-        if (a["name"][i] == want) profile[static_cast<size_t>(l)] = norms[i];
-    }
-    return profile;
-  });
+                                const std::string& placement, int layers, int seed) {
+  Json a = run_analysis(find_run(runs, id_of(init, placement, layers, seed)), "grad-init");
+  std::vector<double> profile(static_cast<size_t>(layers), NAN);
+  const std::vector<double> norms = numbers(a, "grad_norm");
+  for (int l = 0; l < layers; ++l) {
+    const std::string want = fmt::format("layers.{}.ffn.fc2.weight", l);
+    for (size_t i = 0; i < norms.size(); ++i)
+      if (a["name"][i] == want) profile[static_cast<size_t>(l)] = norms[i];
+  }
+  return profile;
+}
+
+// The same averaged over seeds, for charts.
+std::vector<double> mean_profile(const std::vector<RunOutcome>& runs, const std::string& init,
+                                 const std::string& placement, int layers, const std::vector<int>& seeds) {
+  return seed_mean_each(seeds, static_cast<size_t>(layers),
+                        [&](int seed) { return fc2_profile(runs, init, placement, layers, seed); });
 }
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
@@ -61,37 +66,44 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       "normlab probe --analysis grad-init on each config (mean of 3 inits × 4 batches per run); inits: Xavier with "
       "√d-scaled N(0, d^-1/2) embeddings (unit-variance stream, the theorem's regime) and GPT-2 N(0, 0.02).";
 
-  Chart last{"last-layer fc2 gradient norm at init against depth", "depth L", "‖∂L/∂W_fc2‖ (last layer)"};
+  Chart last{"last-layer fc2 gradient norm at init against depth (mean over seeds)", "depth L",
+             "‖∂L/∂W_fc2‖ (last layer)"};
   last.log_y = true;
-  Table table{"fc2 gradient at init: last layer, and last ÷ first layer",
+  Table table{"fc2 gradient at init: last layer, and last ÷ first layer (over seeds)",
               {"init", "placement", "depth", "last layer", "last / first"}};
   struct Summary {
-    double depth_ratio, top_over_bottom;
+    SeedValues depth_ratio, top_over_bottom;  // per seed
   };
   auto summarize = [&](const std::string& init, const std::string& placement) {
     Series s{fmt::format("{}-LN, {}", placement == "post" ? "Post" : "Pre", init), {}, {}};
-    Summary out{NAN, NAN};
-    double first_last = NAN;
+    const auto last_layer = [&](int layers) {
+      return over_seeds(o.seeds, [&](int seed) { return fc2_profile(runs, init, placement, layers, seed).back(); });
+    };
+    const auto last_over_first = [&](int layers) {
+      return over_seeds(o.seeds, [&](int seed) {
+        const auto p = fc2_profile(runs, init, placement, layers, seed);
+        return p.back() / p.front();
+      });
+    };
     for (int layers : ds) {
-      const auto p = fc2_profile(runs, init, placement, layers, o.seeds);
+      const SeedValues top = last_layer(layers);
       s.x.push_back(layers);
-      s.y.push_back(p.back());
-      table.rows.push_back({init, placement, std::to_string(layers), num(p.back()), num(p.back() / p.front())});
-      if (layers == shallow) first_last = p.back();
-      if (layers == deep) out = {p.back() / first_last, p.back() / p.front()};
+      s.y.push_back(top.mean());
+      table.rows.push_back({init, placement, std::to_string(layers), top.show(), last_over_first(layers).show()});
     }
     last.series.push_back(s);
-    return out;
+    return Summary{ratio(last_layer(deep), last_layer(shallow)), last_over_first(deep)};
   };
   const Summary post_x = summarize("xavier", "post"), pre_x = summarize("xavier", "pre");
   const Summary post_g = summarize("gpt2", "post"), pre_g = summarize("gpt2", "pre");
   r.charts.push_back(last);
   for (const std::string& init : o.text_axis("init")) {
-    Chart profile{fmt::format("fc2 gradient by layer at depth {}, {} init", deep, init), "layer", "‖∂L/∂W_fc2‖"};
+    Chart profile{fmt::format("fc2 gradient by layer at depth {}, {} init (mean over seeds)", deep, init), "layer",
+                  "‖∂L/∂W_fc2‖"};
     profile.log_y = true;
     for (const char* placement : kPlacements) {
       profile.series.push_back(indexed_series(placement == std::string("post") ? "Post-LN" : "Pre-LN",
-                                              fc2_profile(runs, init, placement, deep, o.seeds)));
+                                              mean_profile(runs, init, placement, deep, o.seeds)));
     }
     r.charts.push_back(profile);
   }
@@ -111,29 +123,31 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
                        std::string_view fails = "does not hold") {
     return !xavier || (needs_two_depths && shallow == deep) ? missing : said(t, holds, fails);
   };
-  const Truth a = verdict(between(post_x.depth_ratio, 0.67, 1.5), true);
-  const Truth b = verdict(between(pre_x.depth_ratio, expected / 1.5, expected * 1.5), true);
-  const Truth c = verdict(greater(post_x.top_over_bottom, 1.5), false);
+  const Truth a = verdict(decide_between(post_x.depth_ratio, 0.67, 1.5), true);
+  const Truth b = verdict(decide_between(pre_x.depth_ratio, expected / 1.5, expected * 1.5), true);
+  const Truth c = verdict(decide_above(post_x.top_over_bottom, 1.5), false);
   r.evidence = {
       fmt::format("A. Xavier, Post-LN last-layer gradient, depth {} → {}: ratio {} — {}", shallow, deep,
-                  num(post_x.depth_ratio), say(a, true, "flat in depth (holds)", "not flat (does not hold)")),
+                  post_x.depth_ratio.show(), say(a, true, "flat in depth (holds)", "not flat (does not hold)")),
       fmt::format("B. Xavier, Pre-LN last-layer gradient, depth {} → {}: ratio {} against √({}/{}) = {} — {}", shallow,
-                  deep, num(pre_x.depth_ratio), shallow, deep, num(expected), say(b, true)),
+                  deep, pre_x.depth_ratio.show(), shallow, deep, num(expected), say(b, true)),
       fmt::format("C. Xavier, Post-LN at depth {}: last-layer ÷ first-layer gradient {} (Pre-LN: {}) — {}", deep,
-                  num(post_x.top_over_bottom), num(pre_x.top_over_bottom),
+                  post_x.top_over_bottom.show(), pre_x.top_over_bottom.show(),
                   say(c, false, "grows toward the top (holds)")),
       fmt::format(
           "Contrast (not in the verdict), GPT-2 init: Post-LN depth ratio {}, last ÷ first {}; Pre-LN depth ratio {}, "
           "last ÷ first {}",
-          num(post_g.depth_ratio), num(post_g.top_over_bottom), num(pre_g.depth_ratio), num(pre_g.top_over_bottom)),
+          post_g.depth_ratio.show(), post_g.top_over_bottom.show(), pre_g.depth_ratio.show(),
+          pre_g.top_over_bottom.show()),
   };
   r.verdict = combine_verdicts({a, b, c});
   r.verdict_rule = fmt::format(
-      "Under Xavier init (the theorem's assumptions), from the shallowest ({}) to the deepest ({}) model: A. Post-LN's "
-      "last-layer fc2 gradient ratio within [0.67, 1.5]; B. Pre-LN's ratio within a factor 1.5 of √(L_shallow/L_deep); "
-      "C. at the deepest, Post-LN's last-layer gradient > 1.5× its first layer's. All hold: reproduced; none: not "
-      "reproduced; otherwise inconclusive. The GPT-2 init runs are shown for contrast only.",
-      shallow, deep);
+      "Under Xavier init (the theorem's assumptions), from the shallowest ({}) to the deepest ({}) model, ratios "
+      "formed per seed: A. Post-LN's last-layer fc2 gradient ratio within [0.67, 1.5] on every seed; B. Pre-LN's "
+      "ratio within a factor 1.5 of √(L_shallow/L_deep) on every seed; C. at the deepest, Post-LN's last-layer "
+      "gradient > 1.5× its first layer's on every seed. All hold: reproduced; all fail: not reproduced; otherwise "
+      "inconclusive. The GPT-2 init runs are shown for contrast only. {}",
+      shallow, deep, kSeedRule);
   return r;
 }
 
@@ -149,7 +163,7 @@ extern const Study kGradByDepth{
     .source =
         "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745), Thm 1 and Fig. "
         "3.",
-    .cost = "default ~1 min on 2 cores, --quick ~15 s",
+    .cost = "default ~3 min on 2 cores (3 seeds), --quick ~15 s",
     .axes = {{.key = "model.n_layers",
               .defaults = "6,12,24,48",
               .quick = "2,4,8",

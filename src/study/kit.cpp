@@ -5,6 +5,7 @@
 #include <fstream>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include "common/error.h"
 #include "io/atomic_file.h"
@@ -82,10 +83,10 @@ TrainPreset configured(const StudyOptions& o, const TrainPreset& p) {
           configured(o, config, "train.probe_every").get<int>()};
 }
 
-std::vector<RunRequest> placement_runs(int seeds, std::span<const Arm> arms, const TrainPreset& p, int warmup,
-                                       const std::string& analyses) {
+std::vector<RunRequest> placement_runs(const std::vector<int>& seeds, std::span<const Arm> arms, const TrainPreset& p,
+                                       int warmup, const std::string& analyses) {
   std::vector<RunRequest> runs;
-  for (int seed = 1; seed <= seeds; ++seed)
+  for (int seed : seeds)
     for (const Arm& a : arms)
       runs.push_back({seed_id(a.id, seed),
                       small_lm(a.id, p.layers, p.steps, static_cast<uint64_t>(seed), warmup, p.probe_every), "train",
@@ -99,21 +100,120 @@ const RunOutcome* find_run(const std::vector<RunOutcome>& runs, const std::strin
   return nullptr;
 }
 
-double seed_mean(int seeds, const std::function<double(int)>& value) {
-  double sum = 0;
-  for (int seed = 1; seed <= seeds; ++seed) sum += value(seed);
-  return seeds > 0 ? sum / seeds : NAN;
+double seed_mean(const std::vector<int>& seeds, const std::function<double(int)>& value) {
+  return over_seeds(seeds, value).mean();
 }
 
-std::vector<double> seed_mean_each(int seeds, size_t size, const std::function<std::vector<double>(int)>& values) {
+std::vector<double> seed_mean_each(const std::vector<int>& seeds, size_t size,
+                                   const std::function<std::vector<double>(int)>& values) {
   std::vector<double> sum(size, 0.0);
-  for (int seed = 1; seed <= seeds; ++seed) {
+  for (int seed : seeds) {
     std::vector<double> v = values(seed);
     v.resize(size, NAN);
     for (size_t i = 0; i < size; ++i) sum[i] += v[i];
   }
-  for (double& x : sum) x = seeds > 0 ? x / seeds : NAN;
+  for (double& x : sum) x = seeds.empty() ? NAN : x / static_cast<double>(seeds.size());
   return sum;
+}
+
+bool SeedValues::complete() const {
+  return !values.empty() && std::none_of(values.begin(), values.end(), [](double v) { return std::isnan(v); });
+}
+
+double SeedValues::mean() const { return complete() ? study::mean(values) : NAN; }
+
+double SeedValues::sd() const {
+  if (!complete() || std::any_of(values.begin(), values.end(), [](double v) { return std::isinf(v); })) return NAN;
+  if (n() == 1) return 0;
+  const double m = mean();
+  double ss = 0;
+  for (double v : values) ss += (v - m) * (v - m);
+  return std::sqrt(ss / static_cast<double>(n() - 1));
+}
+
+std::string SeedValues::show() const {
+  if (values.empty()) return "n/a (no seeds)";
+  if (!complete()) {
+    std::vector<int> missing;
+    for (size_t i = 0; i < n(); ++i)
+      if (std::isnan(values[i])) missing.push_back(seeds[i]);
+    return fmt::format("n/a (seed{} {} missing)", missing.size() > 1 ? "s" : "", fmt::join(missing, ", "));
+  }
+  if (n() == 1) return fmt::format("{} (1 seed: indicative)", num(values[0]));
+  const double s = sd();
+  return fmt::format("{} ± {} ({} seeds)", num(mean()), std::isnan(s) ? "n/a" : num(s), n());
+}
+
+SeedValues over_seeds(const std::vector<int>& seeds, const std::function<double(int)>& value) {
+  SeedValues out{seeds, {}};
+  for (int seed : seeds) out.values.push_back(value(seed));
+  return out;
+}
+
+SeedValues paired(const SeedValues& a, const SeedValues& b, const std::function<double(double, double)>& f) {
+  if (a.seeds != b.seeds) throw std::logic_error("paired SeedValues over different seeds");
+  SeedValues out{a.seeds, {}};
+  for (size_t i = 0; i < a.n(); ++i) out.values.push_back(f(a.values[i], b.values[i]));
+  return out;
+}
+
+SeedValues ratio(const SeedValues& a, const SeedValues& b) {
+  return paired(a, b, [](double x, double y) { return x / y; });
+}
+
+SeedValues difference(const SeedValues& a, const SeedValues& b) {
+  return paired(a, b, [](double x, double y) { return x - y; });
+}
+
+SeedValues each(const SeedValues& a, const std::function<double(double)>& f) {
+  SeedValues out{a.seeds, {}};
+  for (double v : a.values) out.values.push_back(f(v));
+  return out;
+}
+
+namespace {
+
+// The threshold rule: every seed on the claimed side holds, none fails, mixed is unclear.
+Truth decide_side(const SeedValues& x, const std::function<bool(double)>& on_side) {
+  if (!x.complete()) return Truth::undecided;
+  size_t on = 0;
+  for (double v : x.values) on += on_side(v);
+  return on == x.n() ? Truth::holds : on == 0 ? Truth::fails : Truth::unclear;
+}
+
+}  // namespace
+
+// The paired rule (kit.h): direction on every seed and a mean gap beyond the pooled seed sd.
+Truth decide_greater(const SeedValues& a, const SeedValues& b) {
+  if (!a.complete() || !b.complete() || a.seeds != b.seeds) return Truth::undecided;
+  size_t ahead = 0;
+  for (size_t i = 0; i < a.n(); ++i) ahead += a.values[i] > b.values[i];
+  if (ahead == 0) return Truth::fails;
+  if (ahead < a.n()) return Truth::unclear;
+  const double gap = a.mean() - b.mean();
+  if (std::isinf(gap)) return truth(gap > 0);  // a diverged (∞) side: the gap dwarfs any noise
+  const double pooled = std::sqrt((a.sd() * a.sd() + b.sd() * b.sd()) / 2);
+  return gap > pooled ? Truth::holds : Truth::unclear;
+}
+
+Truth decide_above(const SeedValues& x, double threshold) {
+  return decide_side(x, [&](double v) { return v > threshold; });
+}
+Truth decide_below(const SeedValues& x, double threshold) {
+  return decide_side(x, [&](double v) { return v < threshold; });
+}
+Truth decide_between(const SeedValues& x, double lo, double hi) {
+  return decide_side(x, [&](double v) { return lo < v && v < hi; });
+}
+
+Truth decide_each(const std::vector<Truth>& per_seed) {
+  size_t holding = 0;
+  for (Truth t : per_seed) {
+    if (t == Truth::undecided) return Truth::undecided;
+    holding += t == Truth::holds;
+  }
+  if (per_seed.empty()) return Truth::undecided;
+  return holding == per_seed.size() ? Truth::holds : holding == 0 ? Truth::fails : Truth::unclear;
 }
 
 Truth greater(double a, double b) { return std::isnan(a) || std::isnan(b) ? Truth::undecided : truth(a > b); }
@@ -121,7 +221,17 @@ Truth less(double a, double b) { return greater(b, a); }
 Truth between(double x, double lo, double hi) { return greater(x, lo) && less(x, hi); }
 
 std::string said(Truth t, std::string_view holds, std::string_view fails) {
-  return std::string(t == Truth::holds ? holds : t == Truth::fails ? fails : "cannot decide: a number is missing");
+  switch (t) {
+    case Truth::holds:
+      return std::string(holds);
+    case Truth::fails:
+      return std::string(fails);
+    case Truth::unclear:
+      return "unclear over the seeds (they disagree, or the gap is within the seed spread)";
+    case Truth::undecided:
+      break;
+  }
+  return "cannot decide: a number is missing";
 }
 
 namespace {
@@ -265,17 +375,21 @@ Series loss_series(const std::string& label, const RunOutcome* run) {
   return {label, c.step, c.loss};
 }
 
-Truth all_trained(const std::vector<RunOutcome>& runs, const std::string& arm, int seeds) {
+Truth all_trained(const std::vector<RunOutcome>& runs, const std::string& arm, const std::vector<int>& seeds) {
   Truth all = Truth::holds;
-  for (int seed = 1; seed <= seeds; ++seed) {
+  for (int seed : seeds) {
     const TrainResult t = train_result(find_run(runs, seed_id(arm, seed)));
     all = all && (t.learned() == Truth::undecided ? Truth::undecided : truth(t.outcome == "trained"));
   }
   return all;
 }
 
-double mean_val_loss(const std::vector<RunOutcome>& runs, const std::string& arm, int seeds) {
-  return seed_mean(seeds, [&](int seed) { return train_result(find_run(runs, seed_id(arm, seed))).val_loss; });
+SeedValues val_losses(const std::vector<RunOutcome>& runs, const std::string& arm, const std::vector<int>& seeds) {
+  return over_seeds(seeds, [&](int seed) { return train_result(find_run(runs, seed_id(arm, seed))).val_loss; });
+}
+
+double mean_val_loss(const std::vector<RunOutcome>& runs, const std::string& arm, const std::vector<int>& seeds) {
+  return val_losses(runs, arm, seeds).mean();
 }
 
 double mean(const std::vector<double>& v) {

@@ -1,5 +1,5 @@
 #pragma once
-// What the studies share: the small model they train, finding runs and averaging them over seeds,
+// What the studies share: the small model they train, finding runs, deciding claims over seeds,
 // reading what a run wrote (losses, probes, analyses), and the table of training outcomes.
 #include <fmt/ranges.h>
 
@@ -47,23 +47,83 @@ TrainPreset configured(const StudyOptions& o, const TrainPreset& preset);
 
 // One training run of small_lm per seed and arm, the arm's id being the placement: "<arm>-s<seed>",
 // with `analyses` of its final checkpoint (none if empty).
-std::vector<RunRequest> placement_runs(int seeds, std::span<const Arm> arms, const TrainPreset& p, int warmup,
-                                       const std::string& analyses = "");
+std::vector<RunRequest> placement_runs(const std::vector<int>& seeds, std::span<const Arm> arms, const TrainPreset& p,
+                                       int warmup, const std::string& analyses = "");
 
 const RunOutcome* find_run(const std::vector<RunOutcome>& runs, const std::string& id);
-// The mean of value(seed) over seeds 1..n; NaN if any seed's value is NaN (a mean over fewer seeds
-// than planned is not the number a rule states).
-double seed_mean(int seeds, const std::function<double(int)>& value);
+// The mean of value(seed) over the seeds; NaN if any seed's value is NaN (a mean over fewer seeds
+// than planned is not the number a rule states). For charts and tables: decide with SeedValues.
+double seed_mean(const std::vector<int>& seeds, const std::function<double(int)>& value);
 // The same element by element for per-layer values: `size` entries, each NaN unless every seed's
 // values(seed) has a number there (a missing run returns an empty vector).
-std::vector<double> seed_mean_each(int seeds, size_t size, const std::function<std::vector<double>(int)>& values);
+std::vector<double> seed_mean_each(const std::vector<int>& seeds, size_t size,
+                                   const std::function<std::vector<double>(int)>& values);
 
-// Comparisons for sub-claims: undecided when either side is NaN, so a missing number is evidence
-// neither for nor against a claim (a bare `<` would count it against).
+// ---- Deciding over seeds ------------------------------------------------------------------------
+// Every sub-claim is decided on per-seed numbers, never on one seed or on a bare comparison of means.
+// A SeedValues holds one quantity for each seed of the study, in the order of StudyOptions::seeds, so
+// two of them are paired by seed (the same seed's init, batches and data order on both sides).
+//
+// The rule, in one place (decide_greater / decide_side in kit.cpp):
+//  * "a > b" (paired): holds when a > b on every seed AND mean(a) − mean(b) > the pooled seed sd
+//    √((sd_a² + sd_b²)/2); fails when a > b on no seed; otherwise unclear (the seeds disagree, or
+//    they agree but the gap is within the seed-to-seed noise).
+//    Why: the per-seed direction alone can hold by luck when the gap is tiny against the noise
+//    (with 3 seeds a coin-flip effect agrees on all of them 1 time in 4); asking the mean gap to
+//    exceed one pooled sd as well asks for an effect at least as large as the seed noise, the
+//    scale on which a fresh seed could flip it. Failing needs the opposite on every seed, so one
+//    stray seed makes a claim unclear, never refuted.
+//  * "x > t", "x < t", "lo < x < hi" (a threshold the claim states): holds when every seed is on the
+//    claimed side, fails when none is, unclear when they are mixed. The threshold already states
+//    the effect size, so no further margin is asked.
+//  * ratios and differences of two quantities are formed per seed (ratio, difference), then
+//    decided against their threshold by the second rule.
+//  * with one seed the sd is 0 and both rules reduce to the direction on that seed; the evidence
+//    then says "1 seed: indicative".
+//  * a NaN on any seed (a run failed, a record is missing) makes the claim undecided. An infinite
+//    value (a diverged run counted as ∞ loss) compares as a number; the gap is then infinite.
+struct SeedValues {
+  std::vector<int> seeds;
+  std::vector<double> values;  // values[i] belongs to seeds[i]; NaN where missing
+  size_t n() const { return values.size(); }
+  bool complete() const;  // at least one seed and no NaN
+  double mean() const;    // NaN unless complete
+  double sd() const;      // sample sd (n − 1); 0 for one seed; NaN unless complete or with an infinite value
+  // "mean ± sd (n seeds)", "mean (1 seed: indicative)", or "n/a (seed 2 missing)".
+  std::string show() const;
+};
+SeedValues over_seeds(const std::vector<int>& seeds, const std::function<double(int)>& value);
+// f(a_i, b_i) seed by seed (the two must hold the same seeds).
+SeedValues paired(const SeedValues& a, const SeedValues& b, const std::function<double(double, double)>& f);
+SeedValues ratio(const SeedValues& a, const SeedValues& b);       // a_i / b_i
+SeedValues difference(const SeedValues& a, const SeedValues& b);  // a_i − b_i
+SeedValues each(const SeedValues& a, const std::function<double(double)>& f);
+
+// The decisions (the rule above). decide_greater(a, b): "a > b" paired by seed.
+Truth decide_greater(const SeedValues& a, const SeedValues& b);
+inline Truth decide_less(const SeedValues& a, const SeedValues& b) { return decide_greater(b, a); }
+Truth decide_above(const SeedValues& x, double threshold);        // every seed > threshold
+Truth decide_below(const SeedValues& x, double threshold);        // every seed < threshold
+Truth decide_between(const SeedValues& x, double lo, double hi);  // every seed in (lo, hi)
+// Per seed, whether a claim holds on it (a claim that is not a comparison, e.g. "the run trained"):
+// holds when it holds on every seed, fails when on none, unclear when mixed, undecided if any is.
+Truth decide_each(const std::vector<Truth>& per_seed);
+// The rule as a sentence, for verdict_rule texts.
+inline constexpr const char* kSeedRule =
+    "Every number is per seed and shown as mean ± sd over the seeds. \"a > b\" holds when a > b on every seed "
+    "and the mean gap exceeds the pooled seed sd √((sd_a² + sd_b²)/2), fails when a > b on no seed, and is "
+    "unclear otherwise; \"x > t\" against a stated threshold (ratios and differences formed per seed) holds "
+    "when every seed is past t, fails when none is, unclear when they are mixed. One seed: the direction on "
+    "that seed, indicative only. An unclear sub-claim makes the verdict inconclusive.";
+
+// Single-number comparisons, NaN-aware: undecided when either side is NaN, so a missing number is
+// evidence neither for nor against a claim. For one number that is not per seed (a check); a
+// sub-claim over seeds is decided with the decide_* functions above.
 Truth greater(double a, double b);
 Truth less(double a, double b);
 Truth between(double x, double lo, double hi);  // lo < x < hi
-// An evidence line's conclusion: `holds`, `fails`, or "cannot decide: a number is missing".
+// An evidence line's conclusion: `holds`, `fails`, "cannot decide: a number is missing", or for an
+// unclear claim "unclear over the seeds (...)".
 std::string said(Truth t, std::string_view holds = "holds", std::string_view fails = "does not hold");
 
 // The runs' configs in one sentence, as --set keys: the model and training fields every run shares,
@@ -115,9 +175,11 @@ Series indexed_series(const std::string& label, const std::vector<double>& y);
 Series loss_series(const std::string& label, const RunOutcome* run);
 // Whether every seed of an arm trained (a stalled model's layers tell nothing about a trained one's);
 // undecided if a seed failed or is missing.
-Truth all_trained(const std::vector<RunOutcome>& runs, const std::string& arm, int seeds);
-// An arm's final validation loss, averaged over seeds.
-double mean_val_loss(const std::vector<RunOutcome>& runs, const std::string& arm, int seeds);
+Truth all_trained(const std::vector<RunOutcome>& runs, const std::string& arm, const std::vector<int>& seeds);
+// An arm's final validation loss, per seed.
+SeedValues val_losses(const std::vector<RunOutcome>& runs, const std::string& arm, const std::vector<int>& seeds);
+// The same, averaged over seeds.
+double mean_val_loss(const std::vector<RunOutcome>& runs, const std::string& arm, const std::vector<int>& seeds);
 
 double mean(const std::vector<double>& v);
 std::string num(double v);  // 3 decimals, or 3 significant digits when small

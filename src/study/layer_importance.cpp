@@ -27,7 +27,8 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 
 // Per layer, seeds averaged: an analysis column (angular_distance or delta_loss).
 std::vector<double> per_layer(const std::vector<RunOutcome>& runs, const std::string& placement,
-                              const std::string& analysis, const std::string& column, int layers, int seeds) {
+                              const std::string& analysis, const std::string& column, int layers,
+                              const std::vector<int>& seeds) {
   return seed_mean_each(seeds, static_cast<size_t>(layers), [&](int seed) {
     return analysis_column(find_run(runs, seed_id(placement, seed)), analysis, column);
   });
@@ -40,62 +41,84 @@ std::pair<double, double> halves(const std::vector<double>& v) {
           mean({v.begin() + static_cast<std::ptrdiff_t>(h), v.end()})};
 }
 
+// One arm's halves, per seed (NaN where a seed's column is missing or short).
+struct Halves {
+  SeedValues first, second;
+  SeedValues share() const {  // the second half's share of the sum
+    return paired(first, second, [](double a, double b) { return b / (a + b); });
+  }
+};
+Halves seed_halves(const std::vector<RunOutcome>& runs, const std::string& placement, const std::string& analysis,
+                   const std::string& column, int layers, const std::vector<int>& seeds) {
+  const auto half = [&](bool second) {
+    return over_seeds(seeds, [&](int seed) {
+      std::vector<double> v = analysis_column(find_run(runs, seed_id(placement, seed)), analysis, column);
+      v.resize(static_cast<size_t>(layers), NAN);
+      const auto h = halves(v);
+      return second ? h.second : h.first;
+    });
+  };
+  return {half(false), half(true)};
+}
+
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const TrainPreset p = preset(o);
   Report r;
   r.setup =
       "After training, normlab probe --analysis angular,layer-drop on the final checkpoint (4 validation batches).";
-  Chart angular{"angular distance between the stream entering and leaving layer ℓ", "layer ℓ", "arccos(cos)/π"};
-  Chart drop{"validation-loss increase when layer ℓ is skipped", "layer ℓ", "Δloss (nats)"};
-  Table table{"Halves of the stack (means over layers)",
+  Chart angular{"angular distance between the stream entering and leaving layer ℓ (mean over seeds)", "layer ℓ",
+                "arccos(cos)/π"};
+  Chart drop{"validation-loss increase when layer ℓ is skipped (mean over seeds)", "layer ℓ", "Δloss (nats)"};
+  Table table{"Halves of the stack (means over layers, then over seeds)",
               {"placement", "angular, first half", "angular, second half", "Δloss, first half", "Δloss, second half",
                "second-half share of Δloss"}};
-  struct Halves {
-    std::pair<double, double> angle, loss;
+  struct Arm2 {
+    Halves angle, loss;
   };
-  std::map<std::string, Halves> h;  // by arm id
+  std::map<std::string, Arm2> h;  // by arm id
   for (const Arm& a : kArms) {
     const auto ang = per_layer(runs, a.id, "angular", "angular_distance", p.layers, o.seeds);
     const auto dl = per_layer(runs, a.id, "layer-drop", "delta_loss", p.layers, o.seeds);
     angular.series.push_back(indexed_series(a.label, ang));
     drop.series.push_back(indexed_series(a.label, dl));
-    const Halves& arm = h[a.id] = {halves(ang), halves(dl)};
-    table.rows.push_back({a.label, num(arm.angle.first), num(arm.angle.second), num(arm.loss.first),
-                          num(arm.loss.second), num(arm.loss.second / (arm.loss.first + arm.loss.second))});
+    const Arm2& arm = h[a.id] = {seed_halves(runs, a.id, "angular", "angular_distance", p.layers, o.seeds),
+                                 seed_halves(runs, a.id, "layer-drop", "delta_loss", p.layers, o.seeds)};
+    table.rows.push_back({a.label, arm.angle.first.show(), arm.angle.second.show(), arm.loss.first.show(),
+                          arm.loss.second.show(), arm.loss.share().show()});
   }
   r.charts = {angular, drop};
   r.tables = {table, outcome_table("Training runs", runs)};
 
-  const Halves pre = h["pre"], post = h["post"], lns = h["lns"];
-  const auto share = [](const std::pair<double, double>& x) { return x.second / (x.first + x.second); };
+  const Arm2 &pre = h["pre"], &post = h["post"], &lns = h["lns"];
   const Truth pre_ok = all_trained(runs, "pre", o.seeds), post_ok = all_trained(runs, "post", o.seeds),
               lns_ok = all_trained(runs, "lns", o.seeds);
-  const auto untrained = [](Truth ok) { return ok == Truth::fails ? " (not judged: the run did not train)" : ""; };
-  const Truth a = pre_ok && less(pre.angle.second, pre.angle.first),
-              b = pre_ok && less(pre.loss.second, pre.loss.first);
-  const Truth c = post_ok && less(post.loss.first, post.loss.second),
-              d = pre_ok && lns_ok && greater(share(lns.loss), share(pre.loss));
+  const auto untrained = [](Truth ok) { return ok == Truth::fails ? " (not judged: a seed did not train)" : ""; };
+  const Truth a = pre_ok && decide_less(pre.angle.second, pre.angle.first),
+              b = pre_ok && decide_less(pre.loss.second, pre.loss.first);
+  const Truth c = post_ok && decide_less(post.loss.first, post.loss.second),
+              d = pre_ok && lns_ok && decide_greater(lns.loss.share(), pre.loss.share());
   r.evidence = {
-      fmt::format("A. Pre-LN angular distance: first half {}, second half {} — {}{}", num(pre.angle.first),
-                  num(pre.angle.second), said(a, "deep layers turn the stream less (holds)"), untrained(pre_ok)),
-      fmt::format("B. Pre-LN layer-drop Δloss: first half {}, second half {} — {}{}", num(pre.loss.first),
-                  num(pre.loss.second), said(b, "deep layers are cheaper to drop (holds)"), untrained(pre_ok)),
-      fmt::format("C. Post-LN layer-drop Δloss: first half {}, second half {} — {}{}", num(post.loss.first),
-                  num(post.loss.second), said(c, "early layers are cheaper to drop (holds)"), untrained(post_ok)),
+      fmt::format("A. Pre-LN angular distance: first half {}, second half {} — {}{}", pre.angle.first.show(),
+                  pre.angle.second.show(), said(a, "deep layers turn the stream less (holds)"), untrained(pre_ok)),
+      fmt::format("B. Pre-LN layer-drop Δloss: first half {}, second half {} — {}{}", pre.loss.first.show(),
+                  pre.loss.second.show(), said(b, "deep layers are cheaper to drop (holds)"), untrained(pre_ok)),
+      fmt::format("C. Post-LN layer-drop Δloss: first half {}, second half {} — {}{}", post.loss.first.show(),
+                  post.loss.second.show(), said(c, "early layers are cheaper to drop (holds)"), untrained(post_ok)),
       fmt::format("D. second-half share of the total Δloss: LayerNorm Scaling {} vs Pre-LN {} — {}{}",
-                  num(share(lns.loss)), num(share(pre.loss)), said(d, "deep layers matter more with LNS (holds)"),
+                  lns.loss.share().show(), pre.loss.share().show(), said(d, "deep layers matter more with LNS (holds)"),
                   untrained(pre_ok && lns_ok)),
   };
   r.verdict = combine_verdicts({a, b, c, d});
   r.verdict_rule =
-      "Layers split into the first and second half of the stack, values averaged over layers and seeds. A: Pre-LN's "
-      "mean angular distance is lower in the second half; B: Pre-LN's mean layer-drop Δloss is lower in the "
-      "second half; C: Post-LN's is lower in the first half; D: the second half's share of the summed Δloss is "
-      "larger for LayerNorm Scaling than for Pre-LN. A sub-claim about a model holds only if that model trained (every "
-      "seed; "
-      "a stalled model's layers say nothing about a trained one's). All hold: reproduced; none: not reproduced; "
-      "otherwise "
-      "inconclusive.";
+      std::string(
+          "Layers split into the first and second half of the stack, values averaged over the layers of each half, "
+          "per seed; comparisons paired by seed. A: Pre-LN's mean angular distance is lower in the second half; "
+          "B: Pre-LN's mean layer-drop Δloss is lower in the second half; C: Post-LN's is lower in the first half; "
+          "D: the second half's share of the summed Δloss is larger for LayerNorm Scaling than for Pre-LN. A "
+          "sub-claim about a model holds only if that model trained on every seed (a stalled model's layers say "
+          "nothing about a trained one's). All hold: reproduced; all fail: not reproduced; otherwise "
+          "inconclusive. ") +
+      kSeedRule;
   return r;
 }
 
@@ -111,7 +134,7 @@ extern const Study kLayerImportance{
         "Sun et al. 2025, The Curse of Depth (arXiv 2502.05795), Figs. 3, 7; Li et al. 2025, Mix-LN (arXiv "
         "2412.13795), "
         "Fig. 1; Gromov et al. 2024 (angular distance).",
-    .cost = "default ~3.5 min on 2 cores, --quick ~15 s",
+    .cost = "default ~10 min on 2 cores (3 seeds), --quick ~15 s",
     .plan = plan,
     .judge = judge,
 };

@@ -43,7 +43,7 @@ std::pair<std::string, double> family_of(std::string_view placement) {
 std::vector<RunRequest> plan(const StudyOptions& o) {
   const TrainPreset p = preset(o);
   std::vector<RunRequest> runs;
-  for (int seed = 1; seed <= o.seeds; ++seed)
+  for (int seed : o.seeds)
     for (const std::string& placement : model::placement_names()) {
       Json config = small_lm(placement, p.layers, p.steps, static_cast<uint64_t>(seed), p.steps / 10);
       config["train"]["lr"] = family_of(placement).second;
@@ -71,7 +71,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     const auto [family, lr] = family_of(placement);
     Entry e{placement, family, lr, NAN, NAN, INFINITY, -INFINITY};
     std::vector<double> vals;
-    for (int seed = 1; seed <= o.seeds; ++seed) {
+    for (int seed : o.seeds) {
       const TrainResult t = train_result(find_run(runs, seed_id(placement, seed)));
       e.trained += t.outcome == "trained", e.slow += t.outcome == "slow", e.diverged += t.outcome == "diverged";
       e.stalled += t.outcome == "stalled", e.failed += t.learned() == Truth::undecided;
@@ -94,7 +94,6 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Chart bars{"final validation loss by rank (mean over seeds)", "rank", "val loss"};
   Series means{"mean", {}, {}}, lows{"min", {}, {}}, highs{"max", {}, {}};
   int diverged = 0, stalled = 0, failed = 0;
-  double pre = NAN, post = NAN;
   for (size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];
     table.rows.push_back({std::to_string(i + 1), e.placement, e.family, fmt::format("{:g}", e.lr), num(e.mean),
@@ -108,30 +107,48 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     lows.x.push_back(double(i + 1)), lows.y.push_back(std::isfinite(e.lo) ? e.lo : NAN);
     highs.x.push_back(double(i + 1)), highs.y.push_back(std::isfinite(e.hi) ? e.hi : NAN);
     diverged += e.diverged, stalled += e.stalled, failed += e.failed;
-    if (e.placement == "pre") pre = e.mean;
-    if (e.placement == "post") post = e.mean;
   }
   bars.series = {means, lows, highs};
   r.charts.push_back(bars);
   r.tables = {table, outcome_table("Every run", runs)};
 
-  // A run that failed is evidence neither way; one that stalled or diverged is evidence against A.
-  const Truth a = diverged + stalled > 0 ? Truth::fails
-                  : failed > 0           ? Truth::undecided
-                                         : Truth::holds,
-              b = less(pre, post);
+  // A, per seed: a run that failed is evidence neither way; one that stalled or diverged is evidence against.
+  std::vector<Truth> every_trains;
+  std::vector<std::string> per_seed;
+  for (int seed : o.seeds) {
+    int bad = 0, lost = 0;
+    for (const std::string& placement : model::placement_names()) {
+      const TrainResult t = train_result(find_run(runs, seed_id(placement, seed)));
+      bad += t.outcome == "stalled" || t.outcome == "diverged", lost += t.learned() == Truth::undecided;
+    }
+    every_trains.push_back(bad > 0 ? Truth::fails : lost > 0 ? Truth::undecided : Truth::holds);
+    per_seed.push_back(fmt::format("seed {}: {}", seed, bad));
+  }
+  // B: final validation loss per seed, a diverged run counting as ∞.
+  const auto val = [&](const std::string& placement) {
+    return over_seeds(o.seeds, [&](int seed) {
+      const TrainResult t = train_result(find_run(runs, seed_id(placement, seed)));
+      return t.outcome == "diverged" ? INFINITY : t.val_loss;
+    });
+  };
+  const SeedValues pre = val("pre"), post = val("post");
+  const Truth a = decide_each(every_trains), b = decide_less(pre, post);
   r.evidence = {
-      fmt::format("A. runs that diverged: {}; that stalled: {}; that failed: {} (of {}) — {}", diverged, stalled,
-                  failed, entries.size() * static_cast<size_t>(o.seeds), said(a, "every placement trains (holds)")),
-      fmt::format("B. Pre-LN val loss {} vs Post-LN {} — {}", num(pre), num(post), said(b, "Pre-LN lower (holds)")),
+      fmt::format("A. runs that diverged: {}; that stalled: {}; that failed: {} (of {}); stalled or diverged per "
+                  "seed: {} — {}",
+                  diverged, stalled, failed, entries.size() * o.seeds.size(), fmt::join(per_seed, ", "),
+                  said(a, "every placement trains (holds)")),
+      fmt::format("B. Pre-LN val loss {} vs Post-LN {} — {}", pre.show(), post.show(), said(b, "Pre-LN lower (holds)")),
       fmt::format("best: {} ({}); worst: {} ({})", entries.front().placement, num(entries.front().mean),
                   entries.back().placement, num(entries.back().mean)),
   };
   r.verdict = combine_verdicts({a, b});
   r.verdict_rule =
-      std::string("A: no run of any placement stalled or diverged (") + kStalledRule +
-      "; diverged = non-finite); B: Pre-LN's mean final validation loss is below Post-LN's. Both: reproduced; "
-      "neither: not reproduced; otherwise inconclusive.";
+      std::string("A: on every seed, no run of any placement stalled or diverged (") + kStalledRule +
+      "; diverged = non-finite); fails when every seed has such a run, unclear when only some do; B: Pre-LN's "
+      "final validation loss is below Post-LN's (\"a < b\", paired by seed). Both: reproduced; both fail: not "
+      "reproduced; otherwise inconclusive. " +
+      kSeedRule;
   return r;
 }
 
@@ -146,8 +163,7 @@ extern const Study kLeaderboard{
     .source =
         "The survey's starting point: Xiong et al. 2020 (arXiv 2002.04745) and the variants' own papers (normlab "
         "variants).",
-    .cost = "default ~14 min on 2 cores (26 × 2 runs), --quick ~25 s",
-    .default_seeds = 2,
+    .cost = "default ~21 min on 2 cores (26 × 3 runs), --quick ~25 s",
     .plan = plan,
     .judge = judge,
 };

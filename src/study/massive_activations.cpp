@@ -41,36 +41,39 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.setup =
       "max|x| of the residual stream entering each layer (probe batch = the step's batch) every train.probe_every "
       "steps.";
-  Chart profile{"max |x| of the stream by layer at the end of training", "layer (L = the stack's output)", "max |x|"};
+  Chart profile{"max |x| of the stream by layer at the end of training (first seed)", "layer (L = the stack's output)",
+                "max |x|"};
   profile.log_y = true;
-  Chart over_time{"largest max |x| over layers during training", "step", "max |x|"};
+  Chart over_time{"largest max |x| over layers during training (first seed)", "step", "max |x|"};
   over_time.log_y = true;
   Table table{"Stream magnitudes",
-              {"placement", "largest max|x| at step 1 (seed 1)", "at the last probe (seeds)", "growth",
+              {"placement", "largest max|x| at step 1 (first seed)", "at the last probe (seeds)", "growth",
                "mean max|x| first half of layers", "second half", "val loss"}};
   struct Numbers {
-    double growth, last, first_half, second_half;
+    SeedValues growth, last, first_half, second_half;  // per seed
   };
   std::map<std::string, Numbers> out;  // by arm id
   for (const Arm& a : kArms) {
-    std::vector<std::vector<Json>> by_seed;  // index seed − 1: the run's stream records
-    for (int seed = 1; seed <= o.seeds; ++seed) by_seed.push_back(streams(runs, a.id, seed));
-    const auto& s1 = by_seed[0];
+    std::map<int, std::vector<Json>> by_seed;  // the run's stream records, by seed
+    for (int seed : o.seeds) by_seed[seed] = streams(runs, a.id, seed);
+    const auto& s1 = by_seed[o.seeds.front()];
     if (!s1.empty()) profile.series.push_back(layer_series(a.label, s1.back(), "max_abs"));
     Series t{a.label, {}, {}};
     for (const Json& j : s1) t.x.push_back(number(j, "step")), t.y.push_back(largest(j));
     over_time.series.push_back(t);
-    // A statistic of one seed's run, averaged over seeds (runs without records skipped).
-    const auto over_seeds = [&](const std::function<double(const std::vector<Json>&)>& of) {
-      return seed_mean(o.seeds, [&](int seed) -> double {
-        const auto& s = by_seed[static_cast<size_t>(seed - 1)];
+    // A statistic of each seed's run (NaN for a run without records).
+    const auto per_seed = [&](const std::function<double(const std::vector<Json>&)>& of) {
+      return over_seeds(o.seeds, [&](int seed) -> double {
+        const auto& s = by_seed[seed];
         return s.empty() ? NAN : of(s);
       });
     };
-    Numbers n{over_seeds([](const auto& s) { return largest(s.back()) / largest(s.front()); }),
-              over_seeds([](const auto& s) { return largest(s.back()); }), NAN, NAN};
+    Numbers n{per_seed([](const auto& s) { return largest(s.back()) / largest(s.front()); }),
+              per_seed([](const auto& s) { return largest(s.back()); }),
+              {},
+              {}};
     const auto half = [&](bool second) {
-      return over_seeds([second](const auto& s) -> double {
+      return per_seed([second](const auto& s) -> double {
         const auto v = numbers(s.back(), "max_abs");  // L + 1 entries: layers 1..L are the layers' outputs
         if (v.size() < 3) return NAN;
         const size_t h = 1 + (v.size() - 1) / 2;
@@ -80,29 +83,35 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     };
     n.first_half = half(false), n.second_half = half(true);
     out[a.id] = n;
-    table.rows.push_back({a.label, num(s1.empty() ? NAN : largest(s1.front())), num(n.last), num(n.growth),
-                          num(n.first_half), num(n.second_half), num(mean_val_loss(runs, a.id, o.seeds))});
+    table.rows.push_back({a.label, num(s1.empty() ? NAN : largest(s1.front())), n.last.show(), n.growth.show(),
+                          n.first_half.show(), n.second_half.show(), val_losses(runs, a.id, o.seeds).show()});
   }
   r.charts = {profile, over_time};
   r.tables = {table, outcome_table("Runs", runs)};
 
   const Numbers pre = out["pre"], peri = out["peri"];
-  const Truth a = greater(pre.growth, 2), b = greater(pre.second_half, pre.first_half),
-              c = less(peri.growth, 0.5 * pre.growth);
+  const SeedValues relative = ratio(peri.growth, pre.growth);
+  const Truth a = decide_above(pre.growth, 2), b = decide_greater(pre.second_half, pre.first_half),
+              c = decide_below(relative, 0.5);
   r.evidence = {
-      fmt::format("A. Pre-LN: largest max|x| grows {}× from step 1 to the last probe — {}", num(pre.growth), said(a)),
+      fmt::format("A. Pre-LN: largest max|x| grows by a factor {} from step 1 to the last probe — {}",
+                  pre.growth.show(), said(a)),
       fmt::format("B. Pre-LN at the end: mean max|x| {} in the first half of the layers, {} in the second — {}",
-                  num(pre.first_half), num(pre.second_half), said(b, "larger in the deep layers (holds)")),
-      fmt::format("C. Peri-LN's largest max|x| grows {}× against Pre-LN's {}× — {}", num(peri.growth), num(pre.growth),
+                  pre.first_half.show(), pre.second_half.show(), said(b, "larger in the deep layers (holds)")),
+      fmt::format("C. Peri-LN's largest max|x| grows by a factor {} against Pre-LN's {} (Peri ÷ Pre per seed {}) — {}",
+                  peri.growth.show(), pre.growth.show(), relative.show(),
                   said(c, "bounded (holds)", "not below half of Pre-LN's growth (does not hold)")),
   };
   r.verdict = combine_verdicts({a, b, c});
   r.verdict_rule =
-      "max|x| of the stream after each layer, seeds averaged. A: Pre-LN's largest value over layers grows > 2× "
-      "from step 1 (init) to the last probe; B: at the last probe Pre-LN's mean over the second half of the layers "
-      "exceeds the first half's; C: Peri-LN's growth factor is < 0.5× Pre-LN's (Peri-LN's stream is a sum of "
-      "normalized branch outputs, so its level starts higher: growth, not level, is compared). All hold: reproduced; "
-      "none: not reproduced; otherwise inconclusive.";
+      std::string(
+          "max|x| of the stream after each layer, per seed. A: Pre-LN's largest value over layers grows > 2× from "
+          "step 1 (init) to the last probe on every seed; B: at the last probe Pre-LN's mean over the second half "
+          "of the layers exceeds the first half's (paired by seed); C: Peri-LN's growth factor is < 0.5× Pre-LN's "
+          "(same seed) on every seed (Peri-LN's stream is a sum of normalized branch outputs, so its level starts "
+          "higher: growth, not level, is compared). All hold: reproduced; all fail: not reproduced; otherwise "
+          "inconclusive. ") +
+      kSeedRule;
   return r;
 }
 
@@ -118,7 +127,7 @@ extern const Study kMassiveActivations{
     .source =
         "Kim et al. 2025, Peri-LN: Revisiting Normalization Layer in the Transformer Architecture (arXiv 2502.02732), "
         "§3–4.",
-    .cost = "default ~3 min on 2 cores, --quick ~10 s",
+    .cost = "default ~9 min on 2 cores (3 seeds), --quick ~10 s",
     .plan = plan,
     .judge = judge,
 };

@@ -35,7 +35,7 @@ constexpr Variant kArms[] = {{"post-w0", "post", false, "Post-LN, no warm-up"},
 std::vector<RunRequest> plan(const StudyOptions& o) {
   const Preset p = preset(o);
   std::vector<RunRequest> runs;
-  for (int seed = 1; seed <= o.seeds; ++seed)
+  for (int seed : o.seeds)
     for (const Variant& a : kArms) {
       Json config =
           small_lm(a.placement, p.layers, p.steps, static_cast<uint64_t>(seed), a.warmup ? p.warmup : 0, p.probe_every);
@@ -87,44 +87,47 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Chart update{"model update ‖F(x,θ_t) − F(x,θ_0)‖ (RMS over logits)", "step", "‖ΔF‖"};
   Chart inputs{"post-residual LayerNorm input size ‖x‖/√d (mean over norms)", "step", "‖x‖/√d"};
   struct Numbers {
-    double early_update, growth;
+    SeedValues early_update, growth;  // per seed
   };
-  std::map<std::string, Numbers> numbers_of;  // per arm id, seeds averaged
+  std::map<std::string, Numbers> numbers_of;  // per arm id
   for (const Variant& a : kArms) {
-    std::vector<Trace> traces;  // index seed − 1
-    for (int seed = 1; seed <= o.seeds; ++seed) traces.push_back(trace(find_run(runs, seed_id(a.id, seed))));
-    numbers_of[a.id] = {
-        seed_mean(o.seeds, [&](int seed) { return early_max(traces[static_cast<size_t>(seed - 1)], early); }),
-        seed_mean(o.seeds, [&](int seed) -> double {
-          const Trace& t = traces[static_cast<size_t>(seed - 1)];
-          return t.ln_input.size() > 1 ? t.ln_input.back() / t.ln_input.front() : NAN;
-        })};
-    update.series.push_back({a.label, traces[0].step, traces[0].update});
-    inputs.series.push_back({a.label, traces[0].step, traces[0].ln_input});
+    std::map<int, Trace> traces;  // by seed
+    for (int seed : o.seeds) traces[seed] = trace(find_run(runs, seed_id(a.id, seed)));
+    numbers_of[a.id] = {over_seeds(o.seeds, [&](int seed) { return early_max(traces[seed], early); }),
+                        over_seeds(o.seeds, [&](int seed) -> double {
+                          const Trace& t = traces[seed];
+                          return t.ln_input.size() > 1 ? t.ln_input.back() / t.ln_input.front() : NAN;
+                        })};
+    const Trace& shown = traces[o.seeds.front()];
+    update.series.push_back({fmt::format("{} (seed {})", a.label, o.seeds.front()), shown.step, shown.update});
+    inputs.series.push_back({fmt::format("{} (seed {})", a.label, o.seeds.front()), shown.step, shown.ln_input});
   }
   r.charts = {update, inputs};
   r.tables.push_back(outcome_table("Runs", runs));
 
   const Numbers post = numbers_of["post-w0"], warm = numbers_of["post-warm"], deepnorm = numbers_of["deepnorm-w0"];
-  const Truth a = greater(post.early_update, 1.5 * deepnorm.early_update);
-  const Truth b = greater(post.growth, 1.5);
-  const Truth c = less(warm.early_update, post.early_update);
+  const SeedValues update_ratio = ratio(post.early_update, deepnorm.early_update);
+  const Truth a = decide_above(update_ratio, 1.5);
+  const Truth b = decide_above(post.growth, 1.5);
+  const Truth c = decide_less(warm.early_update, post.early_update);
   r.evidence = {
-      fmt::format("A. largest ‖ΔF‖ in the first {} steps: Post-LN {} vs DeepNorm {} (ratio {}) — {}", early,
-                  num(post.early_update), num(deepnorm.early_update), num(post.early_update / deepnorm.early_update),
-                  said(a)),
-      fmt::format("B. Post-LN LayerNorm input size, last probe ÷ first: {} (DeepNorm {}) — {}", num(post.growth),
-                  num(deepnorm.growth), said(b, "grows (holds)", "does not grow 1.5× (does not hold)")),
+      fmt::format("A. largest ‖ΔF‖ in the first {} steps: Post-LN {} vs DeepNorm {} (ratio per seed {}) — {}", early,
+                  post.early_update.show(), deepnorm.early_update.show(), update_ratio.show(), said(a)),
+      fmt::format("B. Post-LN LayerNorm input size, last probe ÷ first: {} (DeepNorm {}) — {}", post.growth.show(),
+                  deepnorm.growth.show(), said(b, "grows (holds)", "does not grow 1.5× (does not hold)")),
       fmt::format("C. largest early ‖ΔF‖ of Post-LN with {} warm-up steps: {} vs {} without — {}", p.warmup,
-                  num(warm.early_update), num(post.early_update),
+                  warm.early_update.show(), post.early_update.show(),
                   said(c, "damped (holds)", "not damped (does not hold)")),
   };
   r.verdict = combine_verdicts({a, b, c});
   r.verdict_rule =
-      "A: Post-LN's (no warm-up) largest ‖ΔF‖ over the first quarter of training > 1.5× DeepNorm's; B: the mean "
-      "‖x‖/√d entering Post-LN's post-residual norms grows > 1.5× from the first probe to the last; C: with "
-      "warm-up, Post-LN's largest early ‖ΔF‖ is below the no-warm-up run's. Seeds averaged. All hold: reproduced; "
-      "none: not reproduced; otherwise inconclusive.";
+      std::string(
+          "A: Post-LN's (no warm-up) largest ‖ΔF‖ over the first quarter of training > 1.5× DeepNorm's on every "
+          "seed (ratio per seed); B: the mean ‖x‖/√d entering Post-LN's post-residual norms grows > 1.5× from the "
+          "first probe to the last on every seed; C: with warm-up, Post-LN's largest early ‖ΔF‖ is below the "
+          "no-warm-up run's (\"a < b\", paired by seed). All hold: reproduced; all fail: not reproduced; otherwise "
+          "inconclusive. ") +
+      kSeedRule;
   return r;
 }
 
@@ -137,7 +140,7 @@ extern const Study kModelUpdate{
         "Post-LN's model update ‖F(θ_t) − F(θ_0)‖ jumps early in training and its LayerNorm inputs grow; warm-up damps "
         "the jump, and DeepNorm's update stays smaller.",
     .source = "Wang et al. 2022, DeepNet: Scaling Transformers to 1,000 Layers (arXiv 2203.00555), §3, Figs. 4–5.",
-    .cost = "default ~2.5 min on 2 cores, --quick ~20 s",
+    .cost = "default ~7.5 min on 2 cores (3 seeds), --quick ~20 s",
     .plan = plan,
     .judge = judge,
 };

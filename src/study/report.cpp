@@ -97,22 +97,21 @@ std::string markdown_table(const Table& t) {
 
 Truth operator&&(Truth a, Truth b) {
   if (a == Truth::fails || b == Truth::fails) return Truth::fails;
-  return a == Truth::undecided || b == Truth::undecided ? Truth::undecided : Truth::holds;
+  if (a == Truth::undecided || b == Truth::undecided) return Truth::undecided;
+  return a == Truth::unclear || b == Truth::unclear ? Truth::unclear : Truth::holds;
 }
 
 Truth operator||(Truth a, Truth b) { return !(!a && !b); }
 
-Truth operator!(Truth a) {
-  return a == Truth::holds ? Truth::fails : a == Truth::fails ? Truth::holds : Truth::undecided;
-}
+Truth operator!(Truth a) { return a == Truth::holds ? Truth::fails : a == Truth::fails ? Truth::holds : a; }
 
 std::string combine_verdicts(const std::vector<Truth>& claims) {
-  size_t holding = 0;
+  size_t holding = 0, failing = 0;
   for (Truth t : claims) {
     if (t == Truth::undecided) return "incomplete";
-    holding += t == Truth::holds;
+    holding += t == Truth::holds, failing += t == Truth::fails;
   }
-  return holding == claims.size() ? "reproduced" : holding == 0 ? "not reproduced" : "inconclusive";
+  return holding == claims.size() ? "reproduced" : failing == claims.size() ? "not reproduced" : "inconclusive";
 }
 
 std::string html_escape(const std::string& s) {

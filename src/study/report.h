@@ -66,17 +66,19 @@ std::string chart_js_source();
 std::string html_escape(const std::string& s);
 
 // A sub-claim's outcome. A number it needs that is missing (NaN: a run failed, a file lacks a record)
-// is evidence neither way: the sub-claim is then undecided.
-enum class Truth { holds, fails, undecided };
-// Both hold: fails if either fails, else undecided if either is.
+// is evidence neither way: the sub-claim is then undecided. `unclear`: every number is there, but the
+// seeds disagree on the direction or the gap is within their spread (kit.h's seed rule), so the claim
+// is neither shown nor refuted.
+enum class Truth { holds, fails, undecided, unclear };
+// Both hold: fails if either fails, else undecided if either is, else unclear if either is.
 Truth operator&&(Truth a, Truth b);
-// Either holds: holds if either holds, else undecided if either is.
+// Either holds: holds if either holds, else undecided if either is, else unclear if either is.
 Truth operator||(Truth a, Truth b);
-Truth operator!(Truth a);  // undecided stays undecided
+Truth operator!(Truth a);  // undecided and unclear stay as they are
 inline Truth truth(bool b) { return b ? Truth::holds : Truth::fails; }
 
-// The verdict from the sub-claims: any undecided → incomplete; all hold → reproduced; none hold →
-// not reproduced; else inconclusive.
+// The verdict from the sub-claims: any undecided → incomplete; all hold → reproduced; all fail →
+// not reproduced; else (some hold, or some are unclear over the seeds) inconclusive.
 std::string combine_verdicts(const std::vector<Truth>& claims);
 
 }  // namespace normlab::study

@@ -261,11 +261,18 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
   size_t next = 0, done = skipped;
   while (next < pending.size() || !running.empty()) {
     while (next < pending.size() && static_cast<int>(running.size()) < jobs) {
-      const size_t i = pending[next++];
+      const size_t i = pending[next];
+      const bool alone = outcomes[i].request.exclusive;
+      // An exclusive run waits until no other run of the study is running, and nothing starts beside one.
+      const bool beside_exclusive = std::any_of(running.begin(), running.end(),
+                                                [&](const Running& r) { return outcomes[r.index].request.exclusive; });
+      if (beside_exclusive || (alone && !running.empty())) break;
+      ++next;
       if (!options.quiet && resumes(outcomes[i]))
         std::cerr << fmt::format("study: {} resumes from its checkpoint at step {}\n", outcomes[i].request.id,
                                  read_json(outcomes[i].dir / "run" / train::kCheckpointJson).value("step", 0));
       running.push_back({i, launch(binary, outcomes[i], threads), std::chrono::steady_clock::now()});
+      if (alone) break;
     }
     int wstatus = 0;
     const pid_t pid = waitpid(-1, &wstatus, 0);

@@ -18,6 +18,12 @@ struct RunRequest {
   std::string kind = "train";                 // train | probe (normlab probe --analysis <analyses> on the fresh init)
   std::string analyses;                       // probe: the analyses of the fresh init; train: of the trained checkpoint
   std::vector<std::string> probe_flags = {};  // more `normlab probe` options, e.g. {"--lr", "1e-5"}
+  // A timed run: it starts only when no other run is running and nothing starts beside it (it keeps
+  // the threads every run gets, --threads / --jobs, so its timing compares with its peers' whatever
+  // the machine's load). Exclusive runs keep their plan order, so a plan listing forms A B C A B C
+  // times them alternated, each alone. It does not enter request.json (it changes no number but the
+  // wall time).
+  bool exclusive = false;
 };
 
 enum class RunStatus { finished, diverged, failed };
@@ -45,8 +51,8 @@ Json resolve_config(const Json& config, const std::string& where);
 // checksums and token counts ("missing" when it has none).
 std::string corpus_checksum(const std::filesystem::path& data_dir);
 
-// Checks every request's config, then runs every request not yet done; returns the outcome of all
-// of them (done earlier or now).
+// Checks every request's config, then runs every request not yet done, in plan order (up to `jobs`
+// at once, exclusive runs alone); returns the outcome of all of them (done earlier or now).
 std::vector<RunOutcome> run_grid(const std::filesystem::path& study_dir, const std::vector<RunRequest>& requests,
                                  const RunnerOptions& options);
 const char* status_name(RunStatus s);

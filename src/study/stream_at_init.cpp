@@ -40,7 +40,7 @@ std::vector<Case> cases(const StudyOptions& o) {
 std::vector<RunRequest> plan(const StudyOptions& o) {
   const int d = width(o);
   std::vector<RunRequest> runs;
-  for (int seed = 1; seed <= o.seeds; ++seed)
+  for (int seed : o.seeds)
     for (const Case& c : cases(o)) {
       Json config = lemma_config(o, c.placement, seed);
       config["model"]["d_ff"] = d * c.ffn_multiple;  // relative to the configured d_model
@@ -49,11 +49,27 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
   return runs;
 }
 
-// E‖x_l‖²/d for l = 0..L, averaged over seeds.
-std::vector<double> profile(const std::vector<RunOutcome>& runs, const std::string& id, int layers, int seeds) {
-  return seed_mean_each(seeds, static_cast<size_t>(layers + 1), [&](int seed) {
-    return analysis_column(find_run(runs, seed_id(id, seed)), "stream-init", "mean_square");
-  });
+// E‖x_l‖²/d for l = 0..L of one seed (NaN where missing).
+std::vector<double> seed_profile(const std::vector<RunOutcome>& runs, const std::string& id, int layers, int seed) {
+  std::vector<double> v = analysis_column(find_run(runs, seed_id(id, seed)), "stream-init", "mean_square");
+  v.resize(static_cast<size_t>(layers + 1), NAN);
+  return v;
+}
+
+// The same averaged over seeds, for the chart and the table.
+std::vector<double> profile(const std::vector<RunOutcome>& runs, const std::string& id, int layers,
+                            const std::vector<int>& seeds) {
+  return seed_mean_each(seeds, static_cast<size_t>(layers + 1),
+                        [&](int seed) { return seed_profile(runs, id, layers, seed); });
+}
+
+// Whether every layer l = 1..L lies inside the lemma's bounds (inclusive, widened by a rounding
+// margin); undecided if a layer's number is missing.
+Truth inside_bounds(const std::vector<double>& ms, int L) {
+  Truth inside = Truth::holds;
+  for (int l = 1; l <= L; ++l)
+    inside = inside && between(ms[static_cast<size_t>(l)], 1 + l / 2.0 - 1e-9, 1 + 1.5 * l + 1e-9);
+  return inside;
 }
 
 // The least-squares slope of y against its index.
@@ -79,23 +95,16 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   for (const Case& c : cases(o))
     if (c.id != "pre" && c.id != "post") contrasts.emplace_back(c, profile(runs, c.id, L, o.seeds));
 
-  Chart chart{"E‖x_l‖²/d entering layer l at init", "layer l", "E‖x‖²/d"};
+  Chart chart{"E‖x_l‖²/d entering layer l at init (mean over seeds)", "layer l", "E‖x‖²/d"};
   Series lower{"lemma lower bound 1 + l/2", {}, {}}, upper{"lemma upper bound 1 + 3l/2", {}, {}};
-  Table table{"E‖x_l‖²/d at init", {"l", "1 + l/2", "Pre-LN (d_ff = d)", "1 + 3l/2", "Post-LN"}};
+  Table table{"E‖x_l‖²/d at init (mean over seeds)", {"l", "1 + l/2", "Pre-LN (d_ff = d)", "1 + 3l/2", "Post-LN"}};
   for (const auto& [c, p] : contrasts) table.header.push_back(c.label);
-  Truth inside = Truth::holds;
-  int inside_layers = 0, post_unit = 0;
+  int post_unit = 0;
   for (int l = 0; l <= L; ++l) {
     const size_t i = static_cast<size_t>(l);
     lower.x.push_back(l), lower.y.push_back(1 + l / 2.0);
     upper.x.push_back(l), upper.y.push_back(1 + 1.5 * l);
-    if (l >= 1) {
-      // The bounds are inclusive; between() is strict, so widen them by a rounding margin.
-      const Truth in = between(pre[i], 1 + l / 2.0 - 1e-9, 1 + 1.5 * l + 1e-9);
-      inside = inside && in;
-      inside_layers += in == Truth::holds;
-      post_unit += std::abs(post[i] - 1.0) <= 0.05;
-    }
+    if (l >= 1) post_unit += std::abs(post[i] - 1.0) <= 0.05;
     table.rows.push_back({std::to_string(l), num(1 + l / 2.0), num(pre[i]), num(1 + 1.5 * l), num(post[i])});
     for (const auto& [c, p] : contrasts) table.rows.back().push_back(num(p[i]));
   }
@@ -104,31 +113,46 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.charts.push_back(chart);
   r.tables.push_back(table);
 
-  const double pre_slope = slope(pre);
-  const Truth a = inside, b = between(pre_slope, 0.5, 1.5);
+  // Per seed: whether every layer is inside the bounds, and the slope.
+  std::vector<Truth> inside_per_seed;
+  std::vector<std::string> inside_text;
+  for (int seed : o.seeds) {
+    const Truth in = inside_bounds(seed_profile(runs, "pre", L, seed), L);
+    inside_per_seed.push_back(in);
+    inside_text.push_back(fmt::format("seed {}: {}", seed,
+                                      in == Truth::holds   ? "all inside"
+                                      : in == Truth::fails ? "some outside"
+                                                           : "missing"));
+  }
+  const SeedValues pre_slope = over_seeds(o.seeds, [&](int seed) { return slope(seed_profile(runs, "pre", L, seed)); });
+  const SeedValues top = over_seeds(o.seeds, [&](int seed) { return seed_profile(runs, "pre", L, seed).back(); });
+  const Truth a = decide_each(inside_per_seed), b = decide_between(pre_slope, 0.5, 1.5);
   r.evidence = {
-      fmt::format("A. Pre-LN (d_ff = d): {} of {} layers inside [1 + l/2, 1 + 3l/2]; E‖x_{}‖²/d = {} — {}",
-                  inside_layers, L, L, num(pre[static_cast<size_t>(L)]), said(a)),
+      fmt::format("A. Pre-LN (d_ff = d): every layer l = 1..{} inside [1 + l/2, 1 + 3l/2] ({}); E‖x_{}‖²/d = {} — {}",
+                  L, fmt::join(inside_text, "; "), L, top.show(), said(a)),
       fmt::format(
           "B. Pre-LN (d_ff = d) grows linearly: least-squares slope of E‖x_l‖²/d against l = {} per layer (lemma: "
           "between 0.5 and 1.5) — {}",
-          num(pre_slope), said(b)),
+          pre_slope.show(), said(b)),
       fmt::format("Check (not in the verdict: a LayerNorm output by construction): Post-LN, {} of {} layer inputs with "
-                  "E‖x‖²/d within 1 ± 0.05",
+                  "E‖x‖²/d (mean over seeds) within 1 ± 0.05",
                   post_unit, L),
   };
   for (const auto& [c, p] : contrasts)
-    r.evidence.push_back(
-        fmt::format("Contrast (not in the verdict): Pre-LN with d_ff = {}d grows {} per layer, to {} "
-                    "at l = {}",
-                    c.ffn_multiple, num(slope(p)), num(p[static_cast<size_t>(L)]), L));
+    r.evidence.push_back(fmt::format(
+        "Contrast (not in the verdict): Pre-LN with d_ff = {}d grows {} per layer, to {} at l = {}", c.ffn_multiple,
+        over_seeds(o.seeds, [&](int seed) { return slope(seed_profile(runs, c.id, L, seed)); }).show(),
+        num(p[static_cast<size_t>(L)]), L));
   r.verdict = combine_verdicts({a, b});
   r.verdict_rule =
-      "A: the Pre-LN (d_ff = d) mean square lies inside [1 + l/2, 1 + 3l/2] at every layer l = 1..L; B: its "
-      "least-squares slope against l (l = 0..L) lies in (0.5, 1.5), the lemma's linear growth. Both: reproduced; "
-      "neither: not reproduced; otherwise inconclusive. Post-LN's layer inputs are LayerNorm outputs (mean "
-      "square 1 by construction): shown as a check. The wider Pre-LN models are not part of the lemma and are shown "
-      "for contrast.";
+      std::string(
+          "A: the Pre-LN (d_ff = d) mean square lies inside [1 + l/2, 1 + 3l/2] at every layer l = 1..L, on every "
+          "seed (holds), on no seed (fails), on some (unclear); B: its least-squares slope against l (l = 0..L) "
+          "lies in (0.5, 1.5), the lemma's linear growth, on every seed. Both: reproduced; both fail: not "
+          "reproduced; otherwise inconclusive. Post-LN's layer inputs are LayerNorm outputs (mean square 1 by "
+          "construction): shown as a check. The wider Pre-LN models are not part of the lemma and are shown for "
+          "contrast. ") +
+      kSeedRule;
   return r;
 }
 
@@ -141,7 +165,7 @@ extern const Study kStreamAtInit{
         "At init, Pre-LN's stream grows linearly with depth, (1 + l/2) ≤ E‖x_l‖²/d ≤ (1 + 3l/2), while every Post-LN "
         "layer input has E‖x‖²/d = 1.",
     .source = "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745), Lemma 2.",
-    .cost = "default ~10 s on 2 cores, --quick ~5 s",
+    .cost = "default ~30 s on 2 cores (3 seeds), --quick ~5 s",
     .axes = {{.key = "d_ff_multiple",
               .defaults = "4",
               .quick = "4",

@@ -35,6 +35,51 @@ const Study& find_study(std::string_view name) {
   fail("unknown study '{}' (known: {}; `normlab study list` describes each)", name, list);
 }
 
+std::vector<int> parse_seeds(const std::string& text) {
+  const auto bad = [&](std::string_view why) -> std::vector<int> {
+    fail("--seeds {}: {} (expected a count N for seeds 1..N, a list like 101,102,103, or a range like 101-103)", text,
+         why);
+  };
+  const auto number = [&](std::string_view part) -> int {
+    if (part.empty() || part.size() > 9 ||
+        !std::all_of(part.begin(), part.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }))
+      bad(fmt::format("'{}' is not a positive whole number", part));
+    const int v = std::stoi(std::string(part));
+    if (v <= 0) bad("seeds start at 1");
+    return v;
+  };
+  std::vector<int> seeds;
+  if (text.find(',') != std::string::npos) {
+    size_t start = 0;
+    while (true) {
+      const size_t comma = text.find(',', start);
+      seeds.push_back(number(std::string_view(text).substr(start, comma - start)));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+  } else if (const size_t dash = text.find('-'); dash != std::string::npos) {
+    const int lo = number(std::string_view(text).substr(0, dash)), hi = number(std::string_view(text).substr(dash + 1));
+    if (hi < lo) bad("the range ends before it starts");
+    if (hi - lo >= 1000) bad("more than 1000 seeds");
+    for (int s = lo; s <= hi; ++s) seeds.push_back(s);
+  } else {
+    const int n = number(text);
+    if (n > 1000) bad("more than 1000 seeds");
+    for (int s = 1; s <= n; ++s) seeds.push_back(s);
+  }
+  std::vector<int> sorted = seeds;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end()) bad("a seed is listed twice");
+  return seeds;
+}
+
+std::string describe_seeds(const std::vector<int>& seeds) {
+  bool consecutive = seeds.size() > 1;
+  for (size_t i = 1; i < seeds.size(); ++i) consecutive = consecutive && seeds[i] == seeds[i - 1] + 1;
+  if (consecutive) return fmt::format("{}–{}", seeds.front(), seeds.back());
+  return fmt::format("{}", fmt::join(seeds, ", "));
+}
+
 namespace {
 
 // An override must name a field of the resolved config; model.options holds a variant's switches,
@@ -173,7 +218,7 @@ std::vector<std::string> provenance(const StudyOptions& o, const RunnerOptions& 
   const int jobs = std::max(1, runner.jobs);
   lines.push_back(fmt::format("threads: {} cores, {} run(s) at once, {} thread(s) each", runner.threads, jobs,
                               std::max(1, runner.threads / jobs)));
-  lines.push_back(fmt::format("seeds: 1–{}", o.seeds));
+  lines.push_back(fmt::format("seeds: {} ({} per configuration)", describe_seeds(o.seeds), o.seeds.size()));
   lines.push_back(
       "the same command with the same --out reuses every finished run whose request.json equals the plan's; "
       "--fresh runs them all again");
@@ -253,7 +298,7 @@ void resolve_axes(const Study& study, StudyOptions& options) {
 std::string study_help(const Study& s) {
   std::string out = fmt::format(
       "normlab study {}: {}\n\nclaim:  {}\nsource: {}\ncost:   {}\nseeds:  {} by default "
-      "(--seeds N; --quick uses 1)\n\n",
+      "(--seeds N, 101,102,103 or 101-103; --quick uses 1)\n\n",
       s.name, s.title, s.claim, s.source, s.cost, s.default_seeds);
   if (s.axes.empty()) {
     out +=
@@ -283,7 +328,8 @@ std::string study_help(const Study& s) {
 int checkpoint_interval(int steps) { return std::clamp(steps / 4, 1, 100); }
 
 std::vector<RunRequest> plan_study(const Study& study, StudyOptions& options) {
-  if (options.seeds <= 0) options.seeds = options.quick ? 1 : study.default_seeds;
+  if (options.seeds.empty())
+    for (int seed = 1; seed <= (options.quick ? 1 : study.default_seeds); ++seed) options.seeds.push_back(seed);
   resolve_axes(study, options);
   std::vector<RunRequest> requests = study.plan(options);
   // What the user gave, to name in an error about a run's config.

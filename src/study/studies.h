@@ -14,7 +14,7 @@ namespace normlab::study {
 
 struct StudyOptions {
   bool quick = false;                  // the ~3-minute preset (tests use it)
-  int seeds = 0;                       // 0: the study's default_seeds
+  std::vector<int> seeds;              // the seeds every configuration runs with; empty: the study's default
   std::vector<std::string> overrides;  // key=value, applied to every run's config
   std::filesystem::path dir;           // the study directory
   std::string command_line;            // how the study was started, recorded in its report
@@ -44,7 +44,7 @@ struct Study {
   std::string_view name;
   std::string_view title, claim, source;  // the report's heading, the claim tested, the papers (with sections)
   std::string_view cost;                  // the presets' run time on 2 cores
-  int default_seeds = 1;                  // seeds when --seeds is not given (the quick preset always uses 1)
+  int default_seeds = 3;                  // seeds 1..n when --seeds is not given (the quick preset uses 1)
   std::vector<Axis> axes = {};            // the grid's axes (none: fixed arms; --set changes what they share)
   std::vector<RunRequest> (*plan)(const StudyOptions& options);
   // The report's setup (what is measured, beyond the runs' configs), evidence, verdict and rule,
@@ -53,6 +53,11 @@ struct Study {
 };
 
 std::span<const Study* const> all_studies();
+// --seeds: a count N (seeds 1..N), a list "101,102,103" or a range "101-103" of positive seeds, each
+// seed once; anything else fails with a message naming --seeds.
+std::vector<int> parse_seeds(const std::string& text);
+// "1–3", "101, 102, 104", "7".
+std::string describe_seeds(const std::vector<int>& seeds);
 const Study& find_study(std::string_view name);
 
 // Fills options.axes from the study's presets and options.grid; fails, naming the study's axes, on a

@@ -36,7 +36,7 @@ std::string id_of(const std::string& placement, int layers, double lr, int warmu
 std::vector<RunRequest> plan(const StudyOptions& o) {
   const Grid g = grid(o);
   std::vector<RunRequest> runs;
-  for (int seed = 1; seed <= o.seeds; ++seed)
+  for (int seed : o.seeds)
     for (int layers : g.depths)
       for (const char* placement : kPlacements)
         for (double lr : g.lrs)
@@ -51,7 +51,7 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 
 // A cell's outcome over seeds: the worst one (diverged > failed > stalled > trained), with the mean loss.
 TrainResult cell(const std::vector<RunOutcome>& runs, const std::string& placement, int layers, double lr, int warmup,
-                 int seeds) {
+                 const std::vector<int>& seeds) {
   static const std::vector<std::string> order = {"trained", "slow", "stalled", "failed", "diverged", "missing"};
   TrainResult worst{"trained"};
   worst.final_loss = seed_mean(seeds, [&](int seed) -> double {
@@ -73,10 +73,52 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   for (double lr : g.lrs) header.push_back(fmt::format("lr {:g}", lr));
   Table table{std::string("Outcome and final training loss per cell (") + kStalledRule + ")", header};
   // A cell fails when it stalls or diverges (slow: still learning); a failed or missing run decides nothing.
-  int deep_post_cells = 0, deep_post_failing = 0, rescued_cells = 0, repair_cells = 0;
-  Truth post_fails = Truth::fails, rescued = Truth::fails, repairs_train = Truth::holds;
-  TrainResult shallow_post{"missing"};
-  std::vector<std::string> failures;
+  // Each sub-claim is decided on every seed separately (the cells of one seed), then over the seeds.
+  const auto learned = [&](const std::string& placement, int layers, double lr, int warmup, int seed) {
+    return train_result(find_run(runs, id_of(placement, layers, lr, warmup, seed))).learned();
+  };
+  std::vector<Truth> post_fails, rescued, repairs_train, shallow_post_trains;  // per seed
+  std::vector<std::string> a_text, b_text, c_text, d_text;
+  int repair_cells = 0;
+  for (int seed : o.seeds) {
+    int deep_post_cells = 0, deep_post_failing = 0, rescued_cells = 0, failing_repairs = 0;
+    Truth fails = Truth::fails, rescue = Truth::fails, repairs = Truth::holds;
+    std::vector<std::string> failures;
+    repair_cells = 0;
+    for (const char* placement : kPlacements)
+      for (int layers : g.depths)
+        for (int warmup : g.warmups)
+          for (double lr : g.lrs) {
+            const std::string p = placement;
+            const Truth c = learned(p, layers, lr, warmup, seed);
+            if (p == "post" && layers == deep && warmup == 0 && lr >= 1e-3) {
+              ++deep_post_cells;
+              fails = fails || !c;
+              if (c == Truth::fails) {
+                ++deep_post_failing;
+                const Truth warmed = learned(p, layers, lr, g.warmups.back(), seed);
+                rescue = rescue || warmed;
+                rescued_cells += warmed == Truth::holds;
+              }
+            }
+            if (p != "post") {
+              ++repair_cells;
+              repairs = repairs && c;
+              if (c != Truth::holds) {
+                ++failing_repairs;
+                failures.push_back(fmt::format("{} L{} lr {:g} w{}", p, layers, lr, warmup));
+              }
+            }
+          }
+    const TrainResult shallow_post = train_result(find_run(runs, id_of("post", shallow, 1e-3, 0, seed)));
+    post_fails.push_back(fails), rescued.push_back(rescue), repairs_train.push_back(repairs);
+    shallow_post_trains.push_back(shallow_post.learned());
+    a_text.push_back(fmt::format("seed {}: {} of {}", seed, deep_post_failing, deep_post_cells));
+    b_text.push_back(fmt::format("seed {}: {} of {}", seed, rescued_cells, deep_post_failing));
+    c_text.push_back(fmt::format("seed {}: {}{}{}", seed, failing_repairs, failures.empty() ? "" : " (",
+                                 failures.empty() ? "" : fmt::format("{})", fmt::join(failures, "; "))));
+    d_text.push_back(fmt::format("seed {}: {} {}", seed, shallow_post.outcome, num(shallow_post.final_loss)));
+  }
   for (const char* placement : kPlacements)
     for (int layers : g.depths)
       for (int warmup : g.warmups) {
@@ -84,28 +126,11 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
         for (double lr : g.lrs) {
           const TrainResult c = cell(runs, placement, layers, lr, warmup, o.seeds);
           row.push_back(c.outcome + " " + num(c.final_loss));
-          const std::string p = placement;
-          if (p == "post" && layers == deep && warmup == 0 && lr >= 1e-3) {
-            ++deep_post_cells;
-            post_fails = post_fails || !c.learned();
-            if (c.learned() == Truth::fails) {
-              ++deep_post_failing;
-              const Truth warmed = cell(runs, placement, layers, lr, g.warmups.back(), o.seeds).learned();
-              rescued = rescued || warmed;
-              rescued_cells += warmed == Truth::holds;
-            }
-          }
-          if (p == "post" && layers == shallow && warmup == 0 && std::abs(lr - 1e-3) < 1e-12) shallow_post = c;
-          if (p != "post") {
-            ++repair_cells;
-            repairs_train = repairs_train && c.learned();
-            if (c.learned() != Truth::holds)
-              failures.push_back(fmt::format("{} L{} lr {:g} w{} {}", p, layers, lr, warmup, c.outcome));
-          }
         }
         table.rows.push_back(row);
       }
-  Truth shallow_post_trains = shallow_post.learned();
+  Truth a = decide_each(post_fails), b = decide_each(rescued), d = decide_each(shallow_post_trains);
+  const Truth c = decide_each(repairs_train);
   r.tables.push_back(table);
   // What the sub-claims need from the axes; without it they cannot decide.
   const bool no_warmup = g.warmups.front() == 0, warmed = g.warmups.back() > 0,
@@ -120,40 +145,45 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
                     lacks_d = !no_warmup ? lacks_a
                               : !lr_1e3  ? "cannot decide: lr 1e-3 is not on the train.lr axis"
                                          : "";
-  if (!lacks_a.empty()) post_fails = Truth::undecided;
-  if (!lacks_b.empty()) rescued = Truth::undecided;
-  if (!lacks_d.empty()) shallow_post_trains = Truth::undecided;
+  if (!lacks_a.empty()) a = Truth::undecided;
+  if (!lacks_b.empty()) b = Truth::undecided;
+  if (!lacks_d.empty()) d = Truth::undecided;
   const auto say = [](const std::string& lacks, Truth t, std::string_view holds = "holds",
                       std::string_view fails = "does not hold") {
     return lacks.empty() ? said(t, holds, fails) : lacks;
   };
 
   for (int warmup : g.warmups) {
-    Chart curves{fmt::format("training loss at depth {}, lr 1e-3, warm-up {}", deep, warmup), "step", "loss"};
+    Chart curves{fmt::format("training loss at depth {}, lr 1e-3, warm-up {} (seed {})", deep, warmup, o.seeds.front()),
+                 "step", "loss"};
     for (const char* placement : kPlacements)
-      curves.series.push_back(loss_series(placement, find_run(runs, id_of(placement, deep, 1e-3, warmup, 1))));
+      curves.series.push_back(
+          loss_series(placement, find_run(runs, id_of(placement, deep, 1e-3, warmup, o.seeds.front()))));
     r.charts.push_back(curves);
   }
   r.tables.push_back(outcome_table("Every run", runs));
 
+  const size_t n = o.seeds.size();
+  const std::string seeds = fmt::format("{} seed{}{}", n, n == 1 ? "" : "s", n == 1 ? ": indicative" : "");
   r.evidence = {
-      fmt::format("A. Post-LN at depth {} without warm-up, lr ≥ 1e-3: {} of {} cells fail — {}", deep,
-                  deep_post_failing, deep_post_cells, say(lacks_a, post_fails)),
-      fmt::format("B. with {} warm-up steps, {} of those {} failing cells train (or are slow) — {}", g.warmups.back(),
-                  rescued_cells, deep_post_failing,
-                  say(lacks_b, rescued, "rescued (holds)", "not rescued (does not hold)")),
-      fmt::format("C. Pre-LN, DeepNorm and Admin: {} of {} cells do not train{}{} — {}", failures.size(), repair_cells,
-                  failures.empty() ? "" : ": ", fmt::join(failures, "; "), said(repairs_train)),
-      fmt::format("D. Post-LN at depth {}, lr 1e-3, no warm-up: {}, final loss {} — {}", shallow, shallow_post.outcome,
-                  num(shallow_post.final_loss), say(lacks_d, shallow_post_trains)),
+      fmt::format("A. Post-LN at depth {} without warm-up, lr ≥ 1e-3, cells that fail ({}): {} — {}", deep, seeds,
+                  fmt::join(a_text, "; "), say(lacks_a, a)),
+      fmt::format("B. with {} warm-up steps, those failing cells that train (or are slow): {} — {}", g.warmups.back(),
+                  fmt::join(b_text, "; "), say(lacks_b, b, "rescued (holds)", "not rescued (does not hold)")),
+      fmt::format("C. Pre-LN, DeepNorm and Admin: cells (of {}) that do not train: {} — {}", repair_cells,
+                  fmt::join(c_text, "; "), said(c)),
+      fmt::format("D. Post-LN at depth {}, lr 1e-3, no warm-up: {} — {}", shallow, fmt::join(d_text, "; "),
+                  say(lacks_d, d)),
   };
-  r.verdict = combine_verdicts({post_fails, rescued, repairs_train, shallow_post_trains});
+  r.verdict = combine_verdicts({a, b, c, d});
   r.verdict_rule =
       std::string("Each cell is classified trained / slow / stalled / diverged (") + kStalledRule +
-      "; diverged = a non-finite loss or gradient); stalled and diverged cells fail, slow ones do not. A: some "
-      "deep Post-LN cell without warm-up at lr ≥ 1e-3 fails; B: one of those cells does not fail with the "
-      "longest warm-up; C: no Pre-LN, DeepNorm or Admin cell fails; D: the shallowest Post-LN trains at lr 1e-3 "
-      "without warm-up. All hold: reproduced; none: not reproduced; otherwise inconclusive.";
+      "; diverged = a non-finite loss or gradient); stalled and diverged cells fail, slow ones do not. Each "
+      "sub-claim is decided on each seed's grid: A: some deep Post-LN cell without warm-up at lr ≥ 1e-3 fails; "
+      "B: one of those cells does not fail with the longest warm-up; C: no Pre-LN, DeepNorm or Admin cell fails; "
+      "D: the shallowest Post-LN trains at lr 1e-3 without warm-up. A sub-claim holds when it holds on every "
+      "seed, fails when it holds on none, and is unclear when the seeds disagree (one seed: indicative). All "
+      "hold: reproduced; all fail: not reproduced; otherwise inconclusive.";
   return r;
 }
 
@@ -168,7 +198,7 @@ extern const Study kWarmupGrid{
     .source =
         "Xiong et al. 2020 (arXiv 2002.04745) §3.2; Wang et al. 2022, DeepNet (arXiv 2203.00555) §3, §5; Liu et al. "
         "2020, Admin (arXiv 2004.08249).",
-    .cost = "default ~15 min on 2 cores (48 runs), --quick ~50 s (16 runs)",
+    .cost = "default ~45 min on 2 cores (48 runs × 3 seeds), --quick ~50 s (16 runs)",
     .axes = {{.key = "model.n_layers",
               .defaults = "6,12",
               .quick = "2,6",

@@ -43,7 +43,7 @@ std::string id_of(const std::string& part, const std::string& placement, int lay
 std::vector<RunRequest> plan(const StudyOptions& o) {
   const Preset p = preset(o);
   std::vector<RunRequest> runs;
-  for (int seed = 1; seed <= o.seeds; ++seed) {
+  for (int seed : o.seeds) {
     for (const char* placement : {"post", "pre"})
       for (int layers : p.depths)
         runs.push_back({id_of("init", placement, layers, -1, seed),
@@ -60,9 +60,10 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
   return runs;
 }
 
-// The fc2 weight gradient of the last layer at init, averaged over seeds.
-double last_fc2_grad(const std::vector<RunOutcome>& runs, const std::string& placement, int layers, int seeds) {
-  return seed_mean(seeds, [&](int seed) -> double {
+// The fc2 weight gradient of the last layer at init, per seed.
+SeedValues last_fc2_grad(const std::vector<RunOutcome>& runs, const std::string& placement, int layers,
+                         const std::vector<int>& seeds) {
+  return over_seeds(seeds, [&](int seed) -> double {
     Json a = run_analysis(find_run(runs, id_of("init", placement, layers, -1, seed)), "grad-init");
     const std::string want = fmt::format("layers.{}.ffn.fc2.weight", layers - 1);
     for (size_t i = 0; i < a["name"].size(); ++i)
@@ -71,17 +72,23 @@ double last_fc2_grad(const std::vector<RunOutcome>& runs, const std::string& pla
   });
 }
 
-// The final training loss (mean of the last 3 logs), averaged over seeds; a diverged seed counts as ∞.
-double final_loss(const std::vector<RunOutcome>& runs, const std::string& placement, int layers, int warmup, int seeds,
-                  const std::string& part = "train") {
-  return seed_mean(seeds, [&](int seed) -> double {
+// The final training loss (mean of the last 3 logs), per seed; a diverged seed counts as ∞.
+SeedValues final_loss(const std::vector<RunOutcome>& runs, const std::string& placement, int layers, int warmup,
+                      const std::vector<int>& seeds, const std::string& part = "train") {
+  return over_seeds(seeds, [&](int seed) -> double {
     const TrainResult t = train_result(find_run(runs, id_of(part, placement, layers, warmup, seed)));
     return t.outcome == "diverged" ? INFINITY : t.final_loss;
   });
 }
 
+// a − b per seed, where two diverged (∞) runs differ by nothing.
+SeedValues loss_gap(const SeedValues& a, const SeedValues& b) {
+  return paired(a, b, [](double x, double y) { return std::isinf(x) && std::isinf(y) && x == y ? 0.0 : x - y; });
+}
+
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const Preset p = preset(o);
+  const int s1 = o.seeds.front();  // the seed the charts show
   Report r;
   r.setup =
       "A (init-* runs): Xavier init with embeddings N(0, d^-1/2)·√d (fairseq, unit-variance stream), gradients of "
@@ -90,84 +97,88 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       "with "
       "Xavier init (xavier-*).";
 
-  // A. gradients at init
-  const double post_s = last_fc2_grad(runs, "post", p.shallow, o.seeds),
-               post_d = last_fc2_grad(runs, "post", p.deep, o.seeds);
-  const double pre_s = last_fc2_grad(runs, "pre", p.shallow, o.seeds),
-               pre_d = last_fc2_grad(runs, "pre", p.deep, o.seeds);
-  const double post_ratio = post_d / post_s, pre_ratio = pre_d / pre_s;
-  // A compares two depths: with one depth on the axis it cannot be decided.
+  // A. gradients at init, the depth ratio formed per seed; with one depth on the axis it cannot be decided
+  const SeedValues post_s = last_fc2_grad(runs, "post", p.shallow, o.seeds),
+                   post_d = last_fc2_grad(runs, "post", p.deep, o.seeds);
+  const SeedValues pre_s = last_fc2_grad(runs, "pre", p.shallow, o.seeds),
+                   pre_d = last_fc2_grad(runs, "pre", p.deep, o.seeds);
+  const SeedValues post_ratio = ratio(post_d, post_s), pre_ratio = ratio(pre_d, pre_s);
   const Truth a_holds =
-      p.shallow == p.deep ? Truth::undecided : between(post_ratio, 0.75, 1.33) && less(pre_ratio, 0.85);
+      p.shallow == p.deep ? Truth::undecided : decide_between(post_ratio, 0.75, 1.33) && decide_below(pre_ratio, 0.85);
   r.evidence.push_back(fmt::format(
       "A. last-layer fc2 gradient at init, depth {} → {}: Post-LN {} → {} (ratio {}), Pre-LN {} → {} "
       "(ratio {}; 1/√(L ratio) = {}) — {}",
-      p.shallow, p.deep, num(post_s), num(post_d), num(post_ratio), num(pre_s), num(pre_d), num(pre_ratio),
+      p.shallow, p.deep, post_s.show(), post_d.show(), post_ratio.show(), pre_s.show(), pre_d.show(), pre_ratio.show(),
       num(std::sqrt(double(p.shallow) / p.deep)),
       p.shallow == p.deep ? "cannot decide: the model.n_layers axis has one depth, A needs two" : said(a_holds)));
 
-  // B. warm-up; a diverged Pre-LN is not a Pre-LN that trains
-  const double post0 = final_loss(runs, "post", p.deep, 0, o.seeds),
-               postw = final_loss(runs, "post", p.deep, p.warmup, o.seeds);
-  const double pre0 = final_loss(runs, "pre", p.deep, 0, o.seeds),
-               prew = final_loss(runs, "pre", p.deep, p.warmup, o.seeds);
-  const Truth stalls = std::isinf(pre0) ? Truth::fails : greater(post0 - pre0, 0.2), rescued = less(postw, post0 - 0.1);
+  // B. warm-up; a diverged Pre-LN is not a Pre-LN that trains (its gap is −∞)
+  const SeedValues post0 = final_loss(runs, "post", p.deep, 0, o.seeds),
+                   postw = final_loss(runs, "post", p.deep, p.warmup, o.seeds);
+  const SeedValues pre0 = final_loss(runs, "pre", p.deep, 0, o.seeds),
+                   prew = final_loss(runs, "pre", p.deep, p.warmup, o.seeds);
+  const SeedValues lag = loss_gap(post0, pre0), change = loss_gap(postw, post0);
+  const Truth stalls = decide_above(lag, 0.2), rescued = decide_below(change, -0.1);
   r.evidence.push_back(
       fmt::format("B. final train loss at depth {} (mean of the last 3 logs): Post-LN {} without warm-up, {} with "
                   "{} warm-up steps; Pre-LN {} / {} — Post-LN without warm-up lags Pre-LN by {} ({}), warm-up "
                   "changes Post-LN by {} ({})",
-                  p.deep, num(post0), num(postw), p.warmup, num(pre0), num(prew), num(post0 - pre0), said(stalls),
-                  num(postw - post0), said(rescued, "rescued", "not rescued")));
+                  p.deep, post0.show(), postw.show(), p.warmup, pre0.show(), prew.show(), lag.show(), said(stalls),
+                  change.show(), said(rescued, "rescued", "not rescued")));
 
-  const double xavier0 = final_loss(runs, "post", p.deep, 0, o.seeds, "xavier"),
-               xavierw = final_loss(runs, "post", p.deep, p.warmup, o.seeds, "xavier");
+  const SeedValues xavier0 = final_loss(runs, "post", p.deep, 0, o.seeds, "xavier"),
+                   xavierw = final_loss(runs, "post", p.deep, p.warmup, o.seeds, "xavier");
   r.evidence.push_back(
       fmt::format("Contrast (not in the verdict): with Xavier init, Post-LN ends at {} without warm-up and {} "
                   "with {} warm-up steps",
-                  num(xavier0), num(xavierw), p.warmup));
+                  xavier0.show(), xavierw.show(), p.warmup));
 
   // C. the stream grows with depth (Pre-LN, without warm-up, at the last probe)
-  const double growth = seed_mean(o.seeds, [&](int seed) -> double {
+  const SeedValues growth = over_seeds(o.seeds, [&](int seed) -> double {
     const RunOutcome* run = find_run(runs, id_of("train", "pre", p.deep, 0, seed));
     const std::vector<double> ms =
         run ? numbers(last_probe(run->dir / "run", "stream")["mean_square"]) : std::vector<double>{};
     return ms.size() > 1 ? ms.back() / ms[1] : NAN;
   });
-  const Truth c_holds = greater(growth, 2.0);
+  const Truth c_holds = decide_above(growth, 2.0);
   r.evidence.push_back(
       fmt::format("C. Pre-LN stream mean square at the stack's output ÷ entering layer 1, after training: {} — {}",
-                  num(growth), said(c_holds, "holds (grows with depth)")));
+                  growth.show(), said(c_holds, "holds (grows with depth)")));
 
   r.verdict = combine_verdicts({a_holds, stalls && rescued, c_holds});
   r.verdict_rule =
-      "A: Post-LN ratio of last-layer fc2 gradients (deep/shallow) within [0.75, 1.33] and Pre-LN's below 0.85; "
-      "B: Post-LN without warm-up ends > 0.2 nats above Pre-LN without warm-up, and warm-up lowers Post-LN's final "
-      "loss by > 0.1; C: Pre-LN stream mean square at the top > 2× that entering layer 1. All hold: reproduced; "
-      "none: not reproduced; otherwise inconclusive.";
+      std::string(
+          "Ratios and differences per seed. A: Post-LN's ratio of last-layer fc2 gradients (deep/shallow) within "
+          "[0.75, 1.33] and Pre-LN's below 0.85 on every seed; B: Post-LN without warm-up ends > 0.2 nats above "
+          "Pre-LN without warm-up, and warm-up lowers Post-LN's final loss by > 0.1, on every seed; C: Pre-LN's "
+          "stream mean square at the top > 2× that entering layer 1 on every seed. All hold: reproduced; all fail: "
+          "not reproduced; otherwise inconclusive. ") +
+      kSeedRule;
 
   Chart grads{"A. last-layer fc2 gradient norm at init", "depth L", "‖∂L/∂W_fc2‖"};
   for (const char* placement : {"post", "pre"}) {
-    Series s{placement == std::string("post") ? "Post-LN" : "Pre-LN", {}, {}};
-    for (int layers : p.depths) s.x.push_back(layers), s.y.push_back(last_fc2_grad(runs, placement, layers, o.seeds));
+    Series s{placement == std::string("post") ? "Post-LN (mean over seeds)" : "Pre-LN (mean over seeds)", {}, {}};
+    for (int layers : p.depths)
+      s.x.push_back(layers), s.y.push_back(last_fc2_grad(runs, placement, layers, o.seeds).mean());
     grads.series.push_back(s);
   }
   r.charts.push_back(grads);
 
-  Chart curves{fmt::format("B. training loss at depth {}", p.deep), "step", "loss"};
+  Chart curves{fmt::format("B. training loss at depth {} (seed {})", p.deep, s1), "step", "loss"};
   for (const char* placement : {"post", "pre"})
     for (int warmup : {0, p.warmup})
       curves.series.push_back(
           loss_series(fmt::format("{}-LN, warm-up {}", placement == std::string("post") ? "Post" : "Pre", warmup),
-                      find_run(runs, id_of("train", placement, p.deep, warmup, 1))));
+                      find_run(runs, id_of("train", placement, p.deep, warmup, s1))));
   for (int warmup : {0, p.warmup})
     curves.series.push_back(loss_series(fmt::format("Post-LN, Xavier init, warm-up {}", warmup),
-                                        find_run(runs, id_of("xavier", "post", p.deep, warmup, 1))));
+                                        find_run(runs, id_of("xavier", "post", p.deep, warmup, s1))));
   r.charts.push_back(curves);
 
-  Chart depth{"C. stream mean square by layer after training (warm-up 0)", "layer", "E[x²]"};
+  Chart depth{fmt::format("C. stream mean square by layer after training (warm-up 0, seed {})", s1), "layer", "E[x²]"};
   depth.log_y = true;
   for (const char* placement : {"post", "pre"})
-    if (const RunOutcome* run = find_run(runs, id_of("train", placement, p.deep, 0, 1)))
+    if (const RunOutcome* run = find_run(runs, id_of("train", placement, p.deep, 0, s1)))
       depth.series.push_back(layer_series(placement == std::string("post") ? "Post-LN" : "Pre-LN",
                                           last_probe(run->dir / "run", "stream"), "mean_square"));
   r.charts.push_back(depth);
@@ -189,7 +200,7 @@ extern const Study kWhyPreLn{
         "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745), Thm 1, "
         "Fig. 3, §3.2; Wang et al. 2022, DeepNet (arXiv 2203.00555); Sun et al. 2025, The Curse of Depth (arXiv "
         "2502.05795).",
-    .cost = "default ~5 min on 2 cores, --quick ~30 s",
+    .cost = "default ~15 min on 2 cores (3 seeds), --quick ~30 s",
     .axes = {{.key = "model.n_layers",
               .defaults = "6,12",
               .quick = "2,6",

@@ -4,6 +4,8 @@
 // forward/backward over the same inits and batches.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include <cmath>
 
 #include "analysis/analyses.h"
@@ -170,6 +172,15 @@ TEST(ProbeAnalyses, OneStepAdminDefinitionIsTheStackChangeOnAnotherBatch) {
   EXPECT_EQ(twin->landmarks.layer_inputs.size(), 4u);  // L + 1: the last is the stack's output
 }
 
+// The inits averaged for run seed s are not those of seed s + 1 (seed + k made seeds 1–3 share two of
+// their three inits).
+TEST(ProbeAnalyses, FreshInitsOfDifferentSeedsAreDistinct) {
+  std::set<uint64_t> seen;
+  for (uint64_t seed = 1; seed <= 5; ++seed)
+    for (int k = 0; k < 3; ++k) EXPECT_TRUE(seen.insert(fresh_init_seed(seed, k)).second) << seed << ", " << k;
+  EXPECT_EQ(fresh_init_seed(7, 1), fresh_init_seed(7, 1));
+}
+
 // gradient_norms_at_init = the mean over seeds × batches of ‖∂L/∂W‖, one entry per parameter in
 // graph order, reproduced here by a direct forward/backward over the same inits and batches.
 TEST(ProbeAnalyses, GradientNormsAtInitEqualADirectComputation) {
@@ -187,7 +198,7 @@ TEST(ProbeAnalyses, GradientNormsAtInitEqualADirectComputation) {
   std::vector<double> expected(params.size(), 0.0);
   train::Batch batch;
   for (int seed = 0; seed < s.seeds; ++seed) {
-    model::initialize(*m, c.train.seed + static_cast<uint64_t>(seed));
+    model::initialize(*m, fresh_init_seed(c.train.seed, seed));
     for (int b = 0; b < s.batches; ++b) {
       loader.train_batch(b + 1, seed, batch);
       m->set_batch(batch.tokens.data(), batch.targets.data());
@@ -286,7 +297,7 @@ TEST(ProbeAnalyses, StreamAtInitEqualsADirectComputation) {
   std::vector<double> expected(4, 0.0);
   train::Batch batch;
   for (int seed = 0; seed < s.seeds; ++seed) {
-    model::initialize(*m, c.train.seed + static_cast<uint64_t>(seed));
+    model::initialize(*m, fresh_init_seed(c.train.seed, seed));
     for (int b = 0; b < s.batches; ++b) {
       loader.train_batch(b + 1, seed, batch);
       m->set_batch(batch.tokens.data(), batch.targets.data());

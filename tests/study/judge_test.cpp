@@ -1,7 +1,8 @@
-// Every study's judge on synthetic runs of its quick plan: numbers under which each sub-claim holds
-// give "reproduced", numbers under which each fails give "not reproduced", and a run that failed or a
+// Every study's judge on synthetic runs of its quick plan with the study's default seeds (3): numbers
+// under which each sub-claim holds on every seed give "reproduced", numbers under which each fails on
+// every seed give "not reproduced", seeds that disagree give "inconclusive", and a run that failed or a
 // number that is missing gives "incomplete". A comparison turned the wrong way, or a sub-claim that
-// cannot fail, breaks one of the first two.
+// cannot fail, breaks one of the first two. The decision rule itself (kit.h) is tested at the end.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <map>
 #include <set>
 
+#include "common/error.h"
 #include "study/kit.h"
 #include "study/synthetic_runs.h"
 
@@ -19,8 +21,16 @@ using namespace testing;
 using train::testing::TempDir;
 
 using Runs = std::vector<RunOutcome>;
-// Writes every run's files so that each sub-claim holds (true) or each fails (false).
-using Writer = std::function<void(Runs&, bool)>;
+// Whether a seed's runs are written so that each sub-claim holds (true) or each fails (false).
+using Holds = std::function<bool(int seed)>;
+// Writes every run's files, seed by seed as `holds` says.
+using Writer = std::function<void(Runs&, const Holds&)>;
+
+int seed_of(const RunOutcome& o) { return o.config["train"]["seed"].get<int>(); }
+// The run id without its "-s<seed>" suffix.
+std::string arm_of(const RunOutcome& o) { return o.request.id.substr(0, o.request.id.rfind("-s")); }
+// A small seed-to-seed spread (±1%), so the rule sees a nonzero sd.
+double jitter(const RunOutcome& o) { return 1 + 0.01 * (seed_of(o) - 2); }
 
 std::vector<double> ramp(size_t n, double first, double last) {
   std::vector<double> v;
@@ -40,21 +50,23 @@ Json fc2_grads(const std::vector<double>& norms) {
 
 int layers_of(const RunOutcome& o) { return o.config["model"]["n_layers"].get<int>(); }
 
-void why_pre_ln(Runs& runs, bool holds) {
+void why_pre_ln(Runs& runs, const Holds& holds_for) {
   for (RunOutcome& o : runs) {
+    const bool holds = holds_for(seed_of(o));
+    const std::string arm = arm_of(o);
     const std::string& id = o.request.id;
     const int L = layers_of(o);
     if (id.starts_with("init-")) {  // A: Post-LN's last-layer gradient flat in depth, Pre-LN's shrinking
       const bool post = id.starts_with("init-post");
       const double last = post ? (holds ? 1.0 : L / 2.0) : (holds ? std::sqrt(2.0 / L) : 1.0);
       write_analysis(o, "grad-init", fc2_grads(ramp(size_t(L), 0.5, last)));
-    } else if (id == "train-post-L6-w0-s1") {  // B: stalls without warm-up where Pre-LN trains
+    } else if (arm == "train-post-L6-w0") {  // B: stalls without warm-up where Pre-LN trains
       holds ? write_stalled(o) : write_trained(o, 4.0);
     } else {
-      write_trained(o, id == "train-post-L6-w30-s1" ? 4.5 : 4.0);
+      write_trained(o, arm == "train-post-L6-w30" ? 4.5 : 4.0);
     }
     if (id.starts_with("train-")) {  // C: Pre-LN's stream grows with depth
-      const bool grows = holds && id == "train-pre-L6-w0-s1";
+      const bool grows = holds && arm == "train-pre-L6-w0";
       write_probe(
           o, 60, "stream",
           per_layer("mean_square", grows ? ramp(size_t(L) + 1, 1, 6) : std::vector<double>(size_t(L) + 1, 1.0)));
@@ -62,8 +74,9 @@ void why_pre_ln(Runs& runs, bool holds) {
   }
 }
 
-void grad_by_depth(Runs& runs, bool holds) {
+void grad_by_depth(Runs& runs, const Holds& holds_for) {
   for (RunOutcome& o : runs) {
+    const bool holds = holds_for(seed_of(o));
     const int L = layers_of(o);
     const bool post = o.request.id.find("-post-") != std::string::npos;
     // Post-LN: last layer 1 at every depth and twice the first (A, C); Pre-LN: last layer √(2/L) (B).
@@ -73,34 +86,38 @@ void grad_by_depth(Runs& runs, bool holds) {
   }
 }
 
-void stream_at_init(Runs& runs, bool holds) {
+void stream_at_init(Runs& runs, const Holds& holds_for) {
   for (RunOutcome& o : runs) {
+    const bool holds = holds_for(seed_of(o));
+    const std::string arm = arm_of(o);
     const int L = layers_of(o);
     std::vector<double> ms;
-    for (int l = 0; l <= L; ++l) ms.push_back(o.request.id == "post-s1" ? 1.0 : 1.0 + (holds ? 1.0 : 0.2) * l);
+    for (int l = 0; l <= L; ++l) ms.push_back(arm == "post" ? 1.0 : 1.0 + (holds ? 1.0 : 0.2) * l);
     write_analysis(o, "stream-init", per_layer("mean_square", ms));
   }
 }
 
-void warmup_grid(Runs& runs, bool holds) {
+void warmup_grid(Runs& runs, const Holds& holds_for) {
   for (RunOutcome& o : runs) {
-    const std::string& id = o.request.id;
+    const bool holds = holds_for(seed_of(o));
+    const std::string arm = arm_of(o);
     // A, B: deep Post-LN stalls without warm-up and trains with it; C: the rest train (one Pre-LN
     // cell stalls when failing); D: shallow Post-LN trains without warm-up.
     const bool stalls =
-        holds ? id == "post-L6-lr0.001-w0-s1" : id == "post-L2-lr0.001-w0-s1" || id == "pre-L6-lr0.001-w10-s1";
+        holds ? arm == "post-L6-lr0.001-w0" : arm == "post-L2-lr0.001-w0" || arm == "pre-L6-lr0.001-w10";
     stalls ? write_stalled(o) : write_trained(o);
   }
 }
 
-void model_update(Runs& runs, bool holds) {
+void model_update(Runs& runs, const Holds& holds_for) {
   for (RunOutcome& o : runs) {
-    const std::string& id = o.request.id;
+    const bool holds = holds_for(seed_of(o));
+    const std::string arm = arm_of(o);
     const int every = o.config["train"]["probe_every"].get<int>(), steps = o.config["train"]["steps"].get<int>();
     // A: Post-LN's early update > 1.5× DeepNorm's; C: warm-up damps it; B: Post-LN's norm inputs grow.
-    const double update = id == "post-w0-s1" ? (holds ? 3.0 : 1.0) : id == "post-warm-s1" ? (holds ? 1.0 : 2.0) : 1.0;
+    const double update = arm == "post-w0" ? (holds ? 3.0 : 1.0) : arm == "post-warm" ? (holds ? 1.0 : 2.0) : 1.0;
     for (int step = 1; step <= steps; step = step == 1 ? every : step + every) {
-      const double input = id == "post-w0-s1" && holds ? 1.0 + double(step) / steps : 1.0;
+      const double input = arm == "post-w0" && holds ? 1.0 + double(step) / steps : 1.0;
       write_probe(o, step, "model_update", {{"logit_change_rms", update}});
       write_probe(o, step, "norm",
                   {{"name", {"layers.0.attn.post_norm", "layers.0.ffn.post_norm"}},
@@ -111,8 +128,9 @@ void model_update(Runs& runs, bool holds) {
   }
 }
 
-void one_step(Runs& runs, bool holds) {
+void one_step(Runs& runs, const Holds& holds_for) {
   for (RunOutcome& o : runs) {
+    const bool holds = holds_for(seed_of(o));
     const double n = 2.0 * layers_of(o);
     const bool post = o.request.id.starts_with("post-");
     // ‖ΔF‖² ∝ N^slope: Post-LN 1, the others 0 (holds); Post-LN 0, the others 2 (fails).
@@ -121,8 +139,9 @@ void one_step(Runs& runs, bool holds) {
   }
 }
 
-void depth_variance(Runs& runs, bool holds) {
+void depth_variance(Runs& runs, const Holds& holds_for) {
   for (RunOutcome& o : runs) {
+    const bool holds = holds_for(seed_of(o));
     const size_t n = size_t(layers_of(o)) + 1;
     const bool pre = o.request.id.starts_with("pre");
     // A, B: the Pre-LN stream grows 4× from layer 1 to the top; C, D: the others stay at a quarter of it.
@@ -136,9 +155,10 @@ void depth_variance(Runs& runs, bool holds) {
   }
 }
 
-void layer_importance(Runs& runs, bool holds) {
+void layer_importance(Runs& runs, const Holds& holds_for) {
   for (RunOutcome& o : runs) {
-    const std::string arm = o.request.id.substr(0, o.request.id.find("-s"));
+    const bool holds = holds_for(seed_of(o));
+    const std::string arm = arm_of(o);
     const std::vector<double> early_heavy = {1, 1, 0.1, 0.1}, late_heavy = {0.1, 0.1, 1, 1},
                               even = {0.5, 0.5, 0.5, 0.5};
     // A, B: Pre-LN's deep layers turn and matter less; C: Post-LN's early ones matter less; D: LNS's
@@ -153,8 +173,9 @@ void layer_importance(Runs& runs, bool holds) {
   }
 }
 
-void grad_balance(Runs& runs, bool holds) {
+void grad_balance(Runs& runs, const Holds& holds_for) {
   for (RunOutcome& o : runs) {
+    const bool holds = holds_for(seed_of(o));
     const bool pre = o.request.id.starts_with("pre-");
     // A: Pre-LN's first layer gets 4× its last layer's gradient; B–D: the others are flat.
     const std::vector<double> grads = pre ? (holds ? ramp(4, 4, 1) : std::vector<double>{1, 1, 1, 1.2})
@@ -173,13 +194,14 @@ void grad_balance(Runs& runs, bool holds) {
   }
 }
 
-void rms_equivalence(Runs& runs, bool holds) {
+void rms_equivalence(Runs& runs, const Holds& holds_for) {
   for (RunOutcome& o : runs) {
-    const std::string& id = o.request.id;
+    const bool holds = holds_for(seed_of(o));
+    const std::string arm = arm_of(o);
     // A: the RMS forms end within 0.05 nats of Pre-LN; B: they train faster (fewer seconds).
-    const double val = id == "pre-s1" ? 4.0 : holds ? 4.02 : 4.5, seconds = id == "pre-s1" ? 10 : holds ? 8 : 12;
-    write_trained(o, val - 0.1, val, seconds);
-    if (id == "pre-s1")
+    const double val = arm == "pre" ? 4.0 : holds ? 4.02 : 4.5, seconds = arm == "pre" ? 10 : holds ? 8 : 12;
+    write_trained(o, val - 0.1, val, seconds * jitter(o));
+    if (arm == "pre")
       write_analysis(o, "norm-equivalence",
                      {{"precision", {"fp32", "fp32", "fp64", "fp64"}},
                       {"variant", {"pre_rms", "pre_crms", "pre_rms", "pre_crms"}},
@@ -189,8 +211,9 @@ void rms_equivalence(Runs& runs, bool holds) {
   }
 }
 
-void massive_activations(Runs& runs, bool holds) {
+void massive_activations(Runs& runs, const Holds& holds_for) {
   for (RunOutcome& o : runs) {
+    const bool holds = holds_for(seed_of(o));
     const bool pre = o.request.id.starts_with("pre-");
     // A: Pre-LN's largest |x| grows 10×, B: most in the deep layers; C: Peri-LN's grows 2× (fails: 3×
     // against Pre-LN's 1.5×, and Pre-LN's deep layers no larger).
@@ -204,24 +227,31 @@ void massive_activations(Runs& runs, bool holds) {
   }
 }
 
-void dyt_alpha(Runs& runs, bool holds) {
+void dyt_alpha(Runs& runs, const Holds& holds_for) {
   for (RunOutcome& o : runs) {
-    const std::string& id = o.request.id;
+    const bool holds = holds_for(seed_of(o));
+    const std::string arm = arm_of(o);
     // A: the best α₀ within 0.1 nats of LayerNorm; B: the worst α₀ > 0.1 above the best.
-    const double val = id == "layernorm-s1"  ? 4.0
-                       : id == "dyt-a0.5-s1" ? (holds ? 4.05 : 4.5)
-                       : id == "dyt-a2-s1"   ? (holds ? 4.5 : 4.55)
-                                             : 5.0;
+    const double val = arm == "layernorm"  ? 4.0
+                       : arm == "dyt-a0.5" ? (holds ? 4.05 : 4.5)
+                       : arm == "dyt-a2"   ? (holds ? 4.5 : 4.55)
+                                           : 5.0;
     write_trained(o, val - 0.1, val);
   }
 }
 
-void leaderboard(Runs& runs, bool holds) {
+void leaderboard(Runs& runs, const Holds& holds_for) {
   for (RunOutcome& o : runs) {
-    const std::string& id = o.request.id;
+    const bool holds = holds_for(seed_of(o));
+    const std::string arm = arm_of(o);
     // A: every placement trains (fails: ReZero stalls); B: Pre-LN ends below Post-LN.
-    if (!holds && id == "rezero-s1") write_stalled(o);
-    else write_trained(o, 4.0, id == "pre-s1" ? (holds ? 4.0 : 4.3) : id == "post-s1" ? (holds ? 4.2 : 4.1) : 4.1);
+    if (!holds && arm == "rezero") write_stalled(o);
+    else
+      write_trained(o, 4.0,
+                    (arm == "pre"    ? (holds ? 4.0 : 4.3)
+                     : arm == "post" ? (holds ? 4.2 : 4.1)
+                                     : 4.1) *
+                        jitter(o));
   }
 }
 
@@ -254,15 +284,21 @@ const std::vector<JudgeCase>& judge_cases() {
 
 class StudyJudge : public ::testing::TestWithParam<JudgeCase> {
  protected:
-  // The quick plan's runs with files written by the case's writer.
-  Runs synthetic(bool holds) {
+  // The quick plan's runs, with the study's default seeds (1..default_seeds, at least 2), and files
+  // written by the case's writer: each seed's runs as holds(seed) says.
+  Runs synthetic(const Holds& holds, const std::string& name) {
+    const Study& study = find_study(GetParam().study);
     options_.quick = true;
-    options_.dir = tmp_.path() / (holds ? "holds" : "fails");
-    options_.seeds = 0;
-    Runs runs = planned_runs(find_study(GetParam().study), options_);
+    options_.dir = tmp_.path() / name;
+    options_.seeds.clear();
+    for (int seed = 1; seed <= study.default_seeds; ++seed) options_.seeds.push_back(seed);
+    Runs runs = planned_runs(study, options_);
     GetParam().write(runs, holds);
     for (const RunOutcome& o : runs) write_status(o);
     return runs;
+  }
+  Runs synthetic(bool holds) {
+    return synthetic([holds](int) { return holds; }, holds ? "holds" : "fails");
   }
   Report judge(const Runs& runs) { return judge_study(find_study(GetParam().study), options_, runs); }
   std::string describe(const Report& r) {
@@ -285,6 +321,25 @@ TEST_P(StudyJudge, ReproducedWhenEverySubClaimHolds) {
 TEST_P(StudyJudge, NotReproducedWhenEverySubClaimFails) {
   const Report r = judge(synthetic(false));
   EXPECT_EQ(r.verdict, "not reproduced") << describe(r);
+}
+
+TEST_P(StudyJudge, UsesAtLeastTwoSeedsByDefault) {
+  EXPECT_GE(find_study(GetParam().study).default_seeds, 3);
+  const Report r = judge(synthetic(true));
+  bool counted = false;  // some evidence line says how many seeds its numbers rest on
+  for (const auto& e : r.evidence)
+    counted |= e.find("(3 seeds)") != std::string::npos || e.find("3 seeds") != std::string::npos;
+  EXPECT_TRUE(counted) << describe(r);
+  EXPECT_NE(r.verdict_rule.find("seed"), std::string::npos) << r.verdict_rule;
+}
+
+// The last seed contradicts the first two: no sub-claim is shown, none refuted.
+TEST_P(StudyJudge, InconclusiveWhenSeedsDisagree) {
+  const Report r = judge(synthetic([](int seed) { return seed != 3; }, "mixed"));
+  EXPECT_EQ(r.verdict, "inconclusive") << describe(r);
+  bool unclear = false;
+  for (const auto& e : r.evidence) unclear |= e.find("unclear over the seeds") != std::string::npos;
+  EXPECT_TRUE(unclear) << describe(r);
 }
 
 TEST_P(StudyJudge, IncompleteWhenARunFailed) {
@@ -338,7 +393,7 @@ TEST(StudyJudgeDyt, ADivergedLayerNormIsNoMatch) {
   TempDir tmp("judge");
   StudyOptions options{.quick = true, .dir = tmp.path()};
   Runs runs = planned_runs(find_study("dyt-alpha"), options);
-  dyt_alpha(runs, true);
+  dyt_alpha(runs, [](int) { return true; });
   RunOutcome& ln = run_of(runs, "layernorm-s1");
   lose_files(ln);
   write_diverged(ln);
@@ -356,7 +411,7 @@ TEST(StudyJudgeGrid, UserAxesAreJudgedOrUndecidedWithAReason) {
   const auto judged = [&](const std::string& study, const Writer& write, std::vector<std::string> grid) {
     StudyOptions options{.quick = true, .dir = tmp / study, .grid = std::move(grid)};
     Runs runs = planned_runs(find_study(study), options);
-    write(runs, true);
+    write(runs, [](int) { return true; });
     for (const RunOutcome& o : runs) write_status(o);
     return judge_study(find_study(study), options, runs);
   };
@@ -393,11 +448,132 @@ TEST(StudyJudgeSetup, NamesOverriddenAndVariedFields) {
   TempDir tmp("judge");
   StudyOptions options{.quick = true, .overrides = {"model.dropout=0.1"}, .dir = tmp.path()};
   Runs runs = planned_runs(find_study("dyt-alpha"), options);
-  dyt_alpha(runs, true);
+  dyt_alpha(runs, [](int) { return true; });
   const std::string setup = judge_study(find_study("dyt-alpha"), options, runs).setup;
   EXPECT_NE(setup.find("model.dropout 0.1"), std::string::npos) << setup;
   EXPECT_NE(setup.find("model.placement {pre, dyt}"), std::string::npos) << setup;
   EXPECT_NE(setup.find("model.options.dyt_alpha {"), std::string::npos) << setup;
+}
+
+SeedValues values(std::vector<double> v) {
+  SeedValues out;
+  for (size_t i = 0; i < v.size(); ++i) out.seeds.push_back(static_cast<int>(i) + 1);
+  out.values = std::move(v);
+  return out;
+}
+
+TEST(SeedRule, MeanSdAndHowManySeeds) {
+  const SeedValues v = values({1, 2, 3});
+  EXPECT_DOUBLE_EQ(v.mean(), 2.0);
+  EXPECT_DOUBLE_EQ(v.sd(), 1.0);
+  EXPECT_EQ(v.show(), "2.000 ± 1.000 (3 seeds)");
+  EXPECT_EQ(values({4}).show(), "4.000 (1 seed: indicative)");
+  EXPECT_DOUBLE_EQ(values({4}).sd(), 0.0);
+  EXPECT_EQ(values({1, NAN, NAN}).show(), "n/a (seeds 2, 3 missing)");
+  EXPECT_TRUE(std::isnan(values({1, NAN}).mean()));
+}
+
+TEST(SeedRule, GreaterHoldsOnEverySeedBeyondThePooledSd) {
+  EXPECT_EQ(decide_greater(values({2.0, 2.1, 2.2}), values({1.0, 1.1, 1.0})), Truth::holds);
+  EXPECT_EQ(decide_less(values({1.0, 1.1, 1.0}), values({2.0, 2.1, 2.2})), Truth::holds);
+  // No seed has a > b: refuted.
+  EXPECT_EQ(decide_greater(values({1.0, 1.1, 1.0}), values({2.0, 2.1, 2.2})), Truth::fails);
+  EXPECT_EQ(decide_greater(values({1.0, 1.0}), values({1.0, 1.0})), Truth::fails);  // a tie is not a > b
+}
+
+TEST(SeedRule, MixedSeedsAreUnclear) {
+  EXPECT_EQ(decide_greater(values({2.0, 2.0, 0.5}), values({1.0, 1.0, 1.0})), Truth::unclear);
+  EXPECT_EQ(decide_above(values({2.0, 2.0, 0.5}), 1.0), Truth::unclear);
+  EXPECT_EQ(decide_below(values({2.0, 2.0, 0.5}), 1.0), Truth::unclear);
+  EXPECT_EQ(decide_between(values({0.5, 1.5}), 0.0, 1.0), Truth::unclear);
+}
+
+TEST(SeedRule, AGapWithinTheNoiseIsUnclear) {
+  // a > b on every seed, but by 0.1 while the seeds spread by ~1.
+  EXPECT_EQ(decide_greater(values({1.1, 2.1, 3.1}), values({1.0, 2.0, 3.0})), Truth::unclear);
+  // The same gap with little spread holds.
+  EXPECT_EQ(decide_greater(values({1.1, 1.11, 1.12}), values({1.0, 1.01, 1.0})), Truth::holds);
+}
+
+TEST(SeedRule, ThresholdsHoldOnEverySeedAndFailOnNone) {
+  EXPECT_EQ(decide_above(values({2.0, 3.0, 4.0}), 1.5), Truth::holds);
+  EXPECT_EQ(decide_above(values({1.0, 1.2, 1.4}), 1.5), Truth::fails);
+  EXPECT_EQ(decide_below(values({1.0, 1.2, 1.4}), 1.5), Truth::holds);
+  EXPECT_EQ(decide_between(values({0.9, 1.1}), 0.5, 1.5), Truth::holds);
+  EXPECT_EQ(decide_between(values({0.1, 2.0}), 0.5, 1.5), Truth::fails);
+  EXPECT_EQ(decide_above(ratio(values({4, 6}), values({2, 2})), 1.5), Truth::holds);  // ratios per seed
+  EXPECT_EQ(decide_above(difference(values({4, 6}), values({3, 5.8})), 0.5), Truth::unclear);
+}
+
+TEST(SeedRule, OneSeedIsItsDirection) {
+  EXPECT_EQ(decide_greater(values({1.01}), values({1.0})), Truth::holds);
+  EXPECT_EQ(decide_greater(values({0.99}), values({1.0})), Truth::fails);
+  EXPECT_EQ(decide_above(values({2}), 1), Truth::holds);
+}
+
+TEST(SeedRule, AMissingSeedDecidesNothing) {
+  EXPECT_EQ(decide_greater(values({2.0, NAN, 2.0}), values({1.0, 1.0, 1.0})), Truth::undecided);
+  EXPECT_EQ(decide_greater(values({2.0, 2.0}), values({NAN, 1.0})), Truth::undecided);
+  EXPECT_EQ(decide_above(values({2.0, NAN}), 1.0), Truth::undecided);
+  EXPECT_EQ(decide_between(values({NAN}), 0, 1), Truth::undecided);
+  EXPECT_EQ(decide_greater(values({}), values({})), Truth::undecided);
+  EXPECT_EQ(decide_each({Truth::holds, Truth::undecided}), Truth::undecided);
+  EXPECT_EQ(decide_each({Truth::holds, Truth::fails}), Truth::unclear);
+  EXPECT_EQ(decide_each({Truth::fails, Truth::fails}), Truth::fails);
+}
+
+TEST(SeedRule, ADivergedSideIsAnInfiniteGap) {
+  EXPECT_EQ(decide_greater(values({INFINITY, INFINITY}), values({4.0, 4.1})), Truth::holds);
+  EXPECT_EQ(decide_greater(values({4.0, 4.1}), values({INFINITY, INFINITY})), Truth::fails);
+}
+
+TEST(SeedRule, UnclearClaimsMakeTheVerdictInconclusive) {
+  EXPECT_EQ(combine_verdicts({Truth::holds, Truth::unclear}), "inconclusive");
+  EXPECT_EQ(combine_verdicts({Truth::unclear, Truth::unclear}), "inconclusive");
+  EXPECT_EQ(combine_verdicts({Truth::fails, Truth::unclear}), "inconclusive");
+  EXPECT_EQ(combine_verdicts({Truth::undecided, Truth::unclear}), "incomplete");
+  EXPECT_EQ(combine_verdicts({Truth::fails, Truth::fails}), "not reproduced");
+  EXPECT_EQ(Truth::holds && Truth::unclear, Truth::unclear);
+  EXPECT_EQ(Truth::fails && Truth::unclear, Truth::fails);
+  EXPECT_EQ(Truth::holds || Truth::unclear, Truth::holds);
+  EXPECT_EQ(!Truth::unclear, Truth::unclear);
+  EXPECT_NE(said(Truth::unclear).find("unclear"), std::string::npos);
+}
+
+TEST(SeedList, CountListAndRange) {
+  EXPECT_EQ(parse_seeds("3"), (std::vector<int>{1, 2, 3}));
+  EXPECT_EQ(parse_seeds("101,102,103"), (std::vector<int>{101, 102, 103}));
+  EXPECT_EQ(parse_seeds("101-103"), (std::vector<int>{101, 102, 103}));
+  EXPECT_EQ(parse_seeds("7"), (std::vector<int>{1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_EQ(describe_seeds({101, 102, 103}), "101–103");
+  EXPECT_EQ(describe_seeds({1, 5}), "1, 5");
+  for (const char* bad : {"", "0", "x", "3-1", "1,,2", "1,1", "-2", "1.5", "101-", "2,a"}) {
+    try {
+      parse_seeds(bad);
+      ADD_FAILURE() << "accepted --seeds " << bad;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("--seeds"), std::string::npos) << e.what();
+    }
+  }
+}
+
+// The options' seeds name the runs: fresh confirmation seeds 101-103 give runs <arm>-s101 ...
+TEST(SeedList, PlansRunTheGivenSeeds) {
+  TempDir tmp("judge");
+  StudyOptions options{.quick = true, .seeds = {101, 102}, .dir = tmp.path()};
+  const Runs runs = planned_runs(find_study("depth-variance"), options);
+  std::set<std::string> ids;
+  for (const RunOutcome& o : runs) ids.insert(o.request.id);
+  EXPECT_TRUE(ids.contains("pre-s101") && ids.contains("gpas-s102")) << fmt::format("{}", fmt::join(ids, " "));
+  EXPECT_FALSE(ids.contains("pre-s1"));
+  // Every arm of depth-variance uses the same norm, so they differ only in the factor under study.
+  for (const RunOutcome& o : runs) EXPECT_EQ(o.config["model"]["norm"]["type"], "rmsnorm") << o.request.id;
+  StudyOptions defaults{.dir = tmp.path() / "d"};
+  EXPECT_EQ(plan_study(find_study("leaderboard"), defaults).size() % 3, 0u);
+  EXPECT_EQ(defaults.seeds, (std::vector<int>{1, 2, 3}));
+  StudyOptions quick{.quick = true, .dir = tmp.path() / "q"};
+  plan_study(find_study("one-step"), quick);
+  EXPECT_EQ(quick.seeds, (std::vector<int>{1}));
 }
 
 }  // namespace

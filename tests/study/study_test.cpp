@@ -249,9 +249,9 @@ TEST(StudyVerdict, NaNIsNoEvidence) {
   EXPECT_EQ(greater(1, NAN), Truth::undecided);
   EXPECT_EQ(between(NAN, 0, 1), Truth::undecided);
   EXPECT_EQ(less(INFINITY, 1), Truth::fails);
-  EXPECT_TRUE(std::isnan(seed_mean(3, [](int seed) { return seed == 2 ? NAN : double(seed); })));
-  EXPECT_EQ(seed_mean(3, [](int seed) { return double(seed); }), 2.0);
-  const auto each = seed_mean_each(2, 2, [](int seed) {
+  EXPECT_TRUE(std::isnan(seed_mean({1, 2, 3}, [](int seed) { return seed == 2 ? NAN : double(seed); })));
+  EXPECT_EQ(seed_mean({1, 2, 3}, [](int seed) { return double(seed); }), 2.0);
+  const auto each = seed_mean_each({1, 2}, 2, [](int seed) {
     return seed == 1 ? std::vector<double>{1, 2} : std::vector<double>{3};
   });
   EXPECT_EQ(each[0], 2.0);
@@ -609,7 +609,7 @@ TEST(StudyCli, HelpOfAStudyListsItsAxes) {
   const Study& s = find_study("grad-by-depth");
   for (const std::string& want :
        {std::string(s.title), std::string(s.claim), std::string(s.source), std::string(s.cost),
-        std::string("seeds:  1"), std::string("  model.n_layers\n"),
+        std::string("seeds:  3"), std::string("  model.n_layers\n"),
         std::string("default: 6,12,24,48   --quick: 2,4,8"), std::string("  init\n"),
         std::string("values: xavier,gpt2"), std::string("normlab study grad-by-depth --grid model.n_layers=2,4,8"),
         std::string("--grid")})
