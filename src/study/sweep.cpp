@@ -49,9 +49,13 @@ std::vector<RunRequest> expand_sweep(const Json& doc, const std::string& where) 
     for (const auto& run : runs)
       for (const Json& v : values) {
         RunRequest r = run;
-        apply_override(r.config, key + "=" + v.dump());
-        r.id += (r.id.empty() ? "" : "_") +
-                folder_safe(key.substr(key.rfind('.') + 1) + "-" + (v.is_string() ? v.get<std::string>() : v.dump()));
+        // Appended piece by piece: GCC 12's -Wrestrict misfires on `string + "literal" + string` here.
+        std::string assignment = key;
+        apply_override(r.config, assignment.append("=").append(v.dump()));
+        std::string part = key.substr(key.rfind('.') + 1);
+        part.append("-").append(v.is_string() ? v.get<std::string>() : v.dump());
+        if (!r.id.empty()) r.id.append("_");
+        r.id.append(folder_safe(part));
         next.push_back(r);
       }
     runs = next;
