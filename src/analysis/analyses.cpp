@@ -278,4 +278,19 @@ Json attention_entropy(model::Model& m, const train::Loader& loader, const Analy
   return out;
 }
 
+train::MemoryNeeds memory_needs(std::string_view analyses) {
+  train::MemoryNeeds needs;
+  while (!analyses.empty()) {
+    const size_t comma = analyses.find(',');
+    const std::string_view name = analyses.substr(0, comma);
+    analyses = comma == std::string_view::npos ? std::string_view() : analyses.substr(comma + 1);
+    int models = 0;
+    if (name == "grad-init" || name == "stream-init" || name == "layer-drop") models = 1;
+    if (name == "norm-equivalence") models = 6;  // Pre-LN, Pre-RMS and Pre-CRMS copies in fp64
+    if (name == "one-step") needs.optimizer = true;
+    needs.extra_models = std::max(needs.extra_models, models);
+  }
+  return needs;
+}
+
 }  // namespace normlab::analysis

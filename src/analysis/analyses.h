@@ -1,12 +1,14 @@
 #pragma once
 // On-demand analyses of a model (a checkpoint, or a config freshly initialized), each from the
 // paper that argues with it. `normlab probe` runs them and writes analysis.jsonl / analysis.csv.
+#include <string_view>
 #include <vector>
 
 #include "common/config_reader.h"
 #include "io/corpus.h"
 #include "model/transformer.h"
 #include "train/loader.h"
+#include "train/memory.h"
 #include "train/train_config.h"
 
 namespace normlab::analysis {
@@ -45,5 +47,11 @@ Json layer_drop(model::Model& m, const train::Loader& loader, const AnalysisSett
 Json norm_equivalence(const model::Model& pre_ln, const train::Loader& loader);
 // Entropy of each head's attention distribution, averaged over queries and batches (nats).
 Json attention_entropy(model::Model& m, const train::Loader& loader, const AnalysisSettings& s);
+
+// What the analyses named in `analyses` (comma-separated, run one after another) hold beside the model they
+// read, for the memory check: the most models any one builds at once (grad-init and stream-init: a fresh
+// model; layer-drop: one model without a layer at a time; norm-equivalence: three fp64 models, 6 fp32 copies),
+// and one-step's AdamW moments.
+train::MemoryNeeds memory_needs(std::string_view analyses);
 
 }  // namespace normlab::analysis

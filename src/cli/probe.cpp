@@ -110,7 +110,9 @@ void add_probe(CLI::App& app) {
   cmd->add_option("--span", args->settings.span, "n of the angular distance between layers l and l+n")
       ->capture_default_str();
   cmd->callback([args] {
-    train::Run run = args->run.empty() ? train::build_run(load_run_config(args->sources)) : train::open_run(args->run);
+    const train::MemoryNeeds needs = analysis::memory_needs(args->analyses);
+    train::Run run = args->run.empty() ? train::build_run(load_run_config(args->sources), 0, needs)
+                                       : train::open_run(args->run, 0, needs);
     if (args->run.empty()) model::initialize(*run.model, run.config.train.seed);
     const train::RunConfig& config = run.config;
     model::Model& m = *run.model;

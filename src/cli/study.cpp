@@ -14,6 +14,7 @@
 #include "io/atomic_file.h"
 #include "study/kit.h"
 #include "study/studies.h"
+#include "study/sweep.h"
 
 namespace normlab::cli {
 
@@ -77,48 +78,6 @@ void print_study_list() {
   std::cout << "Run one with `normlab study <name>` (add --quick for the small preset); the report's path is printed "
                "at the end.\n";
   if (fs::exists("runs/studies.html")) std::cout << "Every report with its verdict: runs/studies.html\n";
-}
-
-// A grid value as part of a folder name: anything but letters, digits and . _ + = - becomes '_', so a
-// value such as "../x" or "/abs" cannot lead the run out of the sweep folder.
-std::string folder_safe(std::string text) {
-  for (char& c : text)
-    if (!std::isalnum(static_cast<unsigned char>(c)) && (c == '\0' || !std::strchr("._+=-", c))) c = '_';
-  return text;
-}
-
-// The cartesian product of a sweep file's grid: {"model.placement": ["post", "pre"], ...}.
-std::vector<study::RunRequest> expand_grid(const Json& doc, const std::string& where) {
-  if (!doc.is_object() || !doc.contains("grid") || !doc["grid"].is_object())
-    fail("{}: expected {{\"base\": {{run config}}, \"grid\": {{\"key.path\": [values...]}}, \"seeds\": n}}", where);
-  const Json base = doc.value("base", Json::object());
-  const int seeds = doc.value("seeds", 1);
-  std::vector<std::pair<std::string, Json>> axes;
-  for (const auto& [key, values] : doc["grid"].items()) {
-    if (!values.is_array() || values.empty()) fail("{}: grid.{} must be a non-empty list of values", where, key);
-    axes.emplace_back(key, values);
-  }
-  std::vector<study::RunRequest> runs{{"", base, "train", ""}};
-  for (const auto& [key, values] : axes) {
-    std::vector<study::RunRequest> next;
-    for (const auto& run : runs)
-      for (const Json& v : values) {
-        study::RunRequest r = run;
-        apply_override(r.config, key + "=" + v.dump());
-        r.id += (r.id.empty() ? "" : "_") +
-                folder_safe(key.substr(key.rfind('.') + 1) + "-" + (v.is_string() ? v.get<std::string>() : v.dump()));
-        next.push_back(r);
-      }
-    runs = next;
-  }
-  std::vector<study::RunRequest> seeded;
-  for (int seed = 1; seed <= seeds; ++seed)
-    for (study::RunRequest r : runs) {
-      r.config["train"]["seed"] = seed;
-      r.id += fmt::format("_s{}", seed);
-      seeded.push_back(r);
-    }
-  return seeded;
 }
 
 }  // namespace
@@ -196,7 +155,7 @@ void add_sweep(CLI::App& app) {
     if (doc.is_discarded()) fail("{}: not valid JSON", args->file);
     const fs::path dir =
         args->out.empty() ? fs::path("runs") / ("sweep-" + fs::path(args->file).stem().string()) : fs::path(args->out);
-    const auto outcomes = study::run_grid(dir, expand_grid(doc, args->file), args->runner);
+    const auto outcomes = study::run_grid(dir, study::expand_sweep(doc, args->file), args->runner);
     study::write_summary_csv(dir / "summary.csv", outcomes);
     // No verdict: a sweep tests no claim, so its report has no verdict section.
     study::Report r{.name = "sweep",

@@ -1,4 +1,5 @@
 // normlab train / normlab eval.
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 
@@ -94,6 +95,12 @@ void add_eval(CLI::App& app) {
   cmd->callback([args] {
     train::Run run = train::open_run(args->run);
     const double loss = train::evaluate(*run.model, *run.loader, args->batches);
+    if (!std::isfinite(loss))
+      fail(
+          "run {}: the validation loss of its checkpoint (step {}) is {}, not a number: the weights have diverged. "
+          "Retrain it (normlab train --run {} with a lower train.lr, a longer train.warmup or train.clip > 0), or "
+          "evaluate an earlier run",
+          args->run, run.step, loss, args->run);
     std::cout << fmt::format(
         "step {}: validation loss {:.4f} nats/token (perplexity {:.2f}); the val split's unigram cross-entropy "
         "{:.4f}\n",

@@ -109,6 +109,12 @@ void ConfigReader::finish() const {
 }
 
 void apply_override(Json& doc, const std::string& assignment) {
+  // Keys and string values end up in config.json: text that is not UTF-8 could not be written there.
+  try {
+    (void)Json(assignment).dump();
+  } catch (const nlohmann::json::exception&) {
+    fail("override '{}': not valid UTF-8 text", printable(assignment));
+  }
   auto eq = assignment.find('=');
   if (eq == std::string::npos || eq == 0) fail("override '{}': expected key=value, e.g. model.n_layers=12", assignment);
   std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);

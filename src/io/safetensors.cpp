@@ -168,6 +168,9 @@ std::optional<Dtype> parse_dtype(std::string_view name) {
 // ---------------------------------------------------------------- Entry
 
 std::int64_t SafetensorsFile::Entry::numel() const {
+  // A zero dimension first: the other dimensions of an empty tensor may multiply past int64 (the reader
+  // checked only that the product, zero, is addressable).
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   std::int64_t n = 1;
   for (std::int64_t d : shape) n *= d;
   return n;
@@ -277,7 +280,8 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, std::string source, st
       }
       continue;
     }
-    auto bad = [&](std::string_view what) { fail("{}: tensor '{}' has {}: {}", src, printable(key), what, kFix); };
+    const std::string& name = key;  // a structured binding cannot be captured before clang 16
+    auto bad = [&](std::string_view what) { fail("{}: tensor '{}' has {}: {}", src, printable(name), what, kFix); };
     if (!value.is_object()) bad("a header entry that is not an object");
     Entry entry;
     entry.name = key;
@@ -303,7 +307,9 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, std::string source, st
         bad("a shape entry that is not a non-negative integer");
       }
       auto dim = d.get<std::uint64_t>();
-      if (!checked_mul(numel, dim, &numel)) bad("a shape too large to address");
+      if (dim > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ||
+          !checked_mul(numel, dim, &numel))
+        bad("a shape too large to address");
       entry.shape.push_back(static_cast<std::int64_t>(dim));
     }
     std::uint64_t nbytes = 0;

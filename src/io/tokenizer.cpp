@@ -34,7 +34,14 @@ Tokenizer Tokenizer::from_bytes(std::string_view model_bytes, std::string source
   if (model_bytes.empty()) {
     fail("tokenizer {} is empty: re-run normlab prepare or point to a SentencePiece .model file", source);
   }
-  auto status = sp->LoadFromSerializedProto({model_bytes.data(), model_bytes.size()});
+  sentencepiece::util::Status status;
+  try {
+    status = sp->LoadFromSerializedProto({model_bytes.data(), model_bytes.size()});
+  } catch (const std::exception& e) {
+    // A model that parses but cannot be built (e.g. a zero-length piece makes its trie builder throw).
+    fail("tokenizer {} is not a valid SentencePiece model ({}): re-run normlab prepare or point to a .model file",
+         source, printable(e.what()));
+  }
   if (!status.ok() || sp->GetPieceSize() <= 0) {
     fail("tokenizer {} is not a valid SentencePiece model ({}): re-run normlab prepare or point to a .model file",
          source, status.ok() ? "it has no pieces" : "the bytes do not parse as a model");

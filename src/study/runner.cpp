@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -173,15 +175,25 @@ pid_t launch(const std::string& binary, const RunOutcome& o, int threads) {
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
 
+  // The run's log is opened here, not by the child: O_NOFOLLOW refuses a symbolic link planted at its path
+  // (like the other writers), and the failure is reported with the path instead of a silent child.
+  const std::string log = (dir / "log.txt").string();
+  const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (log_fd < 0) {
+    const int error = errno;
+    if (error == ELOOP)
+      fail("cannot open the run log {}: it is a symbolic link; remove it (runs write only inside their folder)", log);
+    fail("cannot open the run log {}: {}", log, std::strerror(error));
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
-  const std::string log = (dir / "log.txt").string();
-  posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-  posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  posix_spawn_file_actions_adddup2(&actions, log_fd, 1);
+  posix_spawn_file_actions_adddup2(&actions, log_fd, 2);
   pid_t pid = 0;
   const int rc = posix_spawn(&pid, args[0].c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) fail("cannot start {}: error {}", args[0], rc);
+  ::close(log_fd);
+  if (rc != 0) fail("cannot start {}: {}", args[0], std::strerror(rc));
   return pid;
 }
 

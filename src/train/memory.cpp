@@ -93,8 +93,8 @@ void lower_to_cgroups(const fs::path& root, std::string_view relative, const Cgr
 
 size_t MemoryEstimate::to_allocate() const {
   size_t total = 0;
-  for (size_t part :
-       {weights, gradients, optimizer, activations, activation_gradients, workspace, probes, checkpoint_read})
+  for (size_t part : {weights, gradients, optimizer, activations, activation_gradients, workspace, probes,
+                      checkpoint_read, extra_models})
     total = add(total, part);
   return total;
 }
@@ -103,9 +103,10 @@ size_t MemoryEstimate::peak() const { return add(resident, to_allocate()); }
 
 std::string MemoryEstimate::breakdown() const {
   const std::pair<const char*, size_t> parts[] = {
-      {"in use now", resident},     {"weights", weights},         {"gradients", gradients},
-      {"AdamW moments", optimizer}, {"activations", activations}, {"activation gradients", activation_gradients},
-      {"workspace", workspace},     {"probe copies", probes},     {"checkpoint read", checkpoint_read}};
+      {"in use now", resident},         {"weights", weights},         {"gradients", gradients},
+      {"AdamW moments", optimizer},     {"activations", activations}, {"activation gradients", activation_gradients},
+      {"workspace", workspace},         {"probe copies", probes},     {"checkpoint read", checkpoint_read},
+      {"analysis models", extra_models}};
   std::string out;
   for (const auto& [name, bytes] : parts)
     if (bytes > 0) out += fmt::format("{}{} {}", out.empty() ? "" : " + ", name, human_bytes(bytes));
@@ -137,6 +138,12 @@ MemoryEstimate estimate_memory(model::Model& unplanned, const MemoryNeeds& needs
   }
   if (needs.checkpoint_file > 0)  // the file whole, plus one tensor converted to fp64 at a time
     e.checkpoint_read = add(static_cast<size_t>(needs.checkpoint_file), times(sizeof(double), largest));
+  if (needs.extra_models > 0) {
+    size_t one = 0;
+    for (size_t part : {e.weights, e.gradients, e.activations, e.activation_gradients, e.workspace})
+      one = add(one, part);
+    e.extra_models = times(static_cast<size_t>(needs.extra_models), one);
+  }
   return e;
 }
 

@@ -5,7 +5,8 @@
 //
 // The estimate is the graph's own arena plan (engine::Graph::lay_out(), the sizes plan() allocates)
 // plus what lives beside the graph: AdamW's moments (fp64, two per parameter), the training probe's
-// copies, a checkpoint read whole on resume, and the process as it stands (code, libraries, token data).
+// copies, a checkpoint read whole on resume, the models an analysis builds beside the run's (normlab probe),
+// and the process as it stands (code, libraries, token data).
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -20,13 +21,17 @@ struct MemoryNeeds {
   bool optimizer = false;              // AdamW moments (training)
   bool probes = false;                 // the training probe's fp64 copies (train.probe_every > 0)
   std::uintmax_t checkpoint_file = 0;  // bytes of a checkpoint read whole while the model exists (resume, eval)
+  // Models built beside the run's own while it lives, of its batch and length (normlab probe's analyses:
+  // analysis::memory_needs), counted in copies of the run's model in its float type: an fp64 copy of an fp32
+  // model counts 2. Each copy holds the model's weights, gradients, activations, their gradients and workspace.
+  int extra_models = 0;
 };
 
 struct MemoryEstimate {
   std::size_t parameter_count = 0;
   std::size_t resident = 0;  // the process when estimated: code, libraries, token data (VmRSS)
   std::size_t weights = 0, gradients = 0, optimizer = 0, activations = 0, activation_gradients = 0, workspace = 0,
-              probes = 0, checkpoint_read = 0;
+              probes = 0, checkpoint_read = 0, extra_models = 0;
   // Everything but `resident`: what is still to be allocated. Sums saturate at SIZE_MAX.
   std::size_t to_allocate() const;
   std::size_t peak() const;

@@ -32,10 +32,11 @@ Run build_run(RunConfig config, int batch, const MemoryNeeds& needs) {
   return run;
 }
 
-Run open_run(const std::filesystem::path& run_dir, int batch) {
+Run open_run(const std::filesystem::path& run_dir, int batch, MemoryNeeds needs) {
   const std::filesystem::path file = run_dir / kCheckpointFile;
   RunConfig config = checkpoint_config(file);  // first: it says so when the checkpoint is missing or damaged
-  Run run = build_run(std::move(config), batch, {.checkpoint_file = std::filesystem::file_size(file)});
+  needs.checkpoint_file = std::filesystem::file_size(file);
+  Run run = build_run(std::move(config), batch, needs);
   run.step = load_checkpoint(file, *run.model, nullptr);
   return run;
 }

@@ -32,7 +32,7 @@ Run build_run(RunConfig config, int batch = 0, const MemoryNeeds& needs = {});
 Run plan_run(RunConfig config, int batch = 0, const MemoryNeeds& needs = {});
 
 // The run in run_dir from its checkpoint: the stored config, then its weights (not the optimizer's
-// moments, which only the trainer needs).
-Run open_run(const std::filesystem::path& run_dir, int batch = 0);
+// moments, which only the trainer needs). `needs` adds to the memory check what the caller builds beside it.
+Run open_run(const std::filesystem::path& run_dir, int batch = 0, MemoryNeeds needs = {});
 
 }  // namespace normlab::train

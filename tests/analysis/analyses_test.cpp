@@ -10,7 +10,9 @@
 
 #include "analysis/analyses.h"
 #include "common/error.h"
+#include "model/crms_convert.h"
 #include "probe/probe_test_util.h"
+#include "train/run.h"
 #include "train/trainer.h"
 
 namespace normlab::analysis {
@@ -312,6 +314,33 @@ TEST(ProbeAnalyses, StreamAtInitEqualsADirectComputation) {
     EXPECT_EQ(r["layer"][l].get<int>(), static_cast<int>(l));
     EXPECT_NEAR(r["mean_square"][l].get<double>(), expected[l], 1e-9 * expected[l]) << "layer " << l;
   }
+}
+
+// The memory check of normlab probe counts the models an analysis builds beside the run's: the most any
+// one analysis holds at once, and the bound holds for the largest (norm-equivalence's three fp64 models).
+TEST(ProbeAnalyses, MemoryNeedsCoverTheModelsTheAnalysesBuild) {
+  EXPECT_EQ(memory_needs("angular,attention-entropy").extra_models, 0);
+  EXPECT_FALSE(memory_needs("angular").optimizer);
+  const train::MemoryNeeds usual = memory_needs("grad-init,one-step,angular,layer-drop,attention-entropy");
+  EXPECT_EQ(usual.extra_models, 1);
+  EXPECT_TRUE(usual.optimizer);
+  EXPECT_EQ(memory_needs("stream-init").extra_models, 1);
+  EXPECT_EQ(memory_needs("layer-drop,norm-equivalence").extra_models, 6);
+
+  const train::RunConfig c =
+      tiny_run({{"placement", "pre"}, {"tied_embeddings", false}, {"norm", {{"type", "layernorm"}, {"bias", false}}}});
+  const train::Run planned = train::plan_run(c, 0, memory_needs("norm-equivalence"));
+  std::size_t fp64_models = 0;
+  const model::ModelConfig& ln = planned.config.model;
+  model::ModelConfig rms = ln;
+  rms.placement = "pre_rms";
+  rms.norm.type = "rmsnorm";
+  for (const model::ModelConfig& mc : {ln, rms, model::crms_config_for(ln)}) {
+    auto m = model::build_model(mc, c.train.batch_size, c.train.seq_len, engine::DType::f64);
+    fp64_models += m->graph.arena_bytes();
+  }
+  EXPECT_LE(fp64_models, planned.memory.extra_models) << "norm-equivalence's models exceed the estimate";
+  EXPECT_NE(planned.memory.breakdown().find("analysis models"), std::string::npos);
 }
 
 }  // namespace

@@ -3,8 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
 #include <map>
 
+#include "io/safetensors.h"
 #include "train/checkpoint.h"
 #include "train/tiny_corpus.h"
 #include "train/trainer.h"
@@ -284,6 +286,34 @@ TEST_F(CliErrors, EvalOfAMissingRunDirectory) {
   const std::string run = (tmp_ / "never_trained").string();
   expect_cli_error(cli({"eval", "--run", run}), {run, "does not exist"});
   expect_cli_error(cli({"generate", "--run", run}), {run, "does not exist"});
+}
+
+// A checkpoint whose weights hold a NaN evaluates to a non-finite loss: eval refuses to print it as a result,
+// names the run and says what to do.
+TEST_F(CliErrors, EvalRefusesANonFiniteLoss) {
+  const fs::path run = copy_run();
+  const fs::path file = run / train::kCheckpointFile;
+  const auto ckpt = io::SafetensorsFile::read(file);
+  std::vector<std::vector<std::byte>> copies;
+  copies.reserve(ckpt.entries().size());
+  std::vector<io::TensorToWrite> tensors;
+  bool poisoned = false;
+  for (const auto& e : ckpt.entries()) {
+    copies.emplace_back(e.data.begin(), e.data.end());
+    if (!poisoned && e.dtype == io::Dtype::F32 && !e.name.starts_with("optim.") && e.numel() > 0) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      for (std::size_t i = 0; i + sizeof(float) <= copies.back().size(); i += sizeof(float))
+        std::memcpy(copies.back().data() + i, &nan, sizeof(float));
+      poisoned = true;
+    }
+    tensors.push_back({e.name, e.dtype, e.shape, copies.back().data()});
+  }
+  ASSERT_TRUE(poisoned);
+  auto metadata = ckpt.metadata();
+  metadata["data_fnv1a64"] = train::data_checksum(tensors);  // a consistent checkpoint, only its weights diverged
+  io::write_safetensors(file, tensors, metadata);
+  expect_cli_error(cli({"eval", "--run", run.string(), "--batches", "1"}),
+                   {run.string(), "not a number", "lower train.lr"});
 }
 
 }  // namespace

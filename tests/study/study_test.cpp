@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <map>
+#include <random>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -304,20 +306,27 @@ Json sweep_file(int steps) {
 // Starts `normlab args...` in its own process group, waits until `first_done` exists (its first run
 // has finished), then kills the whole group (the grid and its running child) without warning.
 void run_then_kill_after_first(const std::vector<std::string>& args, const fs::path& first_done) {
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    setpgid(0, 0);
-    std::vector<char*> argv{const_cast<char*>(NORMLAB_BINARY)};
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(NORMLAB_BINARY, argv.data());
-    _exit(127);
-  }
+  const pid_t pid = train::testing::start_cli(args);
+  ASSERT_GT(pid, 0);
   for (int i = 0; i < 900 && !fs::exists(first_done); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  kill(-pid, SIGKILL);
-  waitpid(pid, nullptr, 0);
+  train::testing::kill_cli(pid);
   ASSERT_TRUE(fs::exists(first_done)) << "the first run did not finish in time";
+}
+
+// `normlab study layer-importance --quick` on the tiny corpus, one run at a time, with `extra` options: the
+// study the kill tests interrupt.
+std::vector<std::string> killed_study_args(const fs::path& dir, const std::vector<std::string>& extra = {}) {
+  std::vector<std::string> args = {"study",
+                                   "layer-importance",
+                                   "--quick",
+                                   "--out",
+                                   dir.string(),
+                                   "--set",
+                                   "data.dir=" + tiny_data_dir().string(),
+                                   "--jobs",
+                                   "1"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
 }
 
 int finished_runs(const fs::path& dir) {
@@ -381,15 +390,7 @@ TEST(StudyRunner, AKilledSweepFinishesOnlyTheRemainingRuns) {
 TEST(StudyRunner, AKilledStudyFinishesOnlyTheRemainingRuns) {
   TempDir tmp("study");
   const fs::path dir = tmp / "importance";
-  const std::vector<std::string> args = {"study",
-                                         "layer-importance",
-                                         "--quick",
-                                         "--out",
-                                         dir.string(),
-                                         "--set",
-                                         "data.dir=" + tiny_data_dir().string(),
-                                         "--jobs",
-                                         "1"};
+  const auto args = killed_study_args(dir);
   const fs::path first = dir / "runs" / "pre-s1" / "status.json";
   run_then_kill_after_first(args, first);
   ASSERT_EQ(finished_runs(dir), 1);
@@ -410,21 +411,8 @@ TEST(StudyRunner, AKilledStudyResumesTheInterruptedRunFromItsCheckpoint) {
   TempDir tmp("study");
   const fs::path dir = tmp / "importance";
   // Small batches so the 300 steps are quick; checkpoints every 75 steps.
-  const std::vector<std::string> args = {"study",
-                                         "layer-importance",
-                                         "--quick",
-                                         "--out",
-                                         dir.string(),
-                                         "--set",
-                                         "data.dir=" + tiny_data_dir().string(),
-                                         "--set",
-                                         "train.steps=300",
-                                         "--set",
-                                         "train.batch_size=4",
-                                         "--set",
-                                         "train.seq_len=16",
-                                         "--jobs",
-                                         "1"};
+  const auto args =
+      killed_study_args(dir, {"--set", "train.steps=300", "--set", "train.batch_size=4", "--set", "train.seq_len=16"});
   const fs::path run = dir / "runs" / "pre-s1" / "run";
   run_then_kill_after_first(args, run / "checkpoint.json");
   ASSERT_FALSE(fs::exists(run / "summary.json")) << "the run finished before the kill: nothing was interrupted";
@@ -460,6 +448,89 @@ TEST(StudyRunner, AKilledStudyResumesTheInterruptedRunFromItsCheckpoint) {
   const Json completed = Json::parse(slurp(run / "summary.json"));
   EXPECT_EQ(completed["val_loss"], summary["val_loss"]);
   EXPECT_EQ(completed["train_loss"], summary["train_loss"]);
+}
+
+// A symbolic link planted at a run's log.txt is refused, not written through.
+TEST(StudyRunner, RefusesASymlinkedRunLog) {
+  TempDir tmp("study");
+  spit(tmp / "sweep.json", Json{{"base", tiny_config_doc(2)}, {"grid", {{"model.placement", {"pre"}}}}}.dump());
+  const fs::path dir = tmp / "sweep";
+  const std::vector<std::string> args = {"sweep", (tmp / "sweep.json").string(), "--out", dir.string()};
+  const auto first = run_cli(args, tmp.path());
+  ASSERT_EQ(first.exit_code, 0) << first.err;
+  const fs::path run = dir / "runs" / "placement-pre_s1";
+  fs::remove(run / "status.json");  // as if the grid had been killed during this run
+  fs::remove(run / "log.txt");
+  spit(tmp / "victim", "untouched");
+  fs::create_symlink(tmp / "victim", run / "log.txt");
+  const auto again = run_cli(args, tmp.path());
+  train::testing::expect_cli_error(again, {"log.txt", "symbolic link"});
+  EXPECT_EQ(slurp(tmp / "victim"), "untouched");
+}
+
+// summary.csv without the seconds column: what a killed-and-resumed study must reproduce exactly.
+std::string summary_without_seconds(const fs::path& dir) {
+  std::istringstream in(slurp(dir / "summary.csv"));
+  std::string out;
+  for (std::string line; std::getline(in, line);) {
+    size_t comma = 0;
+    for (int i = 0; i < 3 && comma != std::string::npos; ++i) comma = line.find(',', comma + 1);
+    const size_t end = comma == std::string::npos ? comma : line.find(',', comma + 1);
+    out += (comma == std::string::npos || end == std::string::npos ? line : line.erase(comma, end - comma)) + "\n";
+  }
+  return out;
+}
+
+// The evidence and verdict lines of report.md (the measured numbers, not the times).
+std::string report_numbers(const fs::path& dir) {
+  std::istringstream in(slurp(dir / "report.md"));
+  std::string out;
+  for (std::string line; std::getline(in, line);)
+    if (line.starts_with("- ") || line.starts_with("## Verdict")) out += line + "\n";
+  return out;
+}
+
+// The kill -9 soak of a study: killed at random (seeded) moments mid-grid several times, then rerun to
+// completion, it reports the numbers of an uninterrupted study. NORMLAB_SOAK_STUDY_KILLS sets the number of
+// kills (default 3; scripts/soak.sh runs more).
+TEST(StudyRunner, AStudyKilledAtRandomMomentsReportsTheUninterruptedNumbers) {
+  const char* env = std::getenv("NORMLAB_SOAK_STUDY_KILLS");
+  const int kills = env && std::atoi(env) > 0 ? std::atoi(env) : 3;
+  TempDir tmp("study");
+  const std::vector<std::string> small = {"--set", "train.steps=60",  "--set", "train.batch_size=4",
+                                          "--set", "train.seq_len=16"};
+  const auto t0 = std::chrono::steady_clock::now();
+  const auto straight = run_cli(killed_study_args(tmp / "straight", small), tmp.path());
+  ASSERT_EQ(straight.exit_code, 0) << straight.err;
+  const double full_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+
+  const fs::path dir = tmp / "killed";
+  const auto args = killed_study_args(dir, small);
+  std::mt19937_64 rng(1130);
+  std::uniform_real_distribution<double> moment(0.1, 0.1 + 1.2 / kills);
+  int interrupted = 0;
+  for (int k = 0; k < kills; ++k) {
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(moment(rng) * full_ms);
+    const pid_t pid = train::testing::start_cli(args, tmp / "killed.log");
+    ASSERT_GT(pid, 0);
+    bool exited = false;
+    while (std::chrono::steady_clock::now() < deadline && !(exited = train::testing::cli_exited(pid)))
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (exited) break;
+    train::testing::kill_cli(pid);
+    ++interrupted;
+  }
+  const auto r = run_cli(args, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_GE(interrupted, 1);
+  std::cerr << "soak: " << interrupted << " of " << kills << " kills interrupted the study (uninterrupted study "
+            << full_ms << " ms)\n";
+  EXPECT_EQ(summary_without_seconds(tmp / "straight"), summary_without_seconds(dir));
+  EXPECT_EQ(report_numbers(tmp / "straight"), report_numbers(dir));
+  for (const char* run : {"pre-s1", "post-s1", "lns-s1"})
+    EXPECT_EQ(slurp(tmp / "straight" / "runs" / run / "analysis.jsonl"), slurp(dir / "runs" / run / "analysis.jsonl"))
+        << run;
 }
 
 // The evidence lines (the "- " list under the verdict) carry measured numbers, not placeholders.

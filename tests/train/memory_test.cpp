@@ -94,6 +94,18 @@ TEST(TrainMemory, EstimateIsTheGraphPlanPlusOptimizerAndProbes) {
   EXPECT_EQ(inference.activations, e.activations);
 }
 
+// Each extra model (normlab probe's analyses build some beside the run's) is one more copy of the run's arenas.
+TEST(TrainMemory, ExtraModelsAreCopiesOfTheRunsModel) {
+  const RunConfig c = tiny_config(1);
+  const MemoryEstimate base = plan_run(c, 0, {}).memory;
+  const MemoryEstimate probe = plan_run(c, 0, {.extra_models = 6}).memory;
+  const std::size_t one = base.weights + base.gradients + base.activations + base.activation_gradients + base.workspace;
+  EXPECT_EQ(base.extra_models, 0u);
+  EXPECT_EQ(probe.extra_models, 6 * one);
+  EXPECT_EQ(probe.to_allocate(), base.to_allocate() + 6 * one);
+  EXPECT_NE(probe.breakdown().find("analysis models"), std::string::npos) << probe.breakdown();
+}
+
 // The estimate against the kernel's count: a real `normlab train` of a few steps whose arenas are a few
 // hundred MiB (wide attention: 8 heads over 256 positions, so memory is large and the FLOPs small).
 TEST(TrainMemory, EstimateIsWithin15PercentOfMeasuredPeakRss) {

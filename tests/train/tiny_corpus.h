@@ -1,7 +1,9 @@
 #pragma once
 // Shared helpers for the training and CLI tests: scratch directories, a small generated corpus
 // prepared once per test process, a tiny run config, metrics readers and a CLI runner.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -233,6 +235,41 @@ inline void expect_cli_error(const CliResult& r, std::initializer_list<std::stri
   EXPECT_TRUE(message.starts_with("normlab: error: ")) << describe(r);
   for (std::string_view f : fragments)
     EXPECT_NE(message.find(f), std::string::npos) << "message lacks \"" << f << "\": " << message;
+}
+
+// Starts `normlab args...` in the background in its own process group (so a kill reaches the children of
+// a study too), with stdout and stderr appended to `log` (empty: the test's own); returns its pid. For kill
+// tests.
+inline pid_t start_cli(const std::vector<std::string>& args, const fs::path& log = {}) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setpgid(0, 0);
+    const int fd = log.empty() ? -1 : ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+    if (fd >= 0) {
+      dup2(fd, 1);
+      dup2(fd, 2);
+    }
+    std::vector<char*> argv{const_cast<char*>(NORMLAB_BINARY)};
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(NORMLAB_BINARY, argv.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+// Whether the background command has exited (reaped); `status` gets its wait status.
+inline bool cli_exited(pid_t pid, int* status = nullptr) {
+  int s = 0;
+  const bool done = waitpid(pid, &s, WNOHANG) == pid;
+  if (done && status) *status = s;
+  return done;
+}
+
+// SIGKILLs the command's whole process group without warning and reaps it.
+inline void kill_cli(pid_t pid) {
+  kill(-pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
 }
 
 }  // namespace normlab::train::testing
