@@ -3,6 +3,7 @@
 // z-score over a window (as llm.c's outlier detector and OLMo-core's spike score do).
 #include <deque>
 #include <string>
+#include <vector>
 
 #include "engine/graph.h"
 
@@ -24,6 +25,10 @@ class SpikeDetector {
   // unless it is a spike, so one spike does not hide the next.
   double observe(double x);
   bool is_spike(double z) const { return threshold_ > 0 && z > threshold_; }
+  // The window, to store in a checkpoint and restore on resume: a resumed run then flags exactly the
+  // spikes the uninterrupted run flags (and skips the same updates under train.spike_skip).
+  std::vector<double> window() const { return {values_.begin(), values_.end()}; }
+  void restore(const std::vector<double>& window) { values_.assign(window.begin(), window.end()); }
 
  private:
   int window_, warmup_;

@@ -1,6 +1,7 @@
 #include "train/checkpoint.h"
 
 #include <algorithm>
+#include <map>
 
 #include "common/error.h"
 #include "io/atomic_file.h"
@@ -52,7 +53,8 @@ std::string data_checksum(std::span<const io::TensorToWrite> entries) {
   });
 }
 
-void save_checkpoint(const fs::path& run_dir, const model::Model& m, AdamW& opt, const RunConfig& config, int step) {
+void save_checkpoint(const fs::path& run_dir, const model::Model& m, AdamW& opt, const RunConfig& config, int step,
+                     const Json& trainer_state) {
   std::vector<io::TensorToWrite> entries = model::weight_entries(m);
   const auto& params = m.graph.parameters();
   for (size_t i = 0; i < params.size(); ++i) {
@@ -62,9 +64,10 @@ void save_checkpoint(const fs::path& run_dir, const model::Model& m, AdamW& opt,
   }
   const Json cfg = to_json(config);
   const std::string sum = data_checksum(entries);
-  io::write_safetensors(
-      run_dir / kCheckpointFile, entries,
-      {{"format", kFormat}, {"step", std::to_string(step)}, {"config", cfg.dump()}, {"data_fnv1a64", sum}});
+  std::map<std::string, std::string> metadata{
+      {"format", kFormat}, {"step", std::to_string(step)}, {"config", cfg.dump()}, {"data_fnv1a64", sum}};
+  if (!trainer_state.empty()) metadata["trainer_state"] = trainer_state.dump();
+  io::write_safetensors(run_dir / kCheckpointFile, entries, metadata);
   Json human{{"format", kFormat},
              {"step", step},
              {"weights", kCheckpointFile},
@@ -95,6 +98,16 @@ int load_checkpoint(const fs::path& file, model::Model& m, AdamW* opt) {
   } catch (const std::exception&) {
     fail("{}: metadata.step '{}' is not a number; the checkpoint is corrupted", file.string(), step);
   }
+}
+
+Json checkpoint_trainer_state(const fs::path& file) {
+  auto f = open_checkpoint(file);
+  auto it = f.metadata().find("trainer_state");
+  if (it == f.metadata().end()) return Json::object();
+  Json state = Json::parse(it->second, nullptr, false);
+  if (!state.is_object())
+    fail("{}: metadata.trainer_state is not a JSON object; the checkpoint is corrupted", file.string());
+  return state;
 }
 
 RunConfig checkpoint_config(const fs::path& file) {

@@ -18,8 +18,12 @@ namespace normlab::train {
 inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
 inline constexpr const char* kCheckpointJson = "checkpoint.json";
 
+// `trainer_state` (stored as metadata.trainer_state when not empty) is what the trainer keeps between
+// steps besides weights and moments: the spike detectors' windows.
 void save_checkpoint(const std::filesystem::path& run_dir, const model::Model& m, AdamW& opt, const RunConfig& config,
-                     int step);
+                     int step, const Json& trainer_state = Json::object());
+// The trainer state stored with the checkpoint (an empty object if it has none).
+Json checkpoint_trainer_state(const std::filesystem::path& file);
 
 // Restores weights and (if opt is given) optimizer moments; returns the step it was saved at.
 int load_checkpoint(const std::filesystem::path& file, model::Model& m, AdamW* opt);

@@ -67,7 +67,9 @@ MemoryNeeds training_needs(const RunConfig& config, const fs::path& run_dir, con
 Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
     : run_(build_run(config, 0, training_needs(config, run_dir, options))),
       run_dir_(std::move(run_dir)),
-      options_(options) {
+      options_(options),
+      loss_spikes_(128, 20, run_.config.train.spike_z),
+      grad_spikes_(128, 20, run_.config.train.spike_z) {
   run_.model->graph.set_seed(run_.config.train.seed);
   optimizer_ = std::make_unique<AdamW>(run_.model->graph);
 
@@ -95,7 +97,8 @@ void Trainer::log_metrics(const Json& record) {
 }
 
 void Trainer::save(int step) {
-  save_checkpoint(run_dir_, *run_.model, *optimizer_, run_.config, step);
+  save_checkpoint(run_dir_, *run_.model, *optimizer_, run_.config, step,
+                  {{"loss_spikes", loss_spikes_.window()}, {"grad_spikes", grad_spikes_.window()}});
   saved_step_ = step;
 }
 
@@ -152,6 +155,16 @@ TrainSummary Trainer::train() {
   const fs::path metrics_file = run_dir_ / "metrics.jsonl";
   if (options_.resume) {
     start = saved_step_ = load_checkpoint(run_dir_ / kCheckpointFile, m, optimizer_.get());
+    // Older checkpoints have no trainer state: their detectors start empty, as before.
+    const Json state = checkpoint_trainer_state(run_dir_ / kCheckpointFile);
+    for (auto [key, detector] : {std::pair{"loss_spikes", &loss_spikes_}, {"grad_spikes", &grad_spikes_}})
+      if (state.contains(key)) {
+        if (!state[key].is_array() ||
+            !std::all_of(state[key].begin(), state[key].end(), [](const Json& v) { return v.is_number(); }))
+          fail("{}: metadata.trainer_state.{} is not a list of numbers; the checkpoint is corrupted",
+               (run_dir_ / kCheckpointFile).string(), key);
+        detector->restore(state[key].get<std::vector<double>>());
+      }
     truncate_metrics(metrics_file, start);
     probe::TrainingProbe::truncate(run_dir_, start);
     if (options_.progress) *options_.progress << fmt::format("resumed {} at step {}\n", run_dir_.string(), start);
@@ -173,7 +186,6 @@ TrainSummary Trainer::train() {
     run_.loader->eval_batch(0, 1, reference);
     probes->set_reference(reference.tokens.data(), reference.targets.data());
   }
-  probe::SpikeDetector loss_spikes(128, 20, t.spike_z), grad_spikes(128, 20, t.spike_z);
 
   const int last = options_.stop_after >= 0 ? std::min(options_.stop_after, t.steps) : t.steps;
   // A run killed after its final checkpoint but before summary.json only lacks the summary.
@@ -216,8 +228,8 @@ TrainSummary Trainer::train() {
     if (!std::isfinite(loss) || !std::isfinite(grad_norm))
       stop_non_finite(step, {{"loss", loss}, {"grad_norm", grad_norm}}, true);
     const double lr = learning_rate(t, step);
-    const double loss_z = loss_spikes.observe(loss), grad_z = grad_spikes.observe(grad_norm);
-    const bool spike = loss_spikes.is_spike(loss_z) || grad_spikes.is_spike(grad_z);
+    const double loss_z = loss_spikes_.observe(loss), grad_z = grad_spikes_.observe(grad_norm);
+    const bool spike = loss_spikes_.is_spike(loss_z) || grad_spikes_.is_spike(grad_z);
     if (spike) {
       const bool skipped = t.spike_skip;
       log_metrics({{"type", "spike"},

@@ -7,6 +7,7 @@
 #include <memory>
 #include <utility>
 
+#include "probe/guards.h"
 #include "train/adamw.h"
 #include "train/run.h"
 
@@ -58,6 +59,8 @@ class Trainer {
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<io::LogFile> metrics_;
   int saved_step_ = 0;  // the step of the checkpoint on disk; 0 = none yet
+  // Loss and grad-norm spike detectors; their windows travel in the checkpoint.
+  probe::SpikeDetector loss_spikes_, grad_spikes_;
 };
 
 // What a training run holds besides its model (the memory estimate's inputs): AdamW, the probes when

@@ -59,6 +59,27 @@ TEST(TrainResume, StopAndResumeMatchesStraightRun) {
   EXPECT_TRUE(fs::exists(split / "summary.json"));
 }
 
+// The spike detectors' windows travel in the checkpoint: a resumed run judges its next losses against
+// every loss before them, as the uninterrupted run does (an empty window would flag no spike for 20 steps).
+TEST(TrainResume, SpikeDetectorWindowsTravelInTheCheckpoint) {
+  TempDir tmp;
+  const RunConfig c = tiny_config(12);
+  const fs::path split = tmp / "split";
+  train(c, split, false, 6);
+  const auto losses = [&] {
+    std::vector<double> out;
+    for (const auto& r : train_records(split)) out.push_back(r.loss);
+    return out;
+  };
+  Json state = checkpoint_trainer_state(split / kCheckpointFile);
+  EXPECT_EQ(state.at("loss_spikes").get<std::vector<double>>(), losses());
+  EXPECT_EQ(state.at("grad_spikes").size(), 6u);
+  resume(split);
+  state = checkpoint_trainer_state(split / kCheckpointFile);
+  EXPECT_EQ(state.at("loss_spikes").get<std::vector<double>>(), losses()) << "the window restarted on resume";
+  EXPECT_EQ(state.at("grad_spikes").size(), 12u);
+}
+
 TEST(TrainResume, GradAccumDropoutClipAndWarmupSurviveTwoStops) {
   TempDir tmp;
   RunConfig c = tiny_config(10);

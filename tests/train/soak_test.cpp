@@ -63,7 +63,8 @@ void expect_identical_checkpoints(const fs::path& a, const fs::path& b) {
 TEST(KillSoak, TrainingKilledAtRandomMomentsEndsBitIdentical) {
   const int kills = soak_kills(7);
   TempDir tmp("soak");
-  Json config = tiny_config_doc(40);
+  // Steps enough for every kill to land before the end (a kill moves the run on by a few steps at least).
+  Json config = tiny_config_doc(std::max(40, 4 * kills));
   config["train"]["checkpoint_every"] = 2;
   config["train"]["eval_every"] = 10;
   const fs::path config_file = tmp / "config.json";
