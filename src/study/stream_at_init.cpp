@@ -138,11 +138,15 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
                   "E‖x‖²/d (mean over seeds) within 1 ± 0.05",
                   post_unit, L),
   };
-  for (const auto& [c, p] : contrasts)
+  for (const auto& contrast : contrasts) {
+    // Named members, not a structured binding: clang 14 (the fuzz build) cannot capture one in a lambda.
+    const Case& c = contrast.first;
+    const std::vector<double>& p = contrast.second;
     r.evidence.push_back(fmt::format(
         "Contrast (not in the verdict): Pre-LN with d_ff = {}d grows {} per layer, to {} at l = {}", c.ffn_multiple,
         over_seeds(o.seeds, [&](int seed) { return slope(seed_profile(runs, c.id, L, seed)); }).show(),
         num(p[static_cast<size_t>(L)]), L));
+  }
   r.verdict = combine_verdicts({a, b});
   r.verdict_rule =
       std::string(

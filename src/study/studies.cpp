@@ -179,8 +179,12 @@ void check_override_collisions(const Study& study, const std::vector<RunRequest>
             "was run",
             o, key, study.name, a.description, a.key);
     if (key == "train.seed") continue;  // the seeds' own field (--seeds)
-    for (const auto& [kind, fields] : values)
-      for (const auto& [field, seen] : fields) {
+    // Named members, not structured bindings: clang 14 (the fuzz build) cannot capture those in a lambda.
+    for (const auto& kind_fields : values)
+      for (const auto& field_seen : kind_fields.second) {
+        const auto& kind = kind_fields.first;
+        const auto& field = field_seen.first;
+        const auto& seen = field_seen.second;
         // A field some runs of the kind lack varies too.
         const size_t present = std::count_if(requests.begin(), requests.end(), [&](const RunRequest& r) {
           std::string pointer = "/" + field;
