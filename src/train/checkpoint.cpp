@@ -77,8 +77,22 @@ void save_checkpoint(const fs::path& run_dir, const model::Model& m, AdamW& opt,
   io::write_file_atomic(run_dir / kCheckpointJson, human.dump(2) + "\n");
 }
 
-int load_checkpoint(const fs::path& file, model::Model& m, AdamW* opt) {
+namespace {
+
+Json trainer_state_of(const io::SafetensorsFile& f, const fs::path& file) {
+  auto it = f.metadata().find("trainer_state");
+  if (it == f.metadata().end()) return Json::object();
+  Json state = Json::parse(it->second, nullptr, false);
+  if (!state.is_object())
+    fail("{}: metadata.trainer_state is not a JSON object; the checkpoint is corrupted", file.string());
+  return state;
+}
+
+}  // namespace
+
+int load_checkpoint(const fs::path& file, model::Model& m, AdamW* opt, Json* trainer_state) {
   auto f = open_checkpoint(file);
+  if (trainer_state) *trainer_state = trainer_state_of(f, file);
   model::load_weights(m, f, {"optim."});
   if (opt) {
     const auto& params = m.graph.parameters();
@@ -100,15 +114,7 @@ int load_checkpoint(const fs::path& file, model::Model& m, AdamW* opt) {
   }
 }
 
-Json checkpoint_trainer_state(const fs::path& file) {
-  auto f = open_checkpoint(file);
-  auto it = f.metadata().find("trainer_state");
-  if (it == f.metadata().end()) return Json::object();
-  Json state = Json::parse(it->second, nullptr, false);
-  if (!state.is_object())
-    fail("{}: metadata.trainer_state is not a JSON object; the checkpoint is corrupted", file.string());
-  return state;
-}
+Json checkpoint_trainer_state(const fs::path& file) { return trainer_state_of(open_checkpoint(file), file); }
 
 RunConfig checkpoint_config(const fs::path& file) {
   auto f = open_checkpoint(file);

@@ -25,8 +25,9 @@ void save_checkpoint(const std::filesystem::path& run_dir, const model::Model& m
 // The trainer state stored with the checkpoint (an empty object if it has none).
 Json checkpoint_trainer_state(const std::filesystem::path& file);
 
-// Restores weights and (if opt is given) optimizer moments; returns the step it was saved at.
-int load_checkpoint(const std::filesystem::path& file, model::Model& m, AdamW* opt);
+// Restores weights and (if opt is given) optimizer moments; returns the step it was saved at. With
+// `trainer_state`, also its stored trainer state (from the same read of the file).
+int load_checkpoint(const std::filesystem::path& file, model::Model& m, AdamW* opt, Json* trainer_state = nullptr);
 
 // The metadata value `data_fnv1a64` that save_checkpoint stores for these tensors (FNV-1a over their
 // bytes in name order); open/load refuse a checkpoint whose data does not match it.

@@ -154,9 +154,8 @@ TrainSummary Trainer::train() {
   int start = 0;
   const fs::path metrics_file = run_dir_ / "metrics.jsonl";
   if (options_.resume) {
-    start = saved_step_ = load_checkpoint(run_dir_ / kCheckpointFile, m, optimizer_.get());
-    // Older checkpoints have no trainer state: their detectors start empty, as before.
-    const Json state = checkpoint_trainer_state(run_dir_ / kCheckpointFile);
+    Json state;  // older checkpoints have none: their detectors start empty, as before
+    start = saved_step_ = load_checkpoint(run_dir_ / kCheckpointFile, m, optimizer_.get(), &state);
     for (auto [key, detector] : {std::pair{"loss_spikes", &loss_spikes_}, {"grad_spikes", &grad_spikes_}})
       if (state.contains(key)) {
         if (!state[key].is_array() ||
