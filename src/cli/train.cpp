@@ -39,6 +39,7 @@ void add_train(CLI::App& app) {
     int stop_after = -1;
     bool probes = false;
     bool dry_run = false;
+    bool profile = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("train",
@@ -54,6 +55,9 @@ void add_train(CLI::App& app) {
   cmd->add_flag("--dry-run", args->dry_run,
                 "print the parameter count and the memory estimate against the available memory, then stop "
                 "(nothing is allocated or written)");
+  cmd->add_flag("--profile", args->profile,
+                "time every op kind (forward, backward) and the phases around them (AdamW, gradient norm, data, "
+                "evaluation, probes, checkpoints); prints the shares at the end and writes profile.json");
   cmd->callback([args] {
     train::RunConfig config;
     if (args->resume) {
@@ -64,7 +68,7 @@ void add_train(CLI::App& app) {
       config = load_run_config(args->sources);
     }
     if (args->probes && config.train.probe_every == 0) config.train.probe_every = 50;
-    const train::TrainOptions options{args->resume, args->stop_after, &std::cerr};
+    const train::TrainOptions options{args->resume, args->stop_after, &std::cerr, args->profile};
     if (args->dry_run) return print_plan(config, train::training_needs(config, args->run, options));
     train::Trainer trainer(config, args->run, options);
     train::TrainSummary s = trainer.run();

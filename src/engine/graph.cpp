@@ -2,10 +2,12 @@
 
 #include <omp.h>
 
+#include <chrono>
 #include <cstring>
 
 #include "common/error.h"
 #include "engine/ops.h"
+#include "engine/profile.h"
 
 namespace normlab::engine {
 
@@ -21,6 +23,18 @@ std::byte* aligned_base(std::vector<std::byte>& arena, size_t bytes) {
   arena.assign(bytes + kAlign, std::byte{0});
   auto addr = reinterpret_cast<uintptr_t>(arena.data());
   return arena.data() + (align_up(addr) - addr);
+}
+
+// Runs one node's kernel, adding its wall time and a call to the profile's row of its kind.
+template <typename Kernel>
+void run_timed(Kernel kernel, Graph& g, const Node& n, std::array<double, OpProfile::kKinds>& seconds,
+               std::array<int64_t, OpProfile::kKinds>& calls) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  kernel(g, n);
+  const auto k = static_cast<size_t>(n.op);
+  seconds[k] += std::chrono::duration<double>(Clock::now() - start).count();
+  ++calls[k];
 }
 }  // namespace
 
@@ -135,7 +149,12 @@ void Graph::plan() {
 void Graph::forward(bool training) {
   if (!planned_) plan();
   training_ = training;
-  for (const Node& n : nodes_) op_def(n.op).kernels.forward(*this, n);
+  if (!profile_) {
+    for (const Node& n : nodes_) op_def(n.op).kernels.forward(*this, n);
+    return;
+  }
+  for (const Node& n : nodes_)
+    run_timed(op_def(n.op).kernels.forward, *this, n, profile_->forward_s, profile_->forward_calls);
 }
 
 void Graph::backward(TensorId loss, double loss_grad) {
@@ -143,8 +162,12 @@ void Graph::backward(TensorId loss, double loss_grad) {
     fail("internal: backward from '{}', which does not depend on any parameter", spec(loss).name);
   std::memset(act_grad_arena_.data(), 0, act_grad_arena_.size());
   dispatch_float(float_type_, [&]<typename T>() { *grad<T>(loss) = static_cast<T>(loss_grad); });
-  for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it)
-    if (requires_grad(it->out)) op_def(it->op).kernels.backward(*this, *it);
+  for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
+    if (!requires_grad(it->out)) continue;
+    if (profile_)
+      run_timed(op_def(it->op).kernels.backward, *this, *it, profile_->backward_s, profile_->backward_calls);
+    else op_def(it->op).kernels.backward(*this, *it);
+  }
 }
 
 void Graph::zero_param_grads() { std::memset(grad_arena_.data(), 0, grad_arena_.size()); }

@@ -16,6 +16,7 @@
 namespace normlab::engine {
 
 enum class OpKind : uint8_t;
+struct OpProfile;
 
 // Attributes of one node; each op documents which slots it uses.
 struct OpAttrs {
@@ -71,6 +72,8 @@ class Graph {
   void zero_param_grads();
   void set_step(uint64_t step) { step_ = step; }  // dropout masks are a function of (seed, step, node)
   void set_seed(uint64_t seed) { seed_ = seed; }
+  // Times every node of the passes that follow into *profile (nullptr: stop timing).
+  void set_profile(OpProfile* profile) { profile_ = profile; }
   uint64_t step() const { return step_; }
   uint64_t seed() const { return seed_; }
   bool training() const { return training_; }
@@ -113,6 +116,7 @@ class Graph {
   bool training_ = false;
   uint64_t step_ = 0;
   uint64_t seed_ = 0;
+  OpProfile* profile_ = nullptr;
 };
 
 // A float tensor's values (or its gradient) as fp64: into dst, resized (reused buffers do not allocate),

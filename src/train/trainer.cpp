@@ -72,6 +72,7 @@ Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
       grad_spikes_(128, 20, run_.config.train.spike_z) {
   run_.model->graph.set_seed(run_.config.train.seed);
   optimizer_ = std::make_unique<AdamW>(run_.model->graph);
+  if (options_.profile) profile_ = std::make_unique<TrainProfile>();
 
   const fs::path checkpoint = run_dir_ / kCheckpointFile;
   if (!options_.resume && fs::exists(checkpoint))
@@ -140,6 +141,15 @@ void Trainer::stop_non_finite(int step, std::initializer_list<std::pair<const ch
       saved);
 }
 
+void Trainer::write_profile(int last_step, double loop_s) {
+  run_.model->graph.set_profile(nullptr);
+  if (last_step < profile_->first_step) return;  // no step ran
+  profile_->last_step = last_step;
+  profile_->loop_s = loop_s;
+  io::write_file_atomic(run_dir_ / "profile.json", profile_->to_json().dump(2) + "\n");
+  if (options_.progress) *options_.progress << profile_->table() << std::flush;
+}
+
 TrainSummary Trainer::run() {
   try {
     return train();
@@ -199,6 +209,11 @@ TrainSummary Trainer::train() {
   summary.unigram_entropy = run_.data.unigram_entropy_nats;
   summary.unigram_val_xent = run_.data.unigram_val_xent_nats;
   Batch batch;
+  TrainProfile* const profile = profile_.get();
+  if (profile) {
+    profile->first_step = start + 1;
+    m.graph.set_profile(&profile->ops);
+  }
   const auto begin = Clock::now();
   auto window_start = begin;
   int window_steps = 0;
@@ -218,12 +233,19 @@ TrainSummary Trainer::train() {
     for (int micro = 0; micro < t.grad_accum; ++micro) {
       m.graph.set_step(static_cast<uint64_t>(step) * static_cast<uint64_t>(t.grad_accum) +
                        static_cast<uint64_t>(micro));  // dropout masks
-      run_.loader->train_batch(step, micro, batch);
-      m.set_batch(batch.tokens.data(), batch.targets.data());
+      {
+        PhaseTimer timer(profile, &TrainProfile::data_s);
+        run_.loader->train_batch(step, micro, batch);
+        m.set_batch(batch.tokens.data(), batch.targets.data());
+      }
       loss += m.forward(true) / t.grad_accum;
       m.graph.backward(m.loss, 1.0 / t.grad_accum);
     }
-    const double grad_norm = global_grad_norm(m.graph);
+    double grad_norm = 0;
+    {
+      PhaseTimer timer(profile, &TrainProfile::grad_norm_s);
+      grad_norm = global_grad_norm(m.graph);
+    }
     if (!std::isfinite(loss) || !std::isfinite(grad_norm))
       stop_non_finite(step, {{"loss", loss}, {"grad_norm", grad_norm}}, true);
     const double lr = learning_rate(t, step);
@@ -243,12 +265,19 @@ TrainSummary Trainer::train() {
                                           grad_z, skipped ? " (update skipped)" : "");
     }
     const bool probing = probes && (step == 1 || step % t.probe_every == 0);  // step 1: the state at init
-    if (probing) probes->after_backward(step, loss, grad_norm);
+    if (probing) {
+      PhaseTimer timer(profile, &TrainProfile::probes_s, &m.graph);
+      probes->after_backward(step, loss, grad_norm);
+    }
     if (!(spike && t.spike_skip)) {
+      PhaseTimer timer(profile, &TrainProfile::optimizer_s);
       const double clip_scale = t.clip > 0 && grad_norm > t.clip ? t.clip / grad_norm : 1.0;
       optimizer_->step({lr, t.beta1, t.beta2, t.adam_eps, t.weight_decay}, clip_scale, step);
     }
-    if (probing) probes->after_update(step);
+    if (probing) {
+      PhaseTimer timer(profile, &TrainProfile::probes_s, &m.graph);
+      probes->after_update(step);
+    }
     ++window_steps;
 
     if (step % t.log_every == 0 || step == last) {
@@ -269,14 +298,21 @@ TrainSummary Trainer::train() {
     }
     const bool final_step = step == t.steps;
     if ((t.eval_every > 0 && step % t.eval_every == 0) || final_step) {
-      summary.val_loss = evaluate(m, *run_.loader, t.eval_batches);
+      {
+        PhaseTimer timer(profile, &TrainProfile::eval_s, &m.graph);
+        summary.val_loss = evaluate(m, *run_.loader, t.eval_batches);
+      }
       if (!std::isfinite(summary.val_loss)) stop_non_finite(step, {{"val_loss", summary.val_loss}}, false);
       log_metrics({{"type", "eval"}, {"step", step}, {"val_loss", summary.val_loss}});
       if (options_.progress)
         *options_.progress << fmt::format("step {:>6} | val_loss {:.4f}\n", step, summary.val_loss);
     }
-    if ((t.checkpoint_every > 0 && step % t.checkpoint_every == 0) || step == last) save(step);
+    if ((t.checkpoint_every > 0 && step % t.checkpoint_every == 0) || step == last) {
+      PhaseTimer timer(profile, &TrainProfile::checkpoint_s);
+      save(step);
+    }
   }
+  if (profile) write_profile(last, std::chrono::duration<double>(Clock::now() - begin).count());
   summary.steps = last;
   summary.train_loss = loss;
   summary.seconds = std::chrono::duration<double>(Clock::now() - begin).count();

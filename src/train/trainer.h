@@ -9,6 +9,7 @@
 
 #include "probe/guards.h"
 #include "train/adamw.h"
+#include "train/profile.h"
 #include "train/run.h"
 
 namespace normlab::io {
@@ -31,6 +32,7 @@ struct TrainOptions {
   bool resume = false;               // continue from run_dir's checkpoint
   int stop_after = -1;               // stop (with a checkpoint) once this step is done; -1 = train.steps
   std::ostream* progress = nullptr;  // progress lines; nullptr = silent
+  bool profile = false;              // time op kinds and phases: profile.json and a table on progress
 };
 
 class Trainer {
@@ -45,6 +47,8 @@ class Trainer {
   void log_metrics(const Json& record);
   void progress_line(int step, double loss, double lr, double tokens_per_s, double eta_s);
   void save(int step);
+  // Ends profiling: profile.json in the run directory and the table on the progress stream.
+  void write_profile(int last_step, double loop_s);
   // What survives a stop: the last checkpoint written, or that there is none.
   std::string checkpoint_state() const;
   // Stops on a non-finite value at `step`: logs a non_finite record, saves the state after step − 1
@@ -58,7 +62,8 @@ class Trainer {
   TrainOptions options_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<io::LogFile> metrics_;
-  int saved_step_ = 0;  // the step of the checkpoint on disk; 0 = none yet
+  std::unique_ptr<TrainProfile> profile_;  // with options.profile
+  int saved_step_ = 0;                     // the step of the checkpoint on disk; 0 = none yet
   // Loss and grad-norm spike detectors; their windows travel in the checkpoint.
   probe::SpikeDetector loss_spikes_, grad_spikes_;
 };
