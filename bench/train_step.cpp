@@ -33,7 +33,8 @@ struct Options {
   int threads = 2, steps = 6, warmup = 2;
   int vocab = 8192, d_model = 256, n_layers = 8, n_heads = 4, d_ff = 0, seq = 256, batch = 8;
   uint64_t seed = 1234;
-  bool marks = false;  // print CLOCK_MONOTONIC phase times to stderr (for `perf record -k CLOCK_MONOTONIC`)
+  bool marks = false;    // print CLOCK_MONOTONIC phase times to stderr (for `perf record -k CLOCK_MONOTONIC`)
+  bool profile = false;  // time op kinds and phases over the timed steps (train/profile.h)
 };
 
 // Seconds on CLOCK_MONOTONIC (steady_clock on Linux), the clock `perf record -k CLOCK_MONOTONIC` stamps.
@@ -78,27 +79,38 @@ int run(const Options& o) {
   // Random tokens from a fixed stream; targets are the next token, as in language modelling.
   const size_t n = static_cast<size_t>(o.batch) * static_cast<size_t>(o.seq);
   std::vector<int32_t> stream(n + 1), tokens(n), targets(n);
-  model::Rng rng(o.seed ^ 0x5eedULL);
+  Rng rng(o.seed ^ 0x5eedULL);
   for (auto& t : stream) t = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(o.vocab));
   for (size_t i = 0; i < n; ++i) tokens[i] = stream[i], targets[i] = stream[i + 1];
   m->set_batch(tokens.data(), targets.data());
 
   std::vector<double> ms, cpu_ms, losses;
+  train::TrainProfile profile_data;
+  train::TrainProfile* const profile = o.profile ? &profile_data : nullptr;
+  if (profile) profile->first_step = o.warmup + 1, profile->last_step = o.warmup + o.steps;
   if (o.marks) std::fprintf(stderr, "mark setup_done %.6f\n", monotonic_s());
   for (int step = 1; step <= o.warmup + o.steps; ++step) {
     if (o.marks && step == o.warmup + 1) std::fprintf(stderr, "mark timed_begin %.6f\n", monotonic_s());
+    if (profile && step == o.warmup + 1) m->graph.set_profile(&profile->ops);
     const auto t0 = Clock::now();
     const double c0 = process_cpu_ms();
     m->graph.set_step(static_cast<uint64_t>(step));
     m->graph.zero_param_grads();
     const double loss = m->forward(true);
     m->graph.backward(m->loss);
-    const double gn = train::global_grad_norm(m->graph);
-    const double clip_scale = gn > 1.0 ? 1.0 / gn : 1.0;
-    opt.step(adamw, clip_scale, step);
+    double gn = 0;
+    {
+      train::PhaseTimer timer(step > o.warmup ? profile : nullptr, &train::TrainProfile::grad_norm_s);
+      gn = train::global_grad_norm(m->graph);
+    }
+    {
+      train::PhaseTimer timer(step > o.warmup ? profile : nullptr, &train::TrainProfile::optimizer_s);
+      opt.step(adamw, gn > 1.0 ? 1.0 / gn : 1.0, step);
+    }
     const double elapsed = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     const double cpu = process_cpu_ms() - c0;
     if (step > o.warmup) ms.push_back(elapsed), cpu_ms.push_back(cpu), losses.push_back(loss);
+    if (profile && step > o.warmup) profile->loop_s += elapsed / 1e3;
   }
   if (o.marks) std::fprintf(stderr, "mark timed_end %.6f\n", monotonic_s());
 
@@ -118,6 +130,10 @@ int run(const Options& o) {
                         {"d_ff", cfg.d_ff},
                         {"seq", o.seq},
                         {"batch", o.batch}}}};
+  if (profile) {
+    line["profile"] = profile->to_json();
+    std::fprintf(stderr, "%s", profile->table().c_str());
+  }
   fmt::print("{}\n", line.dump());
   std::fflush(stdout);
   return 0;
@@ -140,6 +156,8 @@ int main(int argc, char** argv) {
   app.add_option("--batch", o.batch, "batch size B")->check(CLI::Range(1, 1 << 16));
   app.add_option("--seed", o.seed, "seed for the weights and the random tokens");
   app.add_flag("--marks", o.marks, "print CLOCK_MONOTONIC times of the phases to stderr (to cut a perf profile)");
+  app.add_flag("--profile", o.profile,
+               "time every op kind and the optimizer over the timed steps: a table on stderr, \"profile\" in the JSON");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);

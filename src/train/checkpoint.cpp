@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <type_traits>
 
 #include "common/error.h"
 #include "io/atomic_file.h"
@@ -57,11 +58,14 @@ void save_checkpoint(const fs::path& run_dir, const model::Model& m, AdamW& opt,
                      const Json& trainer_state) {
   std::vector<io::TensorToWrite> entries = model::weight_entries(m);
   const auto& params = m.graph.parameters();
-  for (size_t i = 0; i < params.size(); ++i) {
-    const eng::TensorSpec& p = m.graph.spec(params[i]);
-    entries.push_back({"optim.m." + p.name, io::Dtype::F64, dims(p.shape), opt.first_moment(i).data()});
-    entries.push_back({"optim.v." + p.name, io::Dtype::F64, dims(p.shape), opt.second_moment(i).data()});
-  }
+  eng::dispatch_float(m.graph.float_type(), [&]<typename T>() {
+    const io::Dtype dtype = std::is_same_v<T, float> ? io::Dtype::F32 : io::Dtype::F64;
+    for (size_t i = 0; i < params.size(); ++i) {
+      const eng::TensorSpec& p = m.graph.spec(params[i]);
+      entries.push_back({"optim.m." + p.name, dtype, dims(p.shape), opt.first_moment<T>(i).data()});
+      entries.push_back({"optim.v." + p.name, dtype, dims(p.shape), opt.second_moment<T>(i).data()});
+    }
+  });
   const Json cfg = to_json(config);
   const std::string sum = data_checksum(entries);
   std::map<std::string, std::string> metadata{
@@ -102,8 +106,15 @@ int load_checkpoint(const fs::path& file, model::Model& m, AdamW* opt, Json* tra
         if (f.at(moment + name).numel() != m.graph.shape(params[i]).numel())
           fail("{}: '{}{}' does not match the parameter's size; the checkpoint is corrupted", file.string(), moment,
                name);
-      opt->first_moment(i) = f.at("optim.m." + name).to_f64_vector();
-      opt->second_moment(i) = f.at("optim.v." + name).to_f64_vector();
+      // Moments in the graph's float type; a checkpoint from before fp32 state holds fp64 ones, rounded here.
+      eng::dispatch_float(m.graph.float_type(), [&]<typename T>() {
+        const auto values = [&](const char* moment) {
+          if constexpr (std::is_same_v<T, float>) return f.at(moment + name).to_f32_vector();
+          else return f.at(moment + name).to_f64_vector();
+        };
+        opt->first_moment<T>(i) = values("optim.m.");
+        opt->second_moment<T>(i) = values("optim.v.");
+      });
     }
   }
   const std::string& step = f.metadata().at("step");

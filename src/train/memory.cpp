@@ -129,7 +129,8 @@ MemoryEstimate estimate_memory(model::Model& unplanned, const MemoryNeeds& needs
   e.activations = arenas.activations;
   e.activation_gradients = arenas.activation_grads;
   e.workspace = arenas.workspace;
-  if (needs.optimizer) e.optimizer = times(2 * sizeof(double), e.parameter_count);  // m and v in fp64 (adamw.h)
+  // m and v in the graph's float type (adamw.h)
+  if (needs.optimizer) e.optimizer = times(2 * engine::dtype_size(g.float_type()), e.parameter_count);
   if (needs.probes) {
     // Parameters before the update, a scratch copy of the largest parameter or the logits, and the
     // reference logits, all fp64 (training_probe.h).

@@ -4,8 +4,8 @@
 // absurd sizes is refused with numbers instead of allocating until the machine gives up.
 //
 // The estimate is the graph's own arena plan (engine::Graph::lay_out(), the sizes plan() allocates)
-// plus what lives beside the graph: AdamW's moments (fp64, two per parameter), the training probe's
-// copies, a checkpoint read whole on resume, the models an analysis builds beside the run's (normlab probe),
+// plus what lives beside the graph: AdamW's moments (two per parameter, in the graph's float type), the training
+// probe's copies, a checkpoint read whole on resume, the models an analysis builds beside the run's (normlab probe),
 // and the process as it stands (code, libraries, token data).
 #include <cstddef>
 #include <cstdint>

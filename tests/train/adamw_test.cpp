@@ -66,8 +66,8 @@ TEST(TrainAdamW, FirstStepMatchesHandComputation) {
     const double g = clip * gw[i];
     const double expected = w0[i] * (1 - 0.1 * 0.2) - 0.1 * g / (std::abs(g) + 1e-8);
     EXPECT_NEAR(w1[i], expected, 1e-15) << "w[" << i << "]";
-    EXPECT_NEAR(opt.first_moment(0)[i], (1 - 0.9) * g, 1e-16);
-    EXPECT_NEAR(opt.second_moment(0)[i], (1 - 0.95) * g * g, 1e-16);
+    EXPECT_NEAR(opt.first_moment<double>(0)[i], (1 - 0.9) * g, 1e-16);
+    EXPECT_NEAR(opt.second_moment<double>(0)[i], (1 - 0.95) * g * g, 1e-16);
   }
   for (size_t i = 0; i < b0.size(); ++i) {
     const double g = clip * gb[i];
@@ -101,8 +101,8 @@ TEST(TrainAdamW, SeveralStepsMatchTheReferenceWithBiasCorrection) {
     const auto got_w = t.values(t.w), got_b = t.values(t.b);
     for (size_t i = 0; i < 6; ++i) EXPECT_NEAR(got_w[i], w[i], 1e-14) << "step " << step << " w[" << i << "]";
     for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(got_b[i], b[i], 1e-14) << "step " << step << " b[" << i << "]";
-    for (size_t i = 0; i < 6; ++i) EXPECT_NEAR(opt.first_moment(0)[i], rw[i].m, 1e-15);
-    for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(opt.second_moment(1)[i], rb[i].v, 1e-15);
+    for (size_t i = 0; i < 6; ++i) EXPECT_NEAR(opt.first_moment<double>(0)[i], rw[i].m, 1e-15);
+    for (size_t i = 0; i < 3; ++i) EXPECT_NEAR(opt.second_moment<double>(1)[i], rb[i].v, 1e-15);
   }
 }
 

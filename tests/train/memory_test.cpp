@@ -76,7 +76,7 @@ TEST(TrainMemory, EstimateIsTheGraphPlanPlusOptimizerAndProbes) {
   const MemoryEstimate& e = run.memory;
   const std::size_t params = run.model->graph.parameter_count();
   EXPECT_EQ(e.parameter_count, params);
-  EXPECT_EQ(e.optimizer, 2 * sizeof(double) * params) << "AdamW keeps m and v in fp64";
+  EXPECT_EQ(e.optimizer, 2 * sizeof(float) * params) << "AdamW keeps m and v in the graph's fp32";
   EXPECT_GE(e.weights, params * sizeof(float));
   EXPECT_EQ(e.gradients, e.weights);
   EXPECT_GT(e.activations, 0u);
@@ -144,7 +144,7 @@ TEST(TrainMemory, AbsurdConfigIsRefusedBeforeAllocating) {
                                          "model.n_heads=64"};
   const Measured m = run_measured(args, tmp.path());
   testing::CliResult r{m.exit_code, "", m.err};
-  expect_cli_error(r, {"needs an estimated", "PiB", "is available", "reduce model.d_model", "--dry-run"});
+  expect_cli_error(r, {"needs an estimated", "TiB", "is available", "reduce model.d_model", "--dry-run"});
   EXPECT_LT(m.peak_rss, std::size_t{512} << 20) << "refused only after allocating " << m.peak_rss << " bytes";
   EXPECT_FALSE(fs::exists(tmp / "run" / "config.json")) << "a refused run writes nothing";
 }

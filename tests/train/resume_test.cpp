@@ -125,18 +125,18 @@ TEST(TrainResume, LosingTheAdamWMomentsWouldBeDetected) {
 
   const fs::path file = split / kCheckpointFile;
   const auto f = io::SafetensorsFile::read(file, "checkpoint");
-  std::vector<std::vector<double>> zeros;
+  std::vector<std::vector<float>> zeros;
   zeros.reserve(f.entries().size());
   std::vector<io::TensorToWrite> entries;
   int moments = 0;
   for (const auto& e : f.entries()) {
     const void* data = e.data.data();
     if (e.name.starts_with("optim.")) {
-      ASSERT_EQ(e.dtype, io::Dtype::F64) << e.name;
+      ASSERT_EQ(e.dtype, io::Dtype::F32) << e.name << ": an fp32 run keeps fp32 moments";
       bool nonzero = false;
       for (double v : e.to_f64_vector()) nonzero |= v != 0;
       EXPECT_TRUE(nonzero) << e.name << " was saved as all zeros";
-      zeros.emplace_back(static_cast<size_t>(e.numel()), 0.0);
+      zeros.emplace_back(static_cast<size_t>(e.numel()), 0.0f);
       data = zeros.back().data();
       ++moments;
     }
@@ -170,9 +170,10 @@ TEST(TrainResume, CheckpointRestoresMomentsExactly) {
   ASSERT_FALSE(params.empty());
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string& name = m->graph.spec(params[i]).name;
-    EXPECT_EQ(opt.first_moment(i), f.at("optim.m." + name).to_f64_vector()) << name;
-    EXPECT_EQ(opt.second_moment(i), f.at("optim.v." + name).to_f64_vector()) << name;
-    EXPECT_EQ(opt.first_moment(i).size(), static_cast<size_t>(m->graph.shape(params[i]).numel())) << name;
+    EXPECT_EQ(f.at("optim.m." + name).dtype, io::Dtype::F32) << name << ": an fp32 run keeps fp32 moments";
+    EXPECT_EQ(opt.first_moment<float>(i), f.at("optim.m." + name).to_f32_vector()) << name;
+    EXPECT_EQ(opt.second_moment<float>(i), f.at("optim.v." + name).to_f32_vector()) << name;
+    EXPECT_EQ(opt.first_moment<float>(i).size(), static_cast<size_t>(m->graph.shape(params[i]).numel())) << name;
   }
 }
 

@@ -19,6 +19,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/fast_math.h"
 #include "engine/gemm.h"
 #include "engine/ops.h"
 
@@ -57,9 +58,11 @@ void forward_kernel(Graph& g, const Node& n) {
         if (cap > 0)
           for (int64_t j = 0; j <= t; ++j) row[j] = cap * std::tanh(row[j] / cap);
         T max = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : max)
         for (int64_t j = 0; j <= t; ++j) max = std::max(max, row[j]);
         T sum = 0;
-        for (int64_t j = 0; j <= t; ++j) sum += (row[j] = std::exp(row[j] - max));
+#pragma omp simd reduction(+ : sum)
+        for (int64_t j = 0; j <= t; ++j) sum += (row[j] = fast_exp(row[j] - max));
         for (int64_t j = 0; j <= t; ++j) row[j] /= sum;
         std::fill(row + t + 1, row + d.time, T(0));
       }

@@ -6,7 +6,9 @@
 // Saved: lse per row. The mean is summed in row order, so it is bit-identical for any thread count.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
+#include "engine/fast_math.h"
 #include "engine/ops.h"
 
 namespace normlab::engine {
@@ -23,9 +25,12 @@ void forward_kernel(Graph& g, const Node& n) {
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
     const T* zr = z + r * vocab;
-    const T max = *std::max_element(zr, zr + vocab);
+    T max = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : max)
+    for (int64_t j = 0; j < vocab; ++j) max = std::max(max, zr[j]);
     T sum = 0;
-    for (int64_t j = 0; j < vocab; ++j) sum += std::exp(zr[j] - max);
+#pragma omp simd reduction(+ : sum)
+    for (int64_t j = 0; j < vocab; ++j) sum += fast_exp(zr[j] - max);
     lse[r] = max + std::log(sum);
     row_loss[r] = lse[r] - zr[target[r]];
   }
@@ -47,7 +52,9 @@ void backward_kernel(Graph& g, const Node& n) {
   for (int64_t r = 0; r < rows; ++r) {
     const T* zr = z + r * vocab;
     T* dr = dz + r * vocab;
-    for (int64_t j = 0; j < vocab; ++j) dr[j] += scale * std::exp(zr[j] - lse[r]);
+    const T lse_r = lse[r];
+#pragma omp simd
+    for (int64_t j = 0; j < vocab; ++j) dr[j] += scale * fast_exp(zr[j] - lse_r);
     dr[target[r]] -= scale;
   }
 }

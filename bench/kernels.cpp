@@ -1,0 +1,169 @@
+// Benchmark (not a test): the machine's limits and the norm kernels against them.
+//   - STREAM triad a = b + s·c (McCalpin's convention: 3 arrays × 4 bytes per element moved, write-allocate not
+//     counted), best of the repetitions: the memory bandwidth a streaming kernel can hope for;
+//   - fp32 GEMM through engine::gemm (oneDNN) at the training shapes of the bench's small model and at 1024³;
+//   - LayerNorm and RMSNorm, the engine's own kernels (op table), forward and backward on rows × d fp32.
+// A norm is memory-bound: its useful traffic is read x + write y forward and read x, dy + read-modify-write dx
+// backward (6 × 4 bytes per element; the saved statistics are rows, not elements), so its speed is reported as
+// that traffic over its time, as a fraction of the triad bandwidth measured in the same run.
+// Prints a table to stderr and one JSON line to stdout; bench/kernels.sh puts PyTorch's LayerNorm beside it.
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/core.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "engine/gemm.h"
+#include "engine/ops.h"
+#include "engine/parallel.h"
+#include "common/rng.h"
+
+namespace {
+
+using namespace normlab;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int threads = 2, repeats = 20;
+  int64_t rows = 8192, d = 1024;
+  int64_t triad_elements = int64_t{1} << 25;  // 128 MiB per array: far past every cache
+};
+
+// The shortest of `repeats` timings of fn, in seconds.
+template <typename Fn>
+double best_seconds(int repeats, Fn&& fn) {
+  double best = 1e30;
+  for (int i = 0; i < repeats; ++i) {
+    const auto start = Clock::now();
+    fn();
+    best = std::min(best, std::chrono::duration<double>(Clock::now() - start).count());
+  }
+  return best;
+}
+
+// "model name" and the ISA flags that decide the fast paths (AVX-512, bf16, AMX), from /proc/cpuinfo.
+nlohmann::json cpu_description() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line, model = "unknown";
+  std::vector<std::string> flags;
+  while (std::getline(in, line)) {
+    if (model == "unknown" && line.rfind("model name", 0) == 0) model = line.substr(line.find(':') + 2);
+    if (flags.empty() && line.rfind("flags", 0) == 0)
+      for (const char* f : {"avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16"})
+        if ((line + " ").find(std::string(" ") + f + " ") != std::string::npos) flags.emplace_back(f);
+  }
+  return {{"model", model}, {"isa", flags}};
+}
+
+double triad_gb_per_s(const Options& o) {
+  const auto n = static_cast<size_t>(o.triad_elements);
+  std::vector<float> a(n), b(n), c(n);
+#pragma omp parallel for schedule(static)
+  for (size_t i = 0; i < n; ++i) a[i] = 0, b[i] = 1, c[i] = 2;  // first touch by the threads that stream them
+  const float s = 3;
+  const double seconds = best_seconds(o.repeats / 2 + 1, [&] {
+#pragma omp parallel for schedule(static)
+    for (size_t i = 0; i < n; ++i) a[i] = b[i] + s * c[i];
+  });
+  return 3.0 * 4.0 * static_cast<double>(n) / seconds / 1e9;
+}
+
+double gemm_gflops(const Options& o, int64_t m, int64_t n, int64_t k) {
+  std::vector<float> a(static_cast<size_t>(m * k), 0.5f), b(static_cast<size_t>(k * n), 0.25f),
+      c(static_cast<size_t>(m * n));
+  const double seconds = best_seconds(o.repeats / 4 + 1, [&] {
+    engine::gemm(false, true, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c.data(), n);
+  });
+  return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / seconds / 1e9;
+}
+
+struct NormTiming {
+  double forward_s, backward_s;
+};
+
+// The engine's kernels for one norm node, called straight from the op table (no tape, no loss).
+NormTiming time_norm(const Options& o, bool rms) {
+  engine::Graph g;
+  const engine::TensorId x = g.activation("x", engine::Shape{o.rows, o.d}, true);
+  const engine::TensorId gain = g.parameter("gain", engine::Shape{o.d}, engine::Role::norm_gain, false, 1.0);
+  const engine::TensorId y = rms ? engine::rms_norm(g, "y", x, gain, 1e-6)
+                                 : engine::layer_norm(g, "y", x, gain,
+                                                      g.parameter("bias", engine::Shape{o.d}, engine::Role::norm_bias,
+                                                                  false),
+                                                      1e-5);
+  g.plan();
+  Rng rng(7);
+  const size_t n = static_cast<size_t>(o.rows * o.d);
+  float *xs = g.data<float>(x), *dy = g.grad<float>(y), *gs = g.data<float>(gain);
+  for (size_t i = 0; i < n; ++i) xs[i] = static_cast<float>(rng.normal()), dy[i] = static_cast<float>(rng.normal());
+  std::fill(gs, gs + o.d, 1.0f);
+  const engine::Node& node = g.nodes().back();
+  const engine::OpKernels& kernels = engine::op_def(node.op).kernels;
+  kernels.forward(g, node);  // warm: page faults and first touch are not the kernel's
+  kernels.backward(g, node);
+  return {best_seconds(o.repeats, [&] { kernels.forward(g, node); }),
+          best_seconds(o.repeats, [&] { kernels.backward(g, node); })};
+}
+
+int run(const Options& o) {
+  engine::set_threads(o.threads);
+  const double triad = triad_gb_per_s(o);
+  nlohmann::json gemms = nlohmann::json::array();
+  // The small model's linear layers at B·T = 2048 rows (bench/README.md), and a square one.
+  for (auto [m, n, k] : {std::array<int64_t, 3>{2048, 1024, 256}, {2048, 256, 1024}, {2048, 768, 256}, {1024, 1024, 1024}})
+    gemms.push_back({{"m", m}, {"n", n}, {"k", k}, {"gflops", gemm_gflops(o, m, n, k)}});
+  const double bytes_forward = 2.0 * 4 * static_cast<double>(o.rows * o.d);
+  const double bytes_backward = 4.0 * 4 * static_cast<double>(o.rows * o.d);
+  nlohmann::json norms = nlohmann::json::array();
+  for (bool rms : {false, true}) {
+    const NormTiming t = time_norm(o, rms);
+    const double gbs = (bytes_forward + bytes_backward) / (t.forward_s + t.backward_s) / 1e9;
+    norms.push_back({{"norm", rms ? "rmsnorm" : "layernorm"},
+                     {"forward_ms", 1e3 * t.forward_s},
+                     {"backward_ms", 1e3 * t.backward_s},
+                     {"gb_per_s", gbs},
+                     {"fraction_of_triad", gbs / triad}});
+  }
+  const nlohmann::json line{{"impl", "normlab"},  {"cpu", cpu_description()}, {"threads", o.threads},
+                            {"rows", o.rows},     {"d", o.d},                 {"triad_gb_per_s", triad},
+                            {"gemm", gemms},      {"norms", norms}};
+  std::fprintf(stderr, "%s, %d threads (%s)\n", line["cpu"]["model"].get<std::string>().c_str(), o.threads,
+               line["cpu"]["isa"].dump().c_str());
+  std::fprintf(stderr, "STREAM triad: %.1f GB/s\n", triad);
+  for (const auto& gm : gemms)
+    std::fprintf(stderr, "sgemm %ld x %ld x %ld: %.1f GFLOP/s\n", gm["m"].get<long>(), gm["n"].get<long>(),
+                 gm["k"].get<long>(), gm["gflops"].get<double>());
+  for (const auto& nm : norms)
+    std::fprintf(stderr, "%-9s %ld x %ld: forward %.2f ms, backward %.2f ms, %.1f GB/s = %.2f of triad\n",
+                 nm["norm"].get<std::string>().c_str(), static_cast<long>(o.rows), static_cast<long>(o.d),
+                 nm["forward_ms"].get<double>(), nm["backward_ms"].get<double>(), nm["gb_per_s"].get<double>(),
+                 nm["fraction_of_triad"].get<double>());
+  fmt::print("{}\n", line.dump());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  CLI::App app{"normlab_bench_kernels: memory bandwidth, GEMM GFLOP/s and the norm kernels against them"};
+  app.add_option("--threads", o.threads, "OpenMP threads")->check(CLI::Range(1, 1024));
+  app.add_option("--repeats", o.repeats, "timings per kernel (the best is kept)")->check(CLI::Range(1, 10000));
+  app.add_option("--rows", o.rows, "rows of the norm input")->check(CLI::Range(1, 1 << 24));
+  app.add_option("--d", o.d, "width of the norm input")->check(CLI::Range(2, 1 << 20));
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return run(o);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "normlab_bench_kernels: %s\n", e.what());
+    return 1;
+  }
+}
