@@ -7,7 +7,9 @@
 //   ∂L/∂x = r · [ ĝ − mean(ĝ) − x̂ · mean(ĝ ⊙ x̂) ]      (zero-mean, and divided by the input's σ)
 //   ∂L/∂γ = Σ_rows g ⊙ x̂,    ∂L/∂β = Σ_rows g
 //
-// Saved for backward: μ and r per row. γ and β are optional (non-affine or bias-free LayerNorm).
+// Saved for backward: μ and r per row. γ and β are optional (non-affine or bias-free LayerNorm). The row sums
+// are `omp simd` reductions: summed across vector lanes in an order fixed by the build, the same for any thread
+// count, and at vector speed (a strict left-to-right sum runs at one add per add-latency).
 #include <cmath>
 
 #include "engine/ops.h"
@@ -33,9 +35,11 @@ void forward_kernel(Graph& g, const Node& n) {
     const T* xr = x + r * d;
     T* yr = y + r * d;
     T mu = 0;
+#pragma omp simd reduction(+ : mu)
     for (int64_t i = 0; i < d; ++i) mu += xr[i];
     mu /= static_cast<T>(d);
     T var = 0;
+#pragma omp simd reduction(+ : var)
     for (int64_t i = 0; i < d; ++i) var += (xr[i] - mu) * (xr[i] - mu);
     var /= static_cast<T>(d);
     const T rs = T(1) / std::sqrt(var + eps);
@@ -63,6 +67,7 @@ void backward_kernel(Graph& g, const Node& n) {
       const T *xr = x + r * d, *gr = dy + r * d;
       const T mu = mean[r], rs = rstd[r];
       T mean_g = 0, mean_gx = 0;
+#pragma omp simd reduction(+ : mean_g, mean_gx)
       for (int64_t i = 0; i < d; ++i) {
         T gh = gain ? gain[i] * gr[i] : gr[i];
         mean_g += gh;

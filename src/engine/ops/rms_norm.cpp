@@ -7,7 +7,8 @@
 //
 //   ∂L/∂x = r · [ ĝ − x̂ · mean(ĝ ⊙ x̂) ],    ∂L/∂γ = Σ_rows g ⊙ x̂
 //
-// Saved for backward: r per row. γ is optional (a non-affine RMSNorm).
+// Saved for backward: r per row. γ is optional (a non-affine RMSNorm). The row sums are `omp simd` reductions,
+// as in layer_norm.cpp.
 #include <cmath>
 
 #include "engine/ops.h"
@@ -31,6 +32,7 @@ void forward_kernel(Graph& g, const Node& n) {
     const T* xr = x + r * d;
     T* yr = y + r * d;
     T ms = 0;
+#pragma omp simd reduction(+ : ms)
     for (int64_t i = 0; i < d; ++i) ms += xr[i] * xr[i];
     const T rs = T(1) / std::sqrt(ms / static_cast<T>(d) + eps);
     rstd[r] = rs;
@@ -53,6 +55,7 @@ void backward_kernel(Graph& g, const Node& n) {
       const T *xr = x + r * d, *gr = dy + r * d;
       const T rs = rstd[r];
       T mean_gx = 0;
+#pragma omp simd reduction(+ : mean_gx)
       for (int64_t i = 0; i < d; ++i) mean_gx += (gain ? gain[i] + offset : T(1)) * gr[i] * xr[i] * rs;
       mean_gx /= static_cast<T>(d);
       T* dxr = dx + r * d;
