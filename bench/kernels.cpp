@@ -21,10 +21,10 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "common/rng.h"
 #include "engine/gemm.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
-#include "common/rng.h"
 
 namespace {
 
@@ -94,11 +94,10 @@ NormTiming time_norm(const Options& o, bool rms) {
   engine::Graph g;
   const engine::TensorId x = g.activation("x", engine::Shape{o.rows, o.d}, true);
   const engine::TensorId gain = g.parameter("gain", engine::Shape{o.d}, engine::Role::norm_gain, false, 1.0);
-  const engine::TensorId y = rms ? engine::rms_norm(g, "y", x, gain, 1e-6)
-                                 : engine::layer_norm(g, "y", x, gain,
-                                                      g.parameter("bias", engine::Shape{o.d}, engine::Role::norm_bias,
-                                                                  false),
-                                                      1e-5);
+  const engine::TensorId y =
+      rms ? engine::rms_norm(g, "y", x, gain, 1e-6)
+          : engine::layer_norm(g, "y", x, gain, g.parameter("bias", engine::Shape{o.d}, engine::Role::norm_bias, false),
+                               1e-5);
   g.plan();
   Rng rng(7);
   const size_t n = static_cast<size_t>(o.rows * o.d);
@@ -118,7 +117,8 @@ int run(const Options& o) {
   const double triad = triad_gb_per_s(o);
   nlohmann::json gemms = nlohmann::json::array();
   // The small model's linear layers at B·T = 2048 rows (bench/README.md), and a square one.
-  for (auto [m, n, k] : {std::array<int64_t, 3>{2048, 1024, 256}, {2048, 256, 1024}, {2048, 768, 256}, {1024, 1024, 1024}})
+  for (auto [m, n, k] :
+       {std::array<int64_t, 3>{2048, 1024, 256}, {2048, 256, 1024}, {2048, 768, 256}, {1024, 1024, 1024}})
     gemms.push_back({{"m", m}, {"n", n}, {"k", k}, {"gflops", gemm_gflops(o, m, n, k)}});
   const double bytes_forward = 2.0 * 4 * static_cast<double>(o.rows * o.d);
   const double bytes_backward = 4.0 * 4 * static_cast<double>(o.rows * o.d);
@@ -132,9 +132,8 @@ int run(const Options& o) {
                      {"gb_per_s", gbs},
                      {"fraction_of_triad", gbs / triad}});
   }
-  const nlohmann::json line{{"impl", "normlab"},  {"cpu", cpu_description()}, {"threads", o.threads},
-                            {"rows", o.rows},     {"d", o.d},                 {"triad_gb_per_s", triad},
-                            {"gemm", gemms},      {"norms", norms}};
+  const nlohmann::json line{{"impl", "normlab"}, {"cpu", cpu_description()}, {"threads", o.threads}, {"rows", o.rows},
+                            {"d", o.d},          {"triad_gb_per_s", triad},  {"gemm", gemms},        {"norms", norms}};
   std::fprintf(stderr, "%s, %d threads (%s)\n", line["cpu"]["model"].get<std::string>().c_str(), o.threads,
                line["cpu"]["isa"].dump().c_str());
   std::fprintf(stderr, "STREAM triad: %.1f GB/s\n", triad);

@@ -20,8 +20,8 @@ namespace normlab::engine {
 
 inline float fast_exp(float x) {
   constexpr float kLog2e = 1.44269504088896341f, kShifter = 12582912.0f;  // 1.5·2²³: adding it rounds to integer
-  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;       // ln2 = hi + lo, hi exact in 9 bits
-  const float xc = x < -86.6f ? -86.6f : (x > 88.7f ? 88.7f : x);       // NaN passes through
+  constexpr float kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440e-4f;        // ln2 = hi + lo, hi exact in 9 bits
+  const float xc = x < -86.6f ? -86.6f : (x > 88.7f ? 88.7f : x);         // NaN passes through
   const float shifted = xc * kLog2e + kShifter;
   const float n = shifted - kShifter;
   const auto e = static_cast<uint32_t>(std::bit_cast<int32_t>(shifted) - std::bit_cast<int32_t>(kShifter));

@@ -27,9 +27,8 @@ std::vector<Phase> phases(const TrainProfile& p) {
                          {"eval", "evaluation", p.eval_s},
                          {"probes", "probes", p.probes_s},
                          {"checkpoints", "checkpoints", p.checkpoint_s}};
-  const double claimed = std::accumulate(out.begin(), out.end(), 0.0, [](double s, const Phase& x) {
-    return s + x.seconds;
-  });
+  const double claimed =
+      std::accumulate(out.begin(), out.end(), 0.0, [](double s, const Phase& x) { return s + x.seconds; });
   out.push_back({"other", "other (logging, loop)", std::max(0.0, p.loop_s - claimed)});
   return out;
 }
@@ -51,7 +50,9 @@ const char* op_name(size_t kind) { return engine::op_def(static_cast<engine::OpK
 
 Json TrainProfile::to_json() const {
   const int steps = last_step - first_step + 1;
-  Json out{{"first_step", first_step}, {"last_step", last_step}, {"loop_s", loop_s},
+  Json out{{"first_step", first_step},
+           {"last_step", last_step},
+           {"loop_s", loop_s},
            {"ms_per_step", steps > 0 ? 1e3 * loop_s / steps : 0.0}};
   Json phase_seconds = Json::object();
   for (const Phase& p : phases(*this)) phase_seconds[p.key] = p.seconds;
@@ -75,12 +76,12 @@ std::string TrainProfile::table() const {
   out += fmt::format("  {:<22} {:>9} {:>7}\n", "phase", "seconds", "share");
   for (const Phase& p : phases(*this))
     out += fmt::format("  {:<22} {:>9.3f} {:>6.1f}%\n", p.label, p.seconds, 100 * p.seconds / total);
-  out += fmt::format("  {:<22} {:>9} {:>9} {:>7} {:>11}\n", "op kind", "forward s", "backward s", "share",
-                     "nodes/step");
+  out +=
+      fmt::format("  {:<22} {:>9} {:>9} {:>7} {:>11}\n", "op kind", "forward s", "backward s", "share", "nodes/step");
   for (size_t k : kinds_by_time(ops))
-    out += fmt::format("  {:<22} {:>9.3f} {:>9.3f} {:>6.1f}% {:>11.1f}\n", op_name(k), ops.forward_s[k],
-                       ops.backward_s[k], 100 * (ops.forward_s[k] + ops.backward_s[k]) / total,
-                       double(ops.forward_calls[k]) / steps);
+    out +=
+        fmt::format("  {:<22} {:>9.3f} {:>9.3f} {:>6.1f}% {:>11.1f}\n", op_name(k), ops.forward_s[k], ops.backward_s[k],
+                    100 * (ops.forward_s[k] + ops.backward_s[k]) / total, double(ops.forward_calls[k]) / steps);
   return out;
 }
 
