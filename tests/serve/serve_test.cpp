@@ -360,6 +360,9 @@ TEST(ServeBrowser, IndexRunPageAndCompareWhileATrainingRuns) {
   live["train"]["probe_every"] = 25;
   live["train"]["threads"] = 1;
   live["train"]["eval_every"] = 100;
+  // Batches of 16 keep the run at a few hundred steps a second: at the tiny default (4) the faster engine logged
+  // so many points between loads that headless chromium often outlasted its 120 s on the run page.
+  live["train"]["batch_size"] = 16;
   spit(tmp / "live.json", live.dump());
   BackgroundTrain training(root / "pre", tmp / "live.json", tmp / "live.log");
   for (int i = 0; i < 200 && slurp(root / "pre" / "probes.jsonl").find("\"step\":25,") == std::string::npos; ++i)

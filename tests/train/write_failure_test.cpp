@@ -133,6 +133,24 @@ TEST(TrainWriteFailure, ProbeReferenceWriteIsCheckedInProcess) {
   EXPECT_FALSE(fs::exists(tmp / "run" / "probe_reference.safetensors.tmp"));
 }
 
+// profile.json (normlab train --profile) is written atomically after the last checkpoint: a failed write stops the
+// run before summary.json, and says that checkpoint is intact.
+TEST(TrainWriteFailure, ProfileWriteIsCheckedInProcess) {
+  TempDir tmp("write_failure");
+  io::testing::FailWrites full("profile.json", ENOSPC);
+  try {
+    Trainer(tiny_config(4), tmp / "run", {false, -1, nullptr, true}).run();
+    FAIL() << "the failed write went unnoticed";
+  } catch (const io::WriteError& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("profile.json"), std::string::npos) << message;
+    EXPECT_NE(message.find("No space left on device"), std::string::npos) << message;
+    EXPECT_NE(message.find("the checkpoint of step 4"), std::string::npos) << message;
+  }
+  EXPECT_FALSE(fs::exists(tmp / "run" / "profile.json.tmp"));
+  EXPECT_FALSE(fs::exists(tmp / "run" / "summary.json"));
+}
+
 TEST(TrainWriteFailure, MalformedFaultRuleIsRefused) {
   Fixture f;
   expect_cli_error(f.train("metrics.jsonl"), {"NORMLAB_FAIL_WRITES", "<path part>:<errno>"});
