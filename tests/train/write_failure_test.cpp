@@ -151,6 +151,28 @@ TEST(TrainWriteFailure, ProfileWriteIsCheckedInProcess) {
   EXPECT_FALSE(fs::exists(tmp / "run" / "summary.json"));
 }
 
+// The other commands' writes go through the same checked writers: each write of a sweep (the runner's per-run
+// request.json and status.json, summary.csv, the report's three files, the studies.html index) and of `normlab
+// prepare` stops the command with the file and the OS error.
+TEST(WriteFailure, EverySweepAndPrepareWriteIsChecked) {
+  TempDir tmp("write_failure");
+  spit(tmp / "sweep.json", Json{{"base", tiny_config_doc(2)}, {"grid", {{"model.placement", {"pre"}}}}}.dump());
+  for (const std::string file :
+       {"request.json", "status.json", "summary.csv", "report.md", "report.json", "report.html", "studies.html"}) {
+    const auto r =
+        run_cli({"sweep", (tmp / "sweep.json").string(), "--out", (tmp / ("sweep_" + file)).string(), "--jobs", "1"},
+                tmp.path(), {"NORMLAB_FAIL_WRITES=" + file + ":ENOSPC"});
+    expect_cli_error(r, {file, "No space left on device"});
+  }
+  spit(tmp / "corpus.txt", testing::tiny_corpus_text());
+  for (const std::string file : {"tokenizer.model", "train.bin", "val.bin", "meta.json"}) {
+    const auto r = run_cli({"prepare", "-i", (tmp / "corpus.txt").string(), "-o", (tmp / ("tokens_" + file)).string(),
+                            "--vocab-size", "120"},
+                           tmp.path(), {"NORMLAB_FAIL_WRITES=" + file + ":ENOSPC"});
+    expect_cli_error(r, {file, "No space left on device"});
+  }
+}
+
 TEST(TrainWriteFailure, MalformedFaultRuleIsRefused) {
   Fixture f;
   expect_cli_error(f.train("metrics.jsonl"), {"NORMLAB_FAIL_WRITES", "<path part>:<errno>"});
