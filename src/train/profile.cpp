@@ -77,7 +77,7 @@ std::string TrainProfile::table() const {
   for (const Phase& p : phases(*this))
     out += fmt::format("  {:<22} {:>9.3f} {:>6.1f}%\n", p.label, p.seconds, 100 * p.seconds / total);
   out +=
-      fmt::format("  {:<22} {:>9} {:>9} {:>7} {:>11}\n", "op kind", "forward s", "backward s", "share", "nodes/step");
+      fmt::format("  {:<22} {:>9} {:>9} {:>7} {:>11}\n", "op kind", "forward s", "backward s", "share", "calls/step");
   for (size_t k : kinds_by_time(ops))
     out +=
         fmt::format("  {:<22} {:>9.3f} {:>9.3f} {:>6.1f}% {:>11.1f}\n", op_name(k), ops.forward_s[k], ops.backward_s[k],
