@@ -8,6 +8,7 @@ cd "$(dirname "$0")/.."
 packages=(build-essential cmake ninja-build pkg-config chromium libjs-chart.js
           libdnnl-dev libsentencepiece-dev sentencepiece nlohmann-json3-dev libcli11-dev libfmt-dev
           libgtest-dev libgmock-dev libcpp-httplib-dev bible-kjv clang-format
+          openmpi-bin libopenmpi-dev  # mpirun: data-parallel training, distributed studies (docs/scaling.md)
           clang-14 libfuzzer-14-dev libomp-14-dev)  # the last three: scripts/fuzz.sh (libFuzzer targets)
 for arg in "$@"; do
   case "$arg" in

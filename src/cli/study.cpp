@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "dist/comm.h"
 #include "io/atomic_file.h"
 #include "study/kit.h"
 #include "study/studies.h"
@@ -23,8 +24,10 @@ namespace fs = std::filesystem;
 namespace {
 
 void add_runner_options(CLI::App* cmd, study::RunnerOptions& runner) {
-  cmd->add_option("-j,--jobs", runner.jobs, "runs at once (separate processes)")->capture_default_str();
-  cmd->add_option("--threads", runner.threads, "cores shared by the runs")->capture_default_str();
+  cmd->add_option("-j,--jobs", runner.jobs, "runs at once (separate processes; per rank under mpirun)")
+      ->capture_default_str();
+  cmd->add_option("--threads", runner.threads, "cores shared by the runs (per rank under mpirun)")
+      ->capture_default_str();
   cmd->add_flag("--fresh", runner.fresh,
                 "discard the runs stored in the output directory and run them all again (by default a finished run is "
                 "reused when its request.json equals the plan's, and a different one stops the command)");
@@ -69,6 +72,14 @@ std::string last_verdicts(std::string_view name) {
   }
   if (found.empty()) return fmt::format("none yet in {}", default_study_dir(name, false).string());
   return fmt::format("{}", fmt::join(found, "; "));
+}
+
+// Under mpirun rank 0 runs the command and hands its runs out; every other rank only runs them. Returns
+// true on such a worker rank, after rank 0 released it.
+bool served_as_worker() {
+  if (dist::world().rank() == 0) return false;
+  study::serve_runs();
+  return true;
 }
 
 void print_study_list() {
@@ -116,10 +127,12 @@ void add_study(CLI::App& app) {
     if (args->name.empty()) fail("study: a study name is required (`normlab study list` shows them)");
     if (args->name == "list") return print_study_list();
     const study::Study& s = study::find_study(args->name);
+    if (served_as_worker()) return;
     if (!args->seeds.empty()) args->options.seeds = study::parse_seeds(args->seeds);
     args->options.dir = args->out.empty() ? default_study_dir(s.name, args->options.quick) : fs::path(args->out);
     args->options.command_line = command_line();
     const study::StudyResult result = study::run_study(s, args->options, args->runner);
+    study::release_workers();
     std::cout << fmt::format("verdict: {}\nreport: {}\nsummary: {}\nevery report: {}\n", result.verdict,
                              result.report.string(), (args->options.dir / "report.md").string(), result.index.string());
     if (result.verdict != "incomplete") return;
@@ -151,11 +164,13 @@ void add_sweep(CLI::App& app) {
   cmd->add_option("-o,--out", args->out, "sweep directory (default runs/sweep-<file name>)");
   add_runner_options(cmd, args->runner);
   cmd->callback([args] {
+    if (served_as_worker()) return;
     Json doc = Json::parse(io::read_file(args->file, "sweep file"), nullptr, false);
     if (doc.is_discarded()) fail("{}: not valid JSON", args->file);
     const fs::path dir =
         args->out.empty() ? fs::path("runs") / ("sweep-" + fs::path(args->file).stem().string()) : fs::path(args->out);
     const auto outcomes = study::run_grid(dir, study::expand_sweep(doc, args->file), args->runner);
+    study::release_workers();
     study::write_summary_csv(dir / "summary.csv", outcomes);
     // No verdict: a sweep tests no claim, so its report has no verdict section.
     study::Report r{.name = "sweep",

@@ -132,6 +132,7 @@ void Graph::plan() {
   std::byte* acts = aligned_base(act_arena_, sizes.activations);
   std::byte* act_grads = aligned_base(act_grad_arena_, sizes.activation_grads);
   workspace_ = aligned_base(workspace_arena_, sizes.workspace);
+  parameter_base_ = params, gradient_base_ = grads, parameter_bytes_ = sizes.parameters;
   for (TensorSpec& t : tensors_) {
     if (t.kind == TensorKind::view) continue;
     bool is_param = t.kind == TensorKind::parameter;

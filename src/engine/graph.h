@@ -72,6 +72,12 @@ class Graph {
   void zero_param_grads();
   void set_step(uint64_t step) { step_ = step; }  // dropout masks are a function of (seed, step, node)
   void set_seed(uint64_t seed) { seed_ = seed; }
+  // This graph holds rows [first_row, first_row + rows) of a larger batch (a data-parallel rank's shard):
+  // random masks are drawn for the rows' places in the whole batch, so the ranks together draw the
+  // masks of one process.
+  void set_batch_shard(int64_t first_row, int64_t rows) { shard_first_row_ = first_row, shard_rows_ = rows; }
+  // The index in the whole batch of element 0 of a batch-major tensor of `numel` elements.
+  int64_t shard_offset(int64_t numel) const { return shard_rows_ ? shard_first_row_ * (numel / shard_rows_) : 0; }
   // Times every node of the passes that follow into *profile (nullptr: stop timing).
   void set_profile(OpProfile* profile) { profile_ = profile; }
   uint64_t step() const { return step_; }
@@ -97,6 +103,11 @@ class Graph {
   TensorId find(const std::string& name) const;  // kNoTensor if absent
   TensorId at(const std::string& name) const;    // throws normlab::Error if absent
   const std::vector<TensorId>& parameters() const { return parameters_; }
+  // Every parameter's values, and their gradients, each as one block of float_type() elements (padding
+  // between tensors included): data-parallel training sums the gradients and broadcasts the values in
+  // one call each.
+  std::span<std::byte> parameter_block() const { return {parameter_base_, parameter_bytes_}; }
+  std::span<std::byte> gradient_block() const { return {gradient_base_, parameter_bytes_}; }
   const std::vector<Node>& nodes() const { return nodes_; }
   size_t tensor_count() const { return tensors_.size(); }
   size_t parameter_count() const;  // scalars
@@ -118,6 +129,9 @@ class Graph {
   bool training_ = false;
   uint64_t step_ = 0;
   uint64_t seed_ = 0;
+  int64_t shard_first_row_ = 0, shard_rows_ = 0;
+  std::byte *parameter_base_ = nullptr, *gradient_base_ = nullptr;
+  size_t parameter_bytes_ = 0;
   OpProfile* profile_ = nullptr;
 };
 

@@ -12,9 +12,12 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include "common/error.h"
+#include "dist/comm.h"
 #include "io/atomic_file.h"
 #include "train/checkpoint.h"
 #include "train/train_config.h"
@@ -106,10 +109,19 @@ std::string last_line(const fs::path& file) {
   return last;
 }
 
+using Clock = std::chrono::steady_clock;
+
 struct Running {
   size_t index;
-  pid_t pid;
-  std::chrono::steady_clock::time_point start;
+  int rank;   // the rank whose process runs it (0 in a single process)
+  pid_t pid;  // on this rank; 0 for another rank's
+  Clock::time_point start;
+};
+
+// How a run's process ended: its exit code, or the signal that killed it.
+struct Ended {
+  size_t index = 0;
+  int exit_code = 0, signal = 0;
 };
 
 // The shell's single-quoted form of a word.
@@ -126,9 +138,9 @@ bool resumes(const RunOutcome& o) {
   return o.request.kind == "train" && !fs::exists(run / "summary.json") && fs::exists(run / train::kCheckpointFile);
 }
 
-// The command lines of a run: train (resumed if a checkpoint exists) and/or probe. A train run with
-// analyses probes its final checkpoint afterwards; a finished training is not run again.
-std::vector<std::vector<std::string>> stages(const std::string& binary, const RunOutcome& o) {
+// The command lines of a run after the binary: train (resumed if a checkpoint exists) and/or probe. A train
+// run with analyses probes its final checkpoint afterwards; a finished training is not run again.
+std::vector<std::vector<std::string>> stages(const RunOutcome& o) {
   const fs::path& dir = o.dir;
   std::vector<std::vector<std::string>> out;
   const auto probe = [&](std::vector<std::string> args) {
@@ -137,30 +149,31 @@ std::vector<std::vector<std::string>> stages(const std::string& binary, const Ru
     out.push_back(args);
   };
   if (o.request.kind == "probe") {
-    probe({binary, "probe", "--config", (dir / "config.json").string()});
+    probe({"probe", "--config", (dir / "config.json").string()});
     return out;
   }
-  if (resumes(o)) out.push_back({binary, "train", "--run", (dir / "run").string(), "--resume"});
+  if (resumes(o)) out.push_back({"train", "--run", (dir / "run").string(), "--resume"});
   else if (!fs::exists(dir / "run" / "summary.json"))
-    out.push_back({binary, "train", "--run", (dir / "run").string(), "--config", (dir / "config.json").string()});
-  if (!o.request.analyses.empty()) probe({binary, "probe", "--run", (dir / "run").string()});
+    out.push_back({"train", "--run", (dir / "run").string(), "--config", (dir / "config.json").string()});
+  if (!o.request.analyses.empty()) probe({"probe", "--run", (dir / "run").string()});
   return out;
 }
 
-pid_t launch(const std::string& binary, const RunOutcome& o, int threads) {
-  const fs::path& dir = o.dir;
-  const auto commands = stages(binary, o);
+// Starts a run's stages (argument lists after the binary) as one child process writing dir/log.txt, with
+// `threads` OpenMP threads. The child is not part of an MPI job this process may belong to: the launcher's
+// variables are left out of its environment, so it runs as a single process.
+pid_t launch(const std::vector<std::vector<std::string>>& commands, const fs::path& dir, int threads) {
+  const std::string binary = self_binary();
   std::vector<std::string> args;
   if (commands.size() == 1) {
     args = commands[0];
+    args.insert(args.begin(), binary);
   } else {  // several stages: one shell runs them in order and stops at the first failure
     std::string script;
     for (const auto& command : commands) {
       if (!script.empty()) script += " && ";
-      for (size_t i = 0; i < command.size(); ++i) {
-        if (i) script += ' ';
-        script += quoted(command[i]);
-      }
+      script += quoted(binary);
+      for (const std::string& word : command) script += ' ' + quoted(word);
     }
     args = {"/bin/sh", "-c", script};
   }
@@ -168,8 +181,11 @@ pid_t launch(const std::string& binary, const RunOutcome& o, int threads) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e)
-    if (!std::string_view(*e).starts_with("OMP_NUM_THREADS=")) env_strings.emplace_back(*e);
+  for (char** e = environ; *e; ++e) {
+    const std::string_view var(*e);
+    const bool launcher = var.starts_with("OMPI_") || var.starts_with("PMIX_") || var.starts_with("PMI_");
+    if (!launcher && !var.starts_with("OMP_NUM_THREADS=")) env_strings.emplace_back(*e);
+  }
   env_strings.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
   std::vector<char*> envp;
   for (auto& e : env_strings) envp.push_back(e.data());
@@ -197,7 +213,66 @@ pid_t launch(const std::string& binary, const RunOutcome& o, int threads) {
   return pid;
 }
 
+// A child that ended: its pid and how (blocks until one has when `block`; pid 0 when none has).
+std::pair<pid_t, Ended> reap(bool block) {
+  int wstatus = 0;
+  const pid_t pid = waitpid(-1, &wstatus, block ? 0 : WNOHANG);
+  if (pid < 0 && errno == ECHILD && !block) return {0, {}};  // this rank runs none now: the others do
+  if (pid < 0) fail("study: waiting for a run failed: {}", std::strerror(errno));
+  Ended e;
+  if (pid > 0 && WIFSIGNALED(wstatus)) e.signal = WTERMSIG(wstatus);
+  else if (pid > 0) e.exit_code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : 1;
+  return {pid, e};
+}
+
+// Between polls of an MPI rank's children and messages: short beside any run, long beside a poll.
+void nap() { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }
+
+// The coordinator's messages to a worker rank, and the worker's reply when the run ends.
+Json run_message(size_t index, const RunOutcome& o, int threads) {
+  return {{"run", index}, {"dir", o.dir.string()}, {"commands", stages(o)}, {"threads", threads}};
+}
+Json ended_message(const Ended& e) { return {{"run", e.index}, {"exit", e.exit_code}, {"signal", e.signal}}; }
+
 }  // namespace
+
+void serve_runs() {
+  const dist::World& world = dist::world();
+  std::map<pid_t, size_t> running;  // child → the run index it runs
+  bool stopping = false;
+  while (!stopping || !running.empty()) {
+    bool idle = true;
+    // With nothing running, a worker just waits for rank 0; otherwise it polls both.
+    std::optional<dist::World::Message> m = running.empty() ? world.receive() : world.try_receive();
+    if (m) {
+      idle = false;
+      const Json j = Json::parse(m->text);
+      if (j.contains("stop")) {
+        stopping = true;
+      } else {
+        const pid_t pid = launch(j["commands"].get<std::vector<std::vector<std::string>>>(),
+                                 j["dir"].get<std::string>(), j["threads"].get<int>());
+        running[pid] = j["run"].get<size_t>();
+      }
+    }
+    if (!running.empty()) {
+      auto [pid, ended] = reap(false);
+      if (auto it = running.find(pid); pid > 0 && it != running.end()) {
+        idle = false;
+        ended.index = it->second;
+        world.send(0, ended_message(ended).dump());
+        running.erase(it);
+      }
+    }
+    if (idle) nap();
+  }
+}
+
+void release_workers() {
+  const dist::World& world = dist::world();
+  if (world.rank() != 0) return;
+  for (int rank = 1; rank < world.size(); ++rank) world.send(rank, Json{{"stop", true}}.dump());
+}
 
 Json resolve_config(const Json& config, const std::string& where) {
   Json c = config;
@@ -267,38 +342,67 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
   if (!options.quiet && skipped > 0)
     std::cerr << fmt::format("study: {} of {} runs already done\n", skipped, outcomes.size());
 
-  const std::string binary = self_binary();
+  const dist::World& world = dist::world();
   const int jobs = std::max(1, options.jobs), threads = std::max(1, options.threads / jobs);
+  // Every rank runs up to `jobs` runs at once, rank 0 among them; exclusive runs run on rank 0.
+  std::vector<int> free_slots(static_cast<size_t>(world.size()), jobs);
   std::vector<Running> running;
   size_t next = 0, done = skipped;
   while (next < pending.size() || !running.empty()) {
-    while (next < pending.size() && static_cast<int>(running.size()) < jobs) {
+    while (next < pending.size()) {
       const size_t i = pending[next];
       const bool alone = outcomes[i].request.exclusive;
       // An exclusive run waits until no other run of the study is running, and nothing starts beside one.
       const bool beside_exclusive = std::any_of(running.begin(), running.end(),
                                                 [&](const Running& r) { return outcomes[r.index].request.exclusive; });
       if (beside_exclusive || (alone && !running.empty())) break;
+      // The rank with the most free slots (the lowest such rank on a tie).
+      const int rank =
+          alone ? 0 : static_cast<int>(std::max_element(free_slots.begin(), free_slots.end()) - free_slots.begin());
+      if (free_slots[static_cast<size_t>(rank)] == 0) break;
       ++next;
       if (!options.quiet && resumes(outcomes[i]))
         std::cerr << fmt::format("study: {} resumes from its checkpoint at step {}\n", outcomes[i].request.id,
                                  read_json(outcomes[i].dir / "run" / train::kCheckpointJson).value("step", 0));
-      running.push_back({i, launch(binary, outcomes[i], threads), std::chrono::steady_clock::now()});
+      pid_t pid = 0;
+      if (rank == 0) pid = launch(stages(outcomes[i]), outcomes[i].dir, threads);
+      else world.send(rank, run_message(i, outcomes[i], threads).dump());
+      --free_slots[static_cast<size_t>(rank)];
+      running.push_back({i, rank, pid, Clock::now()});
       if (alone) break;
     }
-    int wstatus = 0;
-    const pid_t pid = waitpid(-1, &wstatus, 0);
-    if (pid < 0) fail("study: waiting for a run failed");
-    auto it = std::find_if(running.begin(), running.end(), [&](const Running& r) { return r.pid == pid; });
-    if (it == running.end()) continue;
+    // The next run to end: this process's child, or another rank's report.
+    auto it = running.end();
+    Ended ended;
+    while (it == running.end()) {
+      const auto [pid, local] = reap(!world.distributed());
+      if (pid > 0) {
+        const pid_t child = pid;
+        it = std::find_if(running.begin(), running.end(), [&](const Running& r) { return r.pid == child; });
+        ended = local;
+        if (it == running.end()) continue;  // not a run of ours
+        break;
+      }
+      if (const auto m = world.try_receive()) {
+        const Json j = Json::parse(m->text);
+        ended = {j["run"].get<size_t>(), j["exit"].get<int>(), j["signal"].get<int>()};
+        const size_t index = ended.index;
+        it = std::find_if(running.begin(), running.end(), [&](const Running& r) { return r.index == index; });
+        continue;
+      }
+      nap();
+    }
+    ++free_slots[static_cast<size_t>(it->rank)];
     RunOutcome& o = outcomes[it->index];
-    o.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - it->start).count();
-    if (WIFSIGNALED(wstatus)) {  // killed (e.g. the study was interrupted): not ended, resumed by the next call
-      o.message = fmt::format("killed by signal {} before it ended; rerun the study to resume it", WTERMSIG(wstatus));
+    o.seconds = std::chrono::duration<double>(Clock::now() - it->start).count();
+    const std::string where = world.distributed() ? fmt::format(" on rank {}", it->rank) : std::string();
+    if (ended.signal) {  // killed (e.g. the study was interrupted): not ended, resumed by the next call
+      o.message =
+          fmt::format("killed by signal {}{} before it ended; rerun the study to resume it", ended.signal, where);
       running.erase(it);
       continue;
     }
-    const bool ok = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0;
+    const bool ok = ended.exit_code == 0;
     o.message = ok ? "" : last_line(o.dir / "log.txt");
     o.status = ok ? RunStatus::finished : diverged(o.dir) ? RunStatus::diverged : RunStatus::failed;
     io::write_file_atomic(
@@ -306,8 +410,8 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
         Json{{"status", status_name(o.status)}, {"message", o.message}, {"seconds", o.seconds}}.dump() + "\n");
     ++done;
     if (!options.quiet)
-      std::cerr << fmt::format("study: [{}/{}] {} {} ({:.0f}s){}\n", done, outcomes.size(), o.request.id,
-                               status_name(o.status), o.seconds, o.message.empty() ? "" : ": " + o.message);
+      std::cerr << fmt::format("study: [{}/{}] {} {} ({:.0f}s{}){}\n", done, outcomes.size(), o.request.id,
+                               status_name(o.status), o.seconds, where, o.message.empty() ? "" : ": " + o.message);
     running.erase(it);
   }
   return outcomes;

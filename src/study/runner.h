@@ -3,7 +3,8 @@
 // stored request (request.json: the full resolved config, the corpus, the analyses) equals the new
 // plan's; a different one stops the grid before anything runs (--fresh reruns everything). An
 // interrupted training run is resumed from its checkpoint, a failed one is run again, and up to
-// `jobs` runs go in parallel as separate `normlab` processes with the cores shared between them.
+// `jobs` runs go in parallel as separate `normlab` processes with the cores shared between them (on each
+// rank, under mpirun: serve_runs below).
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -56,6 +57,13 @@ std::string corpus_checksum(const std::filesystem::path& data_dir);
 std::vector<RunOutcome> run_grid(const std::filesystem::path& study_dir, const std::vector<RunRequest>& requests,
                                  const RunnerOptions& options);
 const char* status_name(RunStatus s);
+
+// Under mpirun, run_grid on rank 0 hands runs out to every rank as their slots free up (runs differ in
+// cost), each rank running its share as its own normlab processes; the study folder must be on a
+// filesystem every rank sees (docs/scaling.md). The other ranks call serve_runs(), which runs what rank 0
+// sends until rank 0 calls release_workers() (after its last grid: a study may run several).
+void serve_runs();
+void release_workers();
 
 // Writes summary.csv: id, kind, status, seconds, final train loss, val loss, and the config overrides.
 void write_summary_csv(const std::filesystem::path& file, const std::vector<RunOutcome>& outcomes);

@@ -10,6 +10,7 @@
 #include <set>
 
 #include "common/error.h"
+#include "dist/comm.h"
 #include "study/catalog.h"
 #include "study/kit.h"
 
@@ -220,8 +221,10 @@ std::vector<std::string> provenance(const StudyOptions& o, const RunnerOptions& 
       lines.push_back(fmt::format("corpus: {} (meta.json fnv1a64 {})", dir, corpus_checksum(dir)));
   }
   const int jobs = std::max(1, runner.jobs);
-  lines.push_back(fmt::format("threads: {} cores, {} run(s) at once, {} thread(s) each", runner.threads, jobs,
-                              std::max(1, runner.threads / jobs)));
+  const int ranks = dist::world().size();
+  lines.push_back(fmt::format("threads: {} cores, {} run(s) at once, {} thread(s) each{}", runner.threads, jobs,
+                              std::max(1, runner.threads / jobs),
+                              ranks > 1 ? fmt::format(", on each of {} MPI ranks", ranks) : std::string()));
   lines.push_back(fmt::format("seeds: {} ({} per configuration)", describe_seeds(o.seeds), o.seeds.size()));
   lines.push_back(
       "the same command with the same --out reuses every finished run whose request.json equals the plan's; "

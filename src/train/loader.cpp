@@ -7,8 +7,17 @@
 
 namespace normlab::train {
 
-Loader::Loader(std::span<const int32_t> train, std::span<const int32_t> val, int batch, int seq, uint64_t seed)
-    : train_(train), val_(val), batch_(batch), seq_(seq), seed_(seed) {
+Shard shard_of(int batch, int rank, int ranks) {
+  return {batch / ranks * rank + std::min(rank, batch % ranks), batch / ranks + (rank < batch % ranks ? 1 : 0)};
+}
+
+Loader::Loader(std::span<const int32_t> train, std::span<const int32_t> val, int batch, int seq, uint64_t seed,
+               Shard shard)
+    : train_(train), val_(val), batch_(batch), seq_(seq), seed_(seed), shard_(shard) {
+  if (shard_.rows == 0) shard_ = {0, batch};
+  if (shard_.first_row < 0 || shard_.rows < 1 || shard_.first_row + shard_.rows > batch)
+    fail("internal: a shard of rows {}..{} of a batch of {}", shard_.first_row, shard_.first_row + shard_.rows - 1,
+         batch);
   for (auto [split, name] : {std::pair{train, "train"}, std::pair{val, "validation"}})
     if (static_cast<int64_t>(split.size()) < seq + 1)
       fail(
@@ -18,13 +27,15 @@ Loader::Loader(std::span<const int32_t> train, std::span<const int32_t> val, int
 }
 
 void Loader::fill(std::span<const int32_t> source, int b, int64_t start, Batch& out) const {
+  b -= shard_.first_row;
+  if (b < 0 || b >= shard_.rows) return;  // another rank's row
   const size_t at = static_cast<size_t>(b) * static_cast<size_t>(seq_);
   std::copy_n(source.begin() + start, seq_, out.tokens.begin() + static_cast<std::ptrdiff_t>(at));
   std::copy_n(source.begin() + start + 1, seq_, out.targets.begin() + static_cast<std::ptrdiff_t>(at));
 }
 
 void Loader::train_batch(int step, int micro, Batch& out) const {
-  out.tokens.resize(static_cast<size_t>(batch_ * seq_));
+  out.tokens.resize(static_cast<size_t>(shard_.rows * seq_));
   out.targets.resize(out.tokens.size());
   // The seed is hashed before the step enters, so neighbouring seeds draw unrelated windows.
   Rng rng(Rng(seed_).next() ^ (static_cast<uint64_t>(step) * 1000003ULL + static_cast<uint64_t>(micro)));
@@ -33,7 +44,7 @@ void Loader::train_batch(int step, int micro, Batch& out) const {
 }
 
 void Loader::eval_batch(int index, int count, Batch& out) const {
-  out.tokens.resize(static_cast<size_t>(batch_ * seq_));
+  out.tokens.resize(static_cast<size_t>(shard_.rows * seq_));
   out.targets.resize(out.tokens.size());
   const int64_t starts = static_cast<int64_t>(val_.size()) - seq_;
   const int64_t windows = static_cast<int64_t>(count) * batch_;

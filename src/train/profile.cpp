@@ -23,6 +23,7 @@ std::vector<Phase> phases(const TrainProfile& p) {
   std::vector<Phase> out{{"forward_backward", "forward + backward", p.ops.total_s()},
                          {"optimizer", "AdamW", p.optimizer_s},
                          {"grad_norm", "gradient norm", p.grad_norm_s},
+                         {"all_reduce", "all-reduce (MPI)", p.all_reduce_s},
                          {"data", "data", p.data_s},
                          {"eval", "evaluation", p.eval_s},
                          {"probes", "probes", p.probes_s},

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "common/error.h"
+#include "dist/comm.h"
 #include "io/atomic_file.h"
 #include "model/init.h"
 #include "probe/guards.h"
@@ -27,7 +28,7 @@ double evaluate(model::Model& m, const Loader& loader, int batches) {
   for (int i = 0; i < batches; ++i) {
     loader.eval_batch(i, batches, batch);
     m.set_batch(batch.tokens.data(), batch.targets.data());
-    total += m.forward(false);
+    total += loader.weight() * m.forward(false);
   }
   return total / batches;
 }
@@ -64,13 +65,39 @@ MemoryNeeds training_needs(const RunConfig& config, const fs::path& run_dir, con
   return {.optimizer = true, .probes = config.train.probe_every > 0, .checkpoint_file = missing ? 0 : checkpoint};
 }
 
+namespace {
+
+// This process's rows of every batch: all of them, or under mpirun its rank's shard.
+Shard rank_shard(const RunConfig& config) {
+  const dist::World& world = dist::world();
+  const int batch = config.train.batch_size;
+  if (!world.distributed()) return {0, batch};
+  if (batch < world.size())
+    fail(
+        "train.batch_size = {} cannot be split over {} processes (each needs at least one row): raise "
+        "train.batch_size (and lower train.grad_accum to keep the tokens per step) or start fewer processes",
+        batch, world.size());
+  return shard_of(batch, world.rank(), world.size());
+}
+
+}  // namespace
+
 Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
-    : run_(build_run(config, 0, training_needs(config, run_dir, options))),
+    : run_(build_run(config, rank_shard(config).rows, training_needs(config, run_dir, options))),
       run_dir_(std::move(run_dir)),
       options_(options),
       loss_spikes_(128, 20, run_.config.train.spike_z),
       grad_spikes_(128, 20, run_.config.train.spike_z) {
   run_.model->graph.set_seed(run_.config.train.seed);
+  const dist::World& world = dist::world();
+  if (world.distributed()) {  // the model holds this rank's rows; its loader draws them
+    const TrainConfig& t = run_.config.train;
+    const Shard shard = rank_shard(run_.config);
+    run_.model->graph.set_batch_shard(shard.first_row, shard.rows);
+    run_.loader = std::make_unique<Loader>(run_.data.train, run_.data.val, t.batch_size, t.seq_len, t.seed, shard);
+    writer_ = world.rank() == 0;
+    if (!writer_) options_.progress = nullptr;
+  }
   optimizer_ = std::make_unique<AdamW>(run_.model->graph);
   if (options_.profile) profile_ = std::make_unique<TrainProfile>();
 
@@ -85,6 +112,8 @@ Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
         "cannot resume: {}/config.json differs from the config stored in its checkpoint; restore it (the checkpoint's "
         "copy is in checkpoint.json) or start a new run",
         run_dir_.string());
+  world.barrier();  // every rank has checked the directory before rank 0 writes to it
+  if (!writer_) return;
   fs::create_directories(run_dir_);
   io::write_file_atomic(run_dir_ / "config.json", to_json(run_.config).dump(2) + "\n");
 }
@@ -92,12 +121,14 @@ Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
 Trainer::~Trainer() = default;
 
 void Trainer::log_metrics(const Json& record) {
+  if (!metrics_) return;  // not the writing rank
   metrics_->append(record.dump());
   metrics_->append("\n");
   metrics_->flush();
 }
 
 void Trainer::save(int step) {
+  if (!writer_) return;
   save_checkpoint(run_dir_, *run_.model, *optimizer_, run_.config, step,
                   {{"loss_spikes", loss_spikes_.window()}, {"grad_spikes", grad_spikes_.window()}});
   saved_step_ = step;
@@ -134,6 +165,7 @@ void Trainer::stop_non_finite(int step, std::initializer_list<std::pair<const ch
     value_text += fmt::format("{}{} {}", value_text.empty() ? "" : ", ", name, value);
   }
   log_metrics(record);
+  dist::world().barrier();  // the other ranks end the job only once rank 0 has saved and logged
   fail(
       "non-finite {} at step {} ({}): first {} {}; {}. Lower train.lr, add warm-up, or turn on "
       "train.clip",
@@ -143,7 +175,7 @@ void Trainer::stop_non_finite(int step, std::initializer_list<std::pair<const ch
 
 void Trainer::write_profile(int last_step, double loop_s) {
   run_.model->graph.set_profile(nullptr);
-  if (last_step < profile_->first_step) return;  // no step ran
+  if (last_step < profile_->first_step || !writer_) return;  // no step ran, or not the writing rank
   profile_->last_step = last_step;
   profile_->loop_s = loop_s;
   io::write_file_atomic(run_dir_ / "profile.json", profile_->to_json().dump(2) + "\n");
@@ -161,6 +193,7 @@ TrainSummary Trainer::run() {
 TrainSummary Trainer::train() {
   const TrainConfig& t = run_.config.train;
   model::Model& m = *run_.model;
+  const dist::World& world = dist::world();
   int start = 0;
   const fs::path metrics_file = run_dir_ / "metrics.jsonl";
   if (options_.resume) {
@@ -174,22 +207,32 @@ TrainSummary Trainer::train() {
                (run_dir_ / kCheckpointFile).string(), key);
         detector->restore(state[key].get<std::vector<double>>());
       }
-    truncate_metrics(metrics_file, start);
-    probe::TrainingProbe::truncate(run_dir_, start);
+    if (writer_) {
+      truncate_metrics(metrics_file, start);
+      probe::TrainingProbe::truncate(run_dir_, start);
+    }
     if (options_.progress) *options_.progress << fmt::format("resumed {} at step {}\n", run_dir_.string(), start);
   } else {
     Batch first;  // rules that profile a forward pass (Admin) see real text
     run_.loader->train_batch(1, 0, first);
     model::initialize(m, t.seed, first.tokens.data(), first.targets.data());
+    // Rules that profile a forward pass saw this rank's rows: every rank starts from rank 0's weights.
+    const std::span<std::byte> weights = m.graph.parameter_block();
+    world.broadcast(weights.data(), weights.size());
   }
-  metrics_ = std::make_unique<io::LogFile>(metrics_file,
-                                           options_.resume ? io::LogFile::Mode::append : io::LogFile::Mode::truncate);
+  if (writer_)
+    metrics_ = std::make_unique<io::LogFile>(metrics_file,
+                                             options_.resume ? io::LogFile::Mode::append : io::LogFile::Mode::truncate);
 
   if (options_.progress)
-    *options_.progress << fmt::format("{} parameters; memory: estimated peak {} ({})\n", m.graph.parameter_count(),
-                                      human_bytes(run_.memory.peak()), run_.memory.breakdown());
+    *options_.progress << fmt::format("{} parameters; memory: estimated peak {} ({}){}\n", m.graph.parameter_count(),
+                                      human_bytes(run_.memory.peak()), run_.memory.breakdown(),
+                                      world.distributed() ? fmt::format(" per process; data-parallel over {} processes "
+                                                                        "({} of {} rows each on rank 0)",
+                                                                        world.size(), run_.loader->rows(), t.batch_size)
+                                                          : std::string());
   std::unique_ptr<probe::TrainingProbe> probes;
-  if (t.probe_every > 0) {
+  if (t.probe_every > 0 && writer_) {
     probes = std::make_unique<probe::TrainingProbe>(m, run_dir_, options_.resume);
     Batch reference;
     run_.loader->eval_batch(0, 1, reference);
@@ -223,6 +266,7 @@ TrainSummary Trainer::train() {
     loss = record.is_object() ? record.value("loss", NAN) : NAN;
     summary.tokens_per_second = record.is_object() ? record.value("tokens_per_s", 0.0) : 0.0;
     summary.val_loss = evaluate(m, *run_.loader, t.eval_batches);
+    world.sum(&summary.val_loss, 1);
     if (options_.progress)
       *options_.progress << fmt::format("step {} was the last: evaluated the checkpoint again for summary.json\n",
                                         start);
@@ -238,8 +282,18 @@ TrainSummary Trainer::train() {
         run_.loader->train_batch(step, micro, batch);
         m.set_batch(batch.tokens.data(), batch.targets.data());
       }
-      loss += m.forward(true) / t.grad_accum;
-      m.graph.backward(m.loss, 1.0 / t.grad_accum);
+      // This shard's term of the batch's mean loss (weight 1 in a single process).
+      const double weight = run_.loader->weight() / t.grad_accum;
+      loss += weight * m.forward(true);
+      m.graph.backward(m.loss, weight);
+    }
+    if (world.distributed()) {
+      PhaseTimer timer(profile, &TrainProfile::all_reduce_s);
+      const std::span<std::byte> grads = m.graph.gradient_block();
+      engine::dispatch_float(m.graph.float_type(), [&]<typename T>() {
+        world.sum(reinterpret_cast<T*>(grads.data()), grads.size() / sizeof(T));
+      });
+      world.sum(&loss, 1);
     }
     double grad_norm = 0;
     {
@@ -301,6 +355,7 @@ TrainSummary Trainer::train() {
       {
         PhaseTimer timer(profile, &TrainProfile::eval_s, &m.graph);
         summary.val_loss = evaluate(m, *run_.loader, t.eval_batches);
+        world.sum(&summary.val_loss, 1);
       }
       if (!std::isfinite(summary.val_loss)) stop_non_finite(step, {{"val_loss", summary.val_loss}}, false);
       log_metrics({{"type", "eval"}, {"step", step}, {"val_loss", summary.val_loss}});
@@ -316,7 +371,7 @@ TrainSummary Trainer::train() {
   summary.steps = last;
   summary.train_loss = loss;
   summary.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
-  if (last == t.steps) {
+  if (last == t.steps && writer_) {
     Json s{{"steps", summary.steps},
            {"train_loss", summary.train_loss},
            {"val_loss", summary.val_loss},
@@ -326,7 +381,7 @@ TrainSummary Trainer::train() {
            {"parameters", m.graph.parameter_count()}};
     io::write_file_atomic(run_dir_ / "summary.json", s.dump(2) + "\n");
   }
-  metrics_->close();
+  if (metrics_) metrics_->close();
   if (probes) probes->close();
   return summary;
 }

@@ -1,6 +1,11 @@
 #pragma once
 // The training loop: micro-batches → forward → backward (accumulating) → clip factor → AdamW,
 // with a progress line, JSONL metrics, periodic evaluation and atomic checkpoints in a run directory.
+//
+// Data-parallel under mpirun: each rank holds the whole model and a shard of every batch's rows
+// (Loader), its gradients are summed over the ranks before the clip and the update, and every rank
+// applies the same update, so the ranks' weights stay equal and the run follows the single-process
+// one. Rank 0 alone writes (config, metrics, probes, checkpoints, summary) and prints progress.
 #include <filesystem>
 #include <initializer_list>
 #include <iosfwd>
@@ -64,6 +69,7 @@ class Trainer {
   std::unique_ptr<io::LogFile> metrics_;
   std::unique_ptr<TrainProfile> profile_;  // with options.profile
   int saved_step_ = 0;                     // the step of the checkpoint on disk; 0 = none yet
+  bool writer_ = true;                     // rank 0: the one process that writes the run's files
   // Loss and grad-norm spike detectors; their windows travel in the checkpoint.
   probe::SpikeDetector loss_spikes_, grad_spikes_;
 };
@@ -72,7 +78,8 @@ class Trainer {
 // train.probe_every > 0, and on resume the checkpoint it reads.
 MemoryNeeds training_needs(const RunConfig& config, const std::filesystem::path& run_dir, const TrainOptions& options);
 
-// Mean validation loss over `batches` fixed batches.
+// Mean validation loss over `batches` fixed batches. With a sharded loader (data-parallel training) it is
+// this shard's term of that mean: the sum over the ranks is the mean.
 double evaluate(model::Model& m, const Loader& loader, int batches);
 
 }  // namespace normlab::train

@@ -183,22 +183,12 @@ struct CliResult {
   std::string out, err;
 };
 
-// Runs `normlab <args>` with OMP_NUM_THREADS=2 and the `env` assignments ("NAME=value"), capturing
-// stdout and stderr through files in `scratch`.
-inline CliResult run_cli(const std::vector<std::string>& args, const fs::path& scratch,
-                         const std::vector<std::string>& env = {}) {
+// Runs a shell command line with stdin from /dev/null, capturing stdout and stderr through files in `scratch`.
+inline CliResult run_captured(std::string command, const fs::path& scratch) {
   static std::atomic<int> counter{0};
   const int n = counter++;
   const fs::path out = scratch / ("cli_" + std::to_string(n) + ".out");
   const fs::path err = scratch / ("cli_" + std::to_string(n) + ".err");
-  // Appended piece by piece: GCC 12's -Wrestrict misfires on `"literal" + std::string`.
-  std::string command = "OMP_NUM_THREADS=2 ";
-  for (const auto& assignment : env) {  // NAME='value': a quoted name would not be an assignment
-    const size_t eq = assignment.find('=');
-    command.append(assignment.substr(0, eq + 1)).append(shell_quote(assignment.substr(eq + 1))).append(" ");
-  }
-  command.append(shell_quote(NORMLAB_BINARY));
-  for (const auto& a : args) command.append(" ").append(shell_quote(a));
   command.append(" >").append(shell_quote(out.string()));
   command.append(" 2>").append(shell_quote(err.string()));
   command.append(" </dev/null");
@@ -211,6 +201,21 @@ inline CliResult run_cli(const std::vector<std::string>& args, const fs::path& s
   fs::remove(out, ec);
   fs::remove(err, ec);
   return r;
+}
+
+// Runs `normlab <args>` with OMP_NUM_THREADS=2 and the `env` assignments ("NAME=value"), capturing
+// stdout and stderr through files in `scratch`.
+inline CliResult run_cli(const std::vector<std::string>& args, const fs::path& scratch,
+                         const std::vector<std::string>& env = {}) {
+  // Appended piece by piece: GCC 12's -Wrestrict misfires on `"literal" + std::string`.
+  std::string command = "OMP_NUM_THREADS=2 ";
+  for (const auto& assignment : env) {  // NAME='value': a quoted name would not be an assignment
+    const size_t eq = assignment.find('=');
+    command.append(assignment.substr(0, eq + 1)).append(shell_quote(assignment.substr(eq + 1))).append(" ");
+  }
+  command.append(shell_quote(NORMLAB_BINARY));
+  for (const auto& a : args) command.append(" ").append(shell_quote(a));
+  return run_captured(command, scratch);
 }
 
 inline std::string describe(const CliResult& r) {

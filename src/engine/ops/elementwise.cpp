@@ -8,7 +8,8 @@
 //   center:  y = x − mean(x) (per row)  ∂L/∂x = g − mean(g)
 //   softcap: y = c·tanh(x/c)            ∂y/∂x = 1 − tanh²(x/c)
 //   dropout: y = x ⊙ m / (1 − p)       ∂L/∂x = g ⊙ m / (1 − p); m is recomputed from a counter-based
-//            hash of (seed, step, node, element), so nothing is stored and resume replays the same masks.
+//            hash of (seed, step, node, element), so nothing is stored and resume replays the same masks;
+//            the element is counted in the whole batch, so a data-parallel rank draws its rows' masks.
 #include <cmath>
 #include <numbers>
 
@@ -182,7 +183,8 @@ void dropout_forward_kernel(Graph& g, const Node& n) {
   }
   const uint64_t stream = dropout_stream(g, n);
   const T inv_keep = static_cast<T>(1 / (1 - p));
-  for_each<T>(numel(g, n), [&](int64_t i) { y[i] = keep(stream, i, p) ? x[i] * inv_keep : T(0); });
+  const int64_t offset = g.shard_offset(numel(g, n));
+  for_each<T>(numel(g, n), [&](int64_t i) { y[i] = keep(stream, offset + i, p) ? x[i] * inv_keep : T(0); });
 }
 template <typename T>
 void dropout_backward_kernel(Graph& g, const Node& n) {
@@ -195,7 +197,8 @@ void dropout_backward_kernel(Graph& g, const Node& n) {
   }
   const uint64_t stream = dropout_stream(g, n);
   const T inv_keep = static_cast<T>(1 / (1 - p));
-  for_each<T>(numel(g, n), [&](int64_t i) { dx[i] += keep(stream, i, p) ? dy[i] * inv_keep : T(0); });
+  const int64_t offset = g.shard_offset(numel(g, n));
+  for_each<T>(numel(g, n), [&](int64_t i) { dx[i] += keep(stream, offset + i, p) ? dy[i] * inv_keep : T(0); });
 }
 
 NORMLAB_FLOAT_OP(add)

@@ -1,0 +1,64 @@
+#pragma once
+// The processes of one job. Under an MPI launcher (mpirun, srun) normlab's processes form MPI's world;
+// started any other way it is a world of one, and MPI is never initialized (a single-process run costs
+// nothing and needs no launcher). A build without MPI (NORMLAB_MPI=OFF, or no OpenMPI found) has only
+// the world of one.
+//
+// What normlab needs from MPI is small: summing buffers over every rank (data-parallel gradients and
+// losses), one broadcast (the initial weights), and short text messages between a coordinator and its
+// workers (a study's runs). It is all here, so no other layer includes <mpi.h>.
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace normlab::dist {
+
+// True when this binary was built with MPI.
+bool built_with_mpi();
+// "OpenMPI v4.1.4" or "not built with MPI: single process only", for --help.
+std::string mpi_description();
+
+// Joins the launcher's job when there is one (MPI_Init_thread, funneled: only the main thread calls MPI).
+// Call once from main before anything else; finalize() at a normal exit.
+void init(int* argc, char*** argv);
+void finalize();
+// Ends every process of the job with `code` (MPI_Abort); a world of one just exits.
+[[noreturn]] void abort_job(int code);
+
+// True when a process was started by an MPI launcher (it sets OMPI_COMM_WORLD_SIZE / PMIX_RANK / PMI_RANK).
+// A study's runs are separate normlab processes: they are started without these variables.
+bool launched_by_mpi();
+
+class World {
+ public:
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  bool distributed() const { return size_ > 1; }
+  // "rank 1 of 4 on host-b"
+  std::string where() const;
+
+  // In-place sums over every rank, exact for the given type (each rank ends with the same bits).
+  void sum(float* data, std::size_t count) const;
+  void sum(double* data, std::size_t count) const;
+  // Rank 0's `bytes` bytes at data to every rank.
+  void broadcast(void* data, std::size_t bytes) const;
+  void barrier() const;
+
+  // Coordinator/worker messages: a text to one rank, and the next one waiting for this rank, if any.
+  struct Message {
+    int source;
+    std::string text;
+  };
+  void send(int to, const std::string& text) const;
+  std::optional<Message> try_receive() const;
+  Message receive() const;  // blocks
+
+ private:
+  friend void init(int*, char***);
+  int rank_ = 0, size_ = 1;
+  std::string host_;
+};
+
+const World& world();
+
+}  // namespace normlab::dist

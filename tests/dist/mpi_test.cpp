@@ -1,0 +1,226 @@
+// normlab under mpirun (docs/scaling.md): a data-parallel run follows the single-process run step for step,
+// a killed rank ends the job and leaves a checkpoint that resumes (with another process count), and a study
+// spread over ranks gives the single-process study's verdict and numbers. Needs a build with MPI and
+// OpenMPI's mpirun (scripts/setup.sh installs both); a build without MPI skips them, and says so.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include "dist/comm.h"
+#include "train/tiny_corpus.h"
+
+namespace normlab::train::testing {
+namespace {
+
+// `mpirun -np <ranks> normlab <args>` on this machine: as root OpenMPI needs its two confirmations, two
+// ranks may share the two cores (--oversubscribe, no binding), and each rank gets one OpenMP thread.
+std::vector<std::string> mpirun_args(int ranks, const std::vector<std::string>& args) {
+  std::vector<std::string> out = {"mpirun", "-np", std::to_string(ranks), "--oversubscribe", "--bind-to",
+                                  "none",   "-x",  "OMP_NUM_THREADS=1",   NORMLAB_BINARY};
+  out.insert(out.end(), args.begin(), args.end());
+  return out;
+}
+
+const char* const kMpiEnv = "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ";
+
+CliResult run_mpi(int ranks, const std::vector<std::string>& args, const fs::path& scratch) {
+  std::string command = kMpiEnv;
+  for (const std::string& a : mpirun_args(ranks, args)) command.append(shell_quote(a)).append(" ");
+  return run_captured(command, scratch);
+}
+
+#define REQUIRE_MPI()                                                                                       \
+  do {                                                                                                      \
+    if (!dist::built_with_mpi()) GTEST_SKIP() << "built without MPI (NORMLAB_MPI=OFF or no OpenMPI)";       \
+    ASSERT_EQ(std::system("command -v mpirun >/dev/null"), 0) << "mpirun is missing: run scripts/setup.sh"; \
+  } while (0)
+
+// The relative difference, with an absolute floor for values near zero.
+double relative(double a, double b) { return std::abs(a - b) / std::max(1e-3, std::abs(b)); }
+
+// The stated tolerance of data-parallel against single-process training (docs/scaling.md): the ranks sum
+// their fp32 gradients in another order than one process's GEMMs do, so the runs differ by rounding.
+constexpr double kTolerance = 2e-5;
+
+TEST(DataParallel, TwoRanksFollowTheSingleProcessRunStepForStep) {
+  REQUIRE_MPI();
+  TempDir tmp("mpi");
+  // An uneven split (5 rows: 3 + 2), accumulation and dropout: every weighting and every mask must
+  // come out as in one process.
+  Json config = tiny_config_doc(16);
+  config["train"]["batch_size"] = 5;
+  config["train"]["grad_accum"] = 2;
+  config["train"]["eval_every"] = 8;
+  config["train"]["checkpoint_every"] = 8;
+  config["model"]["dropout"] = 0.1;
+  spit(tmp / "config.json", config.dump());
+
+  const CliResult one =
+      run_cli({"train", "--config", (tmp / "config.json").string(), "--run", (tmp / "one").string()}, tmp.path());
+  ASSERT_EQ(one.exit_code, 0) << describe(one);
+  const CliResult two =
+      run_mpi(2, {"train", "--config", (tmp / "config.json").string(), "--run", (tmp / "two").string()}, tmp.path());
+  ASSERT_EQ(two.exit_code, 0) << describe(two);
+  EXPECT_NE(two.err.find("data-parallel over 2 processes (3 of 5 rows each on rank 0)"), std::string::npos)
+      << describe(two);
+
+  const auto a = train_records(tmp / "one"), b = train_records(tmp / "two");
+  ASSERT_EQ(a.size(), 16u);
+  ASSERT_EQ(b.size(), a.size()) << "rank 0 alone writes metrics.jsonl, one record per step";
+  double worst = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].step, b[i].step);
+    EXPECT_LT(relative(b[i].loss, a[i].loss), kTolerance) << "step " << a[i].step;
+    EXPECT_LT(relative(b[i].grad_norm, a[i].grad_norm), kTolerance) << "step " << a[i].step;
+    worst = std::max({worst, relative(b[i].loss, a[i].loss), relative(b[i].grad_norm, a[i].grad_norm)});
+  }
+  // Not trivially equal: the losses moved, and a different split is not the same computation.
+  EXPECT_GT(std::abs(a.front().loss - a.back().loss), 0.05);
+  std::cerr << "largest relative difference over 16 steps (loss, grad norm): " << worst << "\n";
+  std::vector<double> eval_a, eval_b;
+  for (auto [dir, out] : {std::pair{"one", &eval_a}, {"two", &eval_b}})
+    for (const auto& j : read_metrics(tmp / dir))
+      if (j.at("type") == "eval") out->push_back(j.at("val_loss").get<double>());
+  ASSERT_EQ(eval_a.size(), 2u);
+  ASSERT_EQ(eval_b.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) EXPECT_LT(relative(eval_b[i], eval_a[i]), kTolerance);
+}
+
+TEST(DataParallel, TooFewRowsForTheRanksIsRefusedByName) {
+  REQUIRE_MPI();
+  TempDir tmp("mpi");
+  Json config = tiny_config_doc(4);
+  config["train"]["batch_size"] = 1;
+  spit(tmp / "config.json", config.dump());
+  const CliResult r =
+      run_mpi(2, {"train", "--config", (tmp / "config.json").string(), "--run", (tmp / "r").string()}, tmp.path());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("train.batch_size = 1 cannot be split over 2 processes"), std::string::npos) << describe(r);
+  EXPECT_NE(r.err.find("rank 0 of 2"), std::string::npos) << describe(r);
+  EXPECT_FALSE(fs::exists(tmp / "r" / "metrics.jsonl"));
+}
+
+// The pid of the rank `rank` among mpirun's children (OpenMPI starts the local ranks as its children).
+pid_t rank_pid(pid_t mpirun, int rank) {
+  const std::string want = "OMPI_COMM_WORLD_RANK=" + std::to_string(rank);
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = slurp(entry.path() / "stat");
+    const size_t close = stat.rfind(')');
+    if (close == std::string::npos) continue;
+    std::istringstream fields(stat.substr(close + 2));
+    std::string state;
+    pid_t parent = 0;
+    fields >> state >> parent;
+    if (parent != mpirun) continue;
+    std::string environ = slurp(entry.path() / "environ");
+    for (char& c : environ)
+      if (c == '\0') c = '\n';
+    if (("\n" + environ).find("\n" + want + "\n") != std::string::npos) return std::stoi(name);
+  }
+  return 0;
+}
+
+TEST(DataParallel, AKilledRankEndsTheJobNamingItAndTheCheckpointResumesWithOneProcess) {
+  REQUIRE_MPI();
+  TempDir tmp("mpi");
+  Json config = tiny_config_doc(1000000);  // never ends on its own
+  config["train"]["checkpoint_every"] = 5;
+  config["train"]["log_every"] = 5;
+  spit(tmp / "config.json", config.dump());
+  const fs::path run = tmp / "run", log = tmp / "mpirun.log";
+  const pid_t mpirun = fork();
+  if (mpirun == 0) {
+    for (const char* v : {"OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"}) setenv(v, "1", 1);
+    const int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1), dup2(fd, 2);
+    auto args = mpirun_args(2, {"train", "--config", (tmp / "config.json").string(), "--run", run.string()});
+    std::vector<char*> argv;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execvp("mpirun", argv.data());
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (!fs::exists(run / "checkpoint.json") && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_TRUE(fs::exists(run / "checkpoint.json")) << slurp(log);
+  const pid_t victim = rank_pid(mpirun, 1);
+  ASSERT_GT(victim, 0) << "no rank 1 among mpirun's children";
+  kill(victim, SIGKILL);
+  int status = 0;
+  waitpid(mpirun, &status, 0);
+  EXPECT_FALSE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << slurp(log);
+  EXPECT_NE(slurp(log).find("rank 1"), std::string::npos) << "the job's end names the dead rank:\n" << slurp(log);
+
+  const int saved = Json::parse(slurp(run / "checkpoint.json")).at("step").get<int>();
+  ASSERT_GE(saved, 5);
+  const CliResult resumed =
+      run_cli({"train", "--run", run.string(), "--resume", "--stop-after", std::to_string(saved + 5)}, tmp.path());
+  ASSERT_EQ(resumed.exit_code, 0) << describe(resumed);
+  EXPECT_NE(resumed.err.find("resumed " + run.string() + " at step " + std::to_string(saved)), std::string::npos)
+      << describe(resumed);
+  EXPECT_EQ(train_records(run).back().step, saved + 5);
+}
+
+TEST(DistributedStudy, AQuickStudyOverTwoRanksGivesTheSingleProcessVerdictAndNumbers) {
+  REQUIRE_MPI();
+  TempDir tmp("mpi");
+  const std::vector<std::string> study = {"study", "depth-variance", "--quick", "--set",
+                                          "data.dir=" + tiny_data_dir().string()};
+  auto with = [&](std::vector<std::string> extra) {
+    std::vector<std::string> args = study;
+    args.insert(args.end(), extra.begin(), extra.end());
+    return args;
+  };
+  const CliResult one = run_cli(with({"--out", (tmp / "one").string(), "--threads", "2"}), tmp.path());
+  ASSERT_EQ(one.exit_code, 0) << describe(one);
+  const CliResult two = run_mpi(2, with({"--out", (tmp / "two").string(), "--threads", "1"}), tmp.path());
+  ASSERT_EQ(two.exit_code, 0) << describe(two);
+  EXPECT_NE(two.err.find("on rank 1"), std::string::npos) << "rank 1 ran none of the runs:\n" << describe(two);
+  const auto verdict = [](const std::string& out) { return out.substr(0, out.find('\n')); };
+  EXPECT_EQ(verdict(two.out), verdict(one.out));
+  // summary.csv without its seconds column: every run's losses are the same numbers.
+  const auto numbers = [](const fs::path& csv) {
+    std::istringstream in(slurp(csv));
+    std::string kept;
+    for (std::string line; std::getline(in, line);) {
+      std::vector<std::string> cells;
+      std::istringstream row(line);
+      for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
+      if (cells.size() > 3) cells.erase(cells.begin() + 3);
+      for (const auto& c : cells) kept += c + ",";
+      kept += "\n";
+    }
+    return kept;
+  };
+  EXPECT_EQ(numbers(tmp / "two" / "summary.csv"), numbers(tmp / "one" / "summary.csv"));
+  EXPECT_NE(slurp(tmp / "two" / "report.md").find("on each of 2 MPI ranks"), std::string::npos);
+}
+
+TEST(Processes, CommandsThatDoNotUseTheRanksRefuseMpirun) {
+  REQUIRE_MPI();
+  TempDir tmp("mpi");
+  const CliResult r = run_mpi(2, {"variants"}, tmp.path());
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_NE(r.err.find("normlab variants runs in one process: start it without mpirun"), std::string::npos)
+      << describe(r);
+}
+
+TEST(Processes, HelpSaysWhetherTheBuildHasMpi) {
+  TempDir tmp("mpi");
+  const CliResult r = run_cli({"--help"}, tmp.path());
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_NE(r.out.find(dist::built_with_mpi() ? "built with MPI (Open MPI" : "built without MPI: single process only"),
+            std::string::npos)
+      << describe(r);
+}
+
+}  // namespace
+}  // namespace normlab::train::testing
