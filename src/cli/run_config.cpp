@@ -3,10 +3,14 @@
 #include <CLI/CLI.hpp>
 
 #include "io/atomic_file.h"
+#include "model/presets.h"
 
 namespace normlab::cli {
 
 void add_config_options(CLI::App* cmd, ConfigSources& sources) {
+  cmd->add_option("-p,--preset", sources.preset,
+                  "start from a real model's norm choices at a small size: gpt2, bert, llama, qwen2, deepseek, glm, "
+                  "gemma2, olmo2 (`normlab presets`); --config and --set override it");
   cmd->add_option("-c,--config", sources.file,
                   "JSON run config: {\"model\": {...}, \"data\": {...}, \"train\": {...}}");
   cmd->add_option("-s,--set", sources.overrides,
@@ -16,10 +20,16 @@ void add_config_options(CLI::App* cmd, ConfigSources& sources) {
 train::RunConfig load_run_config(const ConfigSources& sources) {
   Json doc = Json::object();
   std::string where = "built-in defaults";
+  if (!sources.preset.empty()) {
+    doc["model"] = model::find_preset(sources.preset).model;
+    where = "preset " + sources.preset;
+  }
   if (!sources.file.empty()) {
-    doc = Json::parse(io::read_file(sources.file, "config file"), nullptr, false);
-    if (doc.is_discarded()) fail("{}: not valid JSON", sources.file);
-    where = sources.file;
+    const Json file = Json::parse(io::read_file(sources.file, "config file"), nullptr, false);
+    if (file.is_discarded()) fail("{}: not valid JSON", sources.file);
+    if (sources.preset.empty()) doc = file;
+    else doc.merge_patch(file);  // the file's fields over the preset's, section by section
+    where = sources.preset.empty() ? sources.file : where + " with " + sources.file;
   }
   for (const auto& o : sources.overrides) apply_override(doc, o);
   if (!sources.overrides.empty()) where += " with --set overrides";

@@ -1,5 +1,6 @@
 #pragma once
-// Where a run's configuration comes from: built-in defaults, then a JSON file, then --set overrides.
+// Where a run's configuration comes from: built-in defaults, then a real model's preset (--preset), then a
+// JSON file, then --set overrides.
 #include <string>
 #include <vector>
 
@@ -10,6 +11,7 @@
 namespace normlab::cli {
 
 struct ConfigSources {
+  std::string preset;                  // --preset (model/presets.h)
   std::string file;                    // --config
   std::vector<std::string> overrides;  // --set key=value
 };

@@ -61,8 +61,8 @@ void add_train(CLI::App& app) {
   cmd->callback([args] {
     train::RunConfig config;
     if (args->resume) {
-      if (!args->sources.file.empty() || !args->sources.overrides.empty())
-        fail("--resume continues with the run's own config.json; drop --config/--set");
+      if (!args->sources.file.empty() || !args->sources.overrides.empty() || !args->sources.preset.empty())
+        fail("--resume continues with the run's own config.json; drop --preset/--config/--set");
       config = load_run_config({(fs::path(args->run) / "config.json").string(), {}});
     } else {
       config = load_run_config(args->sources);

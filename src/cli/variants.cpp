@@ -10,6 +10,7 @@
 #include "model/init.h"
 #include "model/norm.h"
 #include "model/placement.h"
+#include "model/presets.h"
 
 namespace normlab::cli {
 
@@ -52,6 +53,25 @@ void print_norm_type(const model::NormType& t) {
 }
 
 }  // namespace
+
+void add_presets(CLI::App& app) {
+  auto name = std::make_shared<std::string>();
+  CLI::App* cmd = app.add_subcommand(
+      "presets", "list the real models' norm choices that --preset starts from (GPT-2, BERT, Llama, Qwen2, ...)");
+  cmd->add_option("name", *name, "show one preset only");
+  cmd->callback([name] {
+    if (!name->empty()) model::find_preset(*name);  // an unknown name fails, listing the known ones
+    for (const model::Preset& p : model::all_presets()) {
+      if (!name->empty() && p.name != *name) continue;
+      std::cout << fmt::format("{}\n    {}\n    source:  {}\n    model:   {}\n", p.name, p.title, p.source,
+                               p.model.dump());
+      for (const std::string& d : p.deviations) std::cout << fmt::format("    differs: {}\n", d);
+      std::cout << "\n";
+    }
+    std::cout << "Train one with `normlab train --preset NAME --run DIR`; sizes and every other field can be "
+                 "overridden (--set model.d_model=256 --set model.n_layers=8 ...).\n";
+  });
+}
 
 void add_variants(CLI::App& app) {
   auto name = std::make_shared<std::string>();

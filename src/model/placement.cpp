@@ -14,6 +14,7 @@ constexpr Switch kCommonSwitches[] = {
      "none | full (Norm over the whole q and k before the head split, OLMo-2) | per_head (Norm per head, "
      "HybridNorm/Gemma) | l2 (q/|q|, k/|k| per head and a learnable logit scale, Henry et al. 2020)"},
     {"v_norm", "false", "also a per-head Norm on v (HybridNorm)"},
+    {"qkv_bias", "false", "biases on the q, k and v projections even when model.bias = false (Qwen2)"},
     {"qk_scale_init", "0", "initial logit scale g for qk_norm = l2; 0 = log2(T² − T) with T = max_seq_len"},
     {"attn_softcap", "0", "c·tanh(s/c) on attention logits; 0 = off (Gemma 2 uses 50)"},
     {"final_softcap", "0", "c·tanh(z/c) on the output logits; 0 = off (Gemma 2 uses 30)"},

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <optional>
 
 #include "engine/ops.h"
 #include "model/placement.h"
@@ -15,11 +16,12 @@ using eng::Shape;
 
 namespace {
 
-// A linear layer `name` [in → out] with the given role; bias per model.bias.
-TensorId dense(Graph& g, const ModelConfig& c, const std::string& name, TensorId x, int64_t out, Role role) {
+// A linear layer `name` [in → out] with the given role; bias per model.bias (or `bias`, when given).
+TensorId dense(Graph& g, const ModelConfig& c, const std::string& name, TensorId x, int64_t out, Role role,
+               std::optional<bool> bias = std::nullopt) {
   const int64_t in = g.shape(x).last();
   TensorId w = g.parameter(name + ".weight", Shape{out, in}, role, true);
-  TensorId b = c.bias ? g.parameter(name + ".bias", Shape{out}, Role::bias, false) : eng::kNoTensor;
+  TensorId b = bias.value_or(c.bias) ? g.parameter(name + ".bias", Shape{out}, Role::bias, false) : eng::kNoTensor;
   return eng::linear(g, name + ".out", x, w, b);
 }
 
@@ -47,9 +49,10 @@ TensorId attention_branch(const SubLayer& s, TensorId x, const BranchStyle& styl
   const ModelConfig& c = s.config();
   const std::string p = s.prefix();
   const int64_t d = c.d_model;
-  TensorId q = dense(g, c, p + ".q", x, d, Role::q);
-  TensorId k = dense(g, c, p + ".k", x, d, Role::k);
-  TensorId v = dense(g, c, p + ".v", x, d, Role::v);
+  const bool qkv_bias = c.bias || s.flag("qkv_bias");
+  TensorId q = dense(g, c, p + ".q", x, d, Role::q, qkv_bias);
+  TensorId k = dense(g, c, p + ".k", x, d, Role::k, qkv_bias);
+  TensorId v = dense(g, c, p + ".v", x, d, Role::v, qkv_bias);
   const std::string qk = s.text("qk_norm");
   double logit_scale = 0;
   if (qk == "full") {
