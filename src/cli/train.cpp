@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/run_config.h"
 #include "io/corpus.h"
+#include "io/safetensors.h"
 #include "train/trainer.h"
 
 namespace normlab::cli {
@@ -91,14 +92,32 @@ void add_eval(CLI::App& app) {
   struct Args {
     std::string run;
     int batches = 32;
+    std::string logits;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("eval", "validation loss of a run's checkpoint");
   cmd->add_option("-r,--run", args->run, "run directory")->required();
   cmd->add_option("--batches", args->batches, "evaluation batches")->capture_default_str();
+  cmd->add_option("--logits", args->logits,
+                  "also write the first evaluation batch's tokens, targets and logits (fp32) to this safetensors file, "
+                  "e.g. to compare with the PyTorch module of tools/to_torch.py");
   cmd->callback([args] {
     train::Run run = train::open_run(args->run);
     const double loss = train::evaluate(*run.model, *run.loader, args->batches);
+    if (!args->logits.empty()) {
+      model::Model& m = *run.model;
+      train::Batch batch;
+      run.loader->eval_batch(0, args->batches, batch);
+      m.set_batch(batch.tokens.data(), batch.targets.data());
+      m.forward(false);
+      if (m.graph.float_type() != engine::DType::f32)
+        fail("--logits writes fp32 logits; this run computes in another type");
+      const int64_t b = m.batch, t = m.seq, v = run.config.model.vocab_size;
+      const io::TensorToWrite tensors[] = {{"tokens", io::Dtype::I32, {b, t}, batch.tokens.data()},
+                                           {"targets", io::Dtype::I32, {b, t}, batch.targets.data()},
+                                           {"logits", io::Dtype::F32, {b, t, v}, m.graph.data<float>(m.logits)}};
+      io::write_safetensors(args->logits, tensors, {{"run", args->run}, {"step", std::to_string(run.step)}});
+    }
     if (!std::isfinite(loss))
       fail(
           "run {}: the validation loss of its checkpoint (step {}) is {}, not a number: the weights have diverged. "

@@ -18,7 +18,8 @@ Json sized(Json model, bool gated) {
 
 std::vector<Preset> make_presets() {
   return {
-      {"gpt2", "GPT-2: Pre-LN, LayerNorm with bias, GELU, learned positions, tied, scaled init",
+      {"gpt2",
+       "GPT-2: Pre-LN, LayerNorm with bias, GELU, learned positions, tied, scaled init",
        "Radford et al. 2019, Language Models are Unsupervised Multitask Learners; openai-community/gpt2 config.json "
        "(layer_norm_epsilon 1e-5, initializer_range 0.02, tie_word_embeddings) and model.py's 1/sqrt(2L) residual "
        "init",
@@ -27,7 +28,8 @@ std::vector<Preset> make_presets() {
              "init": {"scheme": "scaled", "std": 0.02, "embed_std": 0.02}})"),
              false),
        {"GELU is exact (erf); GPT-2 uses the tanh approximation (gelu_new)"}},
-      {"bert", "BERT: Post-LN, LayerNorm ε 1e-12 on the embeddings and after every sub-layer, GELU, learned positions",
+      {"bert",
+       "BERT: Post-LN, LayerNorm ε 1e-12 on the embeddings and after every sub-layer, GELU, learned positions",
        "Devlin et al. 2019, BERT (arXiv 1810.04805); google-bert/bert-base-uncased config.json (layer_norm_eps 1e-12, "
        "hidden_act gelu, initializer_range 0.02)",
        sized(Json::parse(R"({"placement": "post", "final_norm": false, "embed_norm": true,
@@ -36,7 +38,8 @@ std::vector<Preset> make_presets() {
              false),
        {"trained as a causal language model: the encoder shape and masked-LM task are not in normlab yet",
         "no token-type embeddings and no MLM head transform (dense + GELU + LayerNorm before the tied decoder)"}},
-      {"llama", "Llama 2: Pre-RMSNorm ε 1e-5, SwiGLU, RoPE base 10000, no biases, untied head",
+      {"llama",
+       "Llama 2: Pre-RMSNorm ε 1e-5, SwiGLU, RoPE base 10000, no biases, untied head",
        "Touvron et al. 2023, Llama 2 (arXiv 2307.09288); meta-llama/Llama-2-7b-hf config.json (rms_norm_eps 1e-5, "
        "rope_theta 10000, hidden_act silu, tie_word_embeddings false, initializer_range 0.02)",
        sized(Json::parse(R"({"placement": "pre", "final_norm": true, "norm": {"type": "rmsnorm", "eps": 1e-5},
@@ -44,7 +47,8 @@ std::vector<Preset> make_presets() {
              "bias": false, "init": {"scheme": "gpt2", "std": 0.02, "embed_std": 0.02}})"),
              true),
        {}},
-      {"qwen2", "Qwen2: Pre-RMSNorm ε 1e-6, SwiGLU, RoPE base 1e6, biases on q, k, v only, tied (small models)",
+      {"qwen2",
+       "Qwen2: Pre-RMSNorm ε 1e-6, SwiGLU, RoPE base 1e6, biases on q, k, v only, tied (small models)",
        "Yang et al. 2024, Qwen2 Technical Report (arXiv 2407.10671); Qwen/Qwen2-0.5B config.json (rms_norm_eps 1e-6, "
        "rope_theta 1000000, tie_word_embeddings true, initializer_range 0.02; attention q/k/v with bias, o without)",
        sized(Json::parse(R"({"placement": "pre", "final_norm": true, "norm": {"type": "rmsnorm", "eps": 1e-6},
@@ -53,7 +57,8 @@ std::vector<Preset> make_presets() {
              "init": {"scheme": "gpt2", "std": 0.02, "embed_std": 0.02}})"),
              true),
        {"grouped-query attention is not modelled (every head has its own k and v)"}},
-      {"deepseek", "DeepSeek LLM: Pre-RMSNorm ε 1e-6, SwiGLU, RoPE base 10000, no biases, untied head",
+      {"deepseek",
+       "DeepSeek LLM: Pre-RMSNorm ε 1e-6, SwiGLU, RoPE base 10000, no biases, untied head",
        "DeepSeek-AI 2024, DeepSeek LLM (arXiv 2401.02954); deepseek-ai/deepseek-llm-7b-base config.json "
        "(rms_norm_eps 1e-6, rope_theta 10000, tie_word_embeddings false, initializer_range 0.02)",
        sized(Json::parse(R"({"placement": "pre", "final_norm": true, "norm": {"type": "rmsnorm", "eps": 1e-6},
@@ -61,7 +66,8 @@ std::vector<Preset> make_presets() {
              "bias": false, "init": {"scheme": "gpt2", "std": 0.02, "embed_std": 0.02}})"),
              true),
        {"the dense DeepSeek LLM; V2/V3's multi-head latent attention and mixture of experts are not modelled"}},
-      {"glm", "GLM-130B: DeepNorm (Post-LN, up-weighted shortcut), LayerNorm, GeGLU, RoPE",
+      {"glm",
+       "GLM-130B: DeepNorm (Post-LN, up-weighted shortcut), LayerNorm, GeGLU, RoPE",
        "Zeng et al. 2022, GLM-130B (arXiv 2210.02414), §2.1: DeepNorm, GeGLU, rotary positions",
        sized(Json::parse(R"({"placement": "deepnorm", "norm": {"type": "layernorm", "eps": 1e-5, "bias": true},
              "activation": "geglu", "positions": "rope", "rope_base": 10000.0, "tied_embeddings": true,
@@ -70,7 +76,8 @@ std::vector<Preset> make_presets() {
        {"DeepNorm's constants are DeepNet's decoder-only α = (2L)^(1/4), β = (8L)^(−1/4); GLM-130B used "
         "α = (2N)^(1/2) with its own β",
         "GLM's bidirectional prefix attention and 2-D positions are not modelled: plain causal attention, 1-D RoPE"}},
-      {"gemma2", "Gemma 2: sandwich RMSNorm (1 + γ) ε 1e-6, GeGLU, RoPE, √d embedding scale, soft-caps 50 / 30",
+      {"gemma2",
+       "Gemma 2: sandwich RMSNorm (1 + γ) ε 1e-6, GeGLU, RoPE, √d embedding scale, soft-caps 50 / 30",
        "Gemma Team 2024, Gemma 2 (arXiv 2408.00118); google/gemma-2-2b config.json (rms_norm_eps 1e-6, "
        "attn_logit_softcapping 50, final_logit_softcapping 30, rope_theta 10000, tie_word_embeddings true)",
        sized(Json::parse(R"({"placement": "gemma2", "final_norm": true, "norm": {"type": "rmsnorm_gemma",
@@ -81,7 +88,8 @@ std::vector<Preset> make_presets() {
        {"GeGLU's GELU is exact (erf); Gemma 2 uses the tanh approximation",
         "every layer attends globally: the alternating 4096-token sliding-window layers are not modelled",
         "grouped-query attention is not modelled"}},
-      {"olmo2", "OLMo 2: RMSNorm on each sub-layer's output (reordered norm), full-width QK-norm, SwiGLU, RoPE 5e5",
+      {"olmo2",
+       "OLMo 2: RMSNorm on each sub-layer's output (reordered norm), full-width QK-norm, SwiGLU, RoPE 5e5",
        "OLMo Team 2025, 2 OLMo 2 Furious (arXiv 2501.00656); allenai/OLMo-2-1124-7B config.json (rms_norm_eps 1e-6, "
        "rope_theta 500000, tie_word_embeddings false)",
        sized(Json::parse(R"({"placement": "olmo2", "final_norm": true, "norm": {"type": "rmsnorm", "eps": 1e-6},

@@ -46,8 +46,7 @@ TEST(Presets, EveryPresetFixtureHasAPresetAndTheListIsTheIssuesEight) {
     names.push_back(p.name);
     EXPECT_FALSE(p.source.empty()) << p.name;
   }
-  EXPECT_EQ(names,
-            (std::vector<std::string>{"gpt2", "bert", "llama", "qwen2", "deepseek", "glm", "gemma2", "olmo2"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"gpt2", "bert", "llama", "qwen2", "deepseek", "glm", "gemma2", "olmo2"}));
   for (const auto& e : fs::directory_iterator(fs::path(NORMLAB_SOURCE_DIR) / "tests/fixtures")) {
     const std::string dir = e.path().filename().string();
     if (dir.starts_with("preset_")) {
@@ -62,12 +61,37 @@ TEST(Presets, EachTrainsFromTheCommandLineAndItsLossFalls) {
   TempDir tmp("preset");
   for (const Preset& p : all_presets()) {
     const fs::path run = tmp / p.name;
-    const CliResult r = run_cli({"train", "--preset", p.name, "--run", run.string(), "--set",
-                                 "data.dir=" + tiny_data_dir().string(), "--set", "model.d_model=32", "--set",
-                                 "model.n_layers=2", "--set", "model.n_heads=2", "--set", "model.d_ff=64", "--set",
-                                 "model.max_seq_len=16", "--set", "train.seq_len=16", "--set", "train.batch_size=8",
-                                 "--set", "train.steps=30", "--set", "train.lr=3e-3", "--set", "train.warmup=5",
-                                 "--set", "train.eval_batches=2", "--set", "train.log_every=1"},
+    const CliResult r = run_cli({"train",
+                                 "--preset",
+                                 p.name,
+                                 "--run",
+                                 run.string(),
+                                 "--set",
+                                 "data.dir=" + tiny_data_dir().string(),
+                                 "--set",
+                                 "model.d_model=32",
+                                 "--set",
+                                 "model.n_layers=2",
+                                 "--set",
+                                 "model.n_heads=2",
+                                 "--set",
+                                 "model.d_ff=64",
+                                 "--set",
+                                 "model.max_seq_len=16",
+                                 "--set",
+                                 "train.seq_len=16",
+                                 "--set",
+                                 "train.batch_size=8",
+                                 "--set",
+                                 "train.steps=30",
+                                 "--set",
+                                 "train.lr=3e-3",
+                                 "--set",
+                                 "train.warmup=5",
+                                 "--set",
+                                 "train.eval_batches=2",
+                                 "--set",
+                                 "train.log_every=1"},
                                 tmp.path());
     ASSERT_EQ(r.exit_code, 0) << p.name << "\n" << describe(r);
     const Json config = Json::parse(slurp(run / "config.json"))["model"];
