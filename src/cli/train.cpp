@@ -64,7 +64,7 @@ void add_train(CLI::App& app) {
     if (args->resume) {
       if (!args->sources.file.empty() || !args->sources.overrides.empty() || !args->sources.preset.empty())
         fail("--resume continues with the run's own config.json; drop --preset/--config/--set");
-      config = load_run_config({(fs::path(args->run) / "config.json").string(), {}});
+      config = load_run_config({.file = (fs::path(args->run) / "config.json").string()});
     } else {
       config = load_run_config(args->sources);
     }
