@@ -15,7 +15,7 @@ namespace normlab::dist {
 
 // True when this binary was built with MPI.
 bool built_with_mpi();
-// "OpenMPI v4.1.4" or "not built with MPI: single process only", for --help.
+// For --help: "built with MPI (Open MPI v4.1.4): ..." or "built without MPI: single process only (...)".
 std::string mpi_description();
 
 // Joins the launcher's job when there is one (MPI_Init_thread, funneled: only the main thread calls MPI).

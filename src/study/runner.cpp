@@ -374,14 +374,12 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
     // The next run to end: this process's child, or another rank's report.
     auto it = running.end();
     Ended ended;
-    while (it == running.end()) {
-      const auto [pid, local] = reap(!world.distributed());
-      if (pid > 0) {
-        const pid_t child = pid;
-        it = std::find_if(running.begin(), running.end(), [&](const Running& r) { return r.pid == child; });
-        ended = local;
-        if (it == running.end()) continue;  // not a run of ours
-        break;
+    while (it == running.end()) {  // a child that is not a run of ours leaves `it` at the end: wait on
+      const std::pair<pid_t, Ended> child = reap(!world.distributed());
+      if (child.first > 0) {
+        it = std::find_if(running.begin(), running.end(), [&](const Running& r) { return r.pid == child.first; });
+        ended = child.second;
+        continue;
       }
       if (const auto m = world.try_receive()) {
         const Json j = Json::parse(m->text);
