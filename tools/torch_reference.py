@@ -131,9 +131,10 @@ def rope(x, base):
     return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
 
 
-def causal_softmax_attention(q, k, v, scale=None, cap=0.0):
-    """q, k, v: [B, H, T, D]. softmax(cap(scale · q kᵀ) + causal mask) v; scale defaults to 1/√D,
-    cap(z) = c·tanh(z/c) when c > 0 (Gemma 2 attention soft-cap, before the mask)."""
+def softmax_attention(q, k, v, scale=None, cap=0.0, causal=True):
+    """q, k, v: [B, H, T, D]. softmax(cap(scale · q kᵀ) + mask) v; scale defaults to 1/√D,
+    cap(z) = c·tanh(z/c) when c > 0 (Gemma 2 attention soft-cap, before the mask); the mask hides
+    later positions when causal (a decoder) and nothing otherwise (an encoder)."""
     T, D = q.shape[-2], q.shape[-1]
     if scale is None:
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(D)
@@ -141,8 +142,9 @@ def causal_softmax_attention(q, k, v, scale=None, cap=0.0):
         scores = (q @ k.transpose(-1, -2)) * scale
     if cap:
         scores = softcap(scores, cap)
-    mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
-    scores = scores.masked_fill(mask, float("-inf"))
+    if causal:
+        mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
+        scores = scores.masked_fill(mask, float("-inf"))
     p = torch.softmax(scores, dim=-1)
     return p @ v
 
@@ -488,7 +490,7 @@ PLACEMENTS: Dict[str, Placement] = {
 
 # Built-in defaults of every model key (docs/model.md + docs/variants.md model-level switches).
 BUILTIN = {
-    "vocab_size": 61, "d_model": 16, "n_layers": 2, "n_heads": 2, "d_ff": 40, "max_seq_len": 12,
+    "shape": "decoder", "vocab_size": 61, "d_model": 16, "n_layers": 2, "n_heads": 2, "d_ff": 40, "max_seq_len": 12,
     "norm": {"type": "layernorm", "eps": 1e-5, "bias": True},
     "placement": "pre", "final_norm": "auto", "embed_norm": False, "embed_scale": "none",
     "activation": "gelu", "positions": "learned", "rope_base": 10000.0, "tied_embeddings": True,
@@ -620,7 +622,7 @@ class Model:
             scale = self.param(f"{pre}.qk_scale", [1], "qk_scale")
         if c["positions"] == "rope":
             q, k = rope(q, c["rope_base"]), rope(k, c["rope_base"])
-        o = causal_softmax_attention(q, k, v, scale, c["options"]["attn_softcap"])
+        o = softmax_attention(q, k, v, scale, c["options"]["attn_softcap"], causal=c["shape"] == "decoder")
         return o.transpose(1, 2)                                             # [B, T, H, D]
 
     def attn_out(self, i, heads):
@@ -679,10 +681,12 @@ class Model:
         return logits
 
     def loss(self, tokens, targets):
+        """Mean cross-entropy over the positions with a target; −1 marks a position without one (an
+        encoder's unmasked tokens), as torch's ignore_index."""
         logits = self.forward(tokens)
-        logp = torch.log_softmax(logits, dim=-1)
-        nll = -logp.gather(-1, targets.long().unsqueeze(-1)).squeeze(-1)
-        return nll.mean(), logits
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.long().reshape(-1),
+                                                 ignore_index=-1)
+        return loss, logits
 
 
 # --------------------------------------------------------------------------
@@ -917,8 +921,9 @@ PRESETS = {
     "gpt2": {"placement": "pre", "final_norm": True, "norm": {"type": "layernorm", "eps": 1e-5, "bias": True},
              "activation": "gelu", "positions": "learned", "tied_embeddings": True, "bias": True,
              "init": {"scheme": "scaled", "std": 0.02, "embed_std": 0.02}},
-    # Devlin et al. 2019; bert-base-uncased: Post-LN, LayerNorm(eps 1e-12) on the embeddings, gelu, tied MLM decoder.
-    "bert": {"placement": "post", "final_norm": False, "embed_norm": True,
+    # Devlin et al. 2019; bert-base-uncased: a bidirectional encoder (masked LM), Post-LN, LayerNorm(eps 1e-12) on the
+    # embeddings, gelu, tied MLM decoder.
+    "bert": {"shape": "encoder", "placement": "post", "final_norm": False, "embed_norm": True,
              "norm": {"type": "layernorm", "eps": 1e-12, "bias": True}, "activation": "gelu",
              "positions": "learned", "tied_embeddings": True, "bias": True},
     # Touvron et al. 2023 (Llama 2); Llama-2-7b-hf: RMSNorm eps 1e-5, silu gated MLP, rope_theta 1e4, untied, no bias.
@@ -945,6 +950,10 @@ PRESETS = {
               "activation": "swiglu", "positions": "rope", "rope_base": 500000.0, "tied_embeddings": False,
               "bias": False, "options": {"qk_norm": "full"}},
 }
+# Encoders (model.shape = encoder: bidirectional attention, a masked-LM loss over the positions with a target)
+# under the placements of Xiong's BERT and the machine-translation comparisons.
+for _p in ("post", "pre", "deepnorm", "admin"):
+    CASES[f"encoder_{_p}"] = variant(_p, shape="encoder")
 for _name, _model in PRESETS.items():
     # Gemma 2's caps lowered as in variant_gemma2, so that tanh is far from linear at these sizes.
     _over = {"options": {"attn_softcap": 5.0, "final_softcap": 3.0}} if _name == "gemma2" else {}
@@ -976,6 +985,9 @@ def make_case(name):
     V = resolve(cfg)["vocab_size"]
     tokens = torch.randint(0, V, (case.batch, case.seq), generator=g, dtype=torch.int64).to(torch.int32)
     targets = torch.randint(0, V, (case.batch, case.seq), generator=g, dtype=torch.int64).to(torch.int32)
+    if resolve(cfg)["shape"] == "encoder":   # a masked LM predicts some positions only: −1 elsewhere
+        targets[torch.rand((case.batch, case.seq), generator=g) < 0.6] = -1
+        targets[0, 0] = 1                     # at least one position counts
     # The parameter set is whatever the forward asks for.
     factory = seeded_factory(name, case.salt, case.linear_std)
     params = {}
@@ -1072,7 +1084,7 @@ def check_primitives():
     v = torch.randn(2, 2, 7, 8, generator=g, dtype=torch.float64)
     e = 0.0
     for scale, cap in ((None, 0.0), (2.0, 1.5)):
-        o = causal_softmax_attention(q, k, v, scale, cap)
+        o = softmax_attention(q, k, v, scale, cap)
         sc = 1 / math.sqrt(8) if scale is None else scale
         for t in range(7):
             s = (q[..., t:t + 1, :] @ k[..., :t + 1, :].transpose(-1, -2)) * sc
@@ -1081,6 +1093,9 @@ def check_primitives():
             ref = torch.softmax(s, -1) @ v[..., :t + 1, :]
             e = max(e, (o[..., t:t + 1, :] - ref).abs().max().item())
     errs["attention"] = torch.tensor(e)
+    # an encoder's attention: every row sees every key
+    full = torch.softmax((q @ k.transpose(-1, -2)) / math.sqrt(8), -1) @ v
+    errs["bidirectional attention"] = (softmax_attention(q, k, v, causal=False) - full).abs().max()
     # GPAS: forward (1 − SiLU(a))·z, gradient w.r.t. z the identity (§1.6)
     a = torch.tensor([0.7], dtype=torch.float64, requires_grad=True)
     zz = x.clone().requires_grad_(True)

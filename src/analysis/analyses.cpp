@@ -233,12 +233,12 @@ Json angular_distances(model::Model& m, const train::Loader& loader, const Analy
 }
 
 Json layer_drop(model::Model& m, const train::Loader& loader, const AnalysisSettings& s) {
-  const double full = train::evaluate(m, loader, s.batches);
+  const double full = train::evaluate(m, loader, s.batches).loss;
   Json out{{"full_loss", full}, {"layer", Json::array()}, {"loss", Json::array()}, {"delta_loss", Json::array()}};
   for (int l = 0; l < m.config.n_layers; ++l) {
     auto dropped = model::build_model(m.config, m.batch, m.seq, m.graph.float_type(), l);
     model::copy_parameters(m, *dropped);
-    const double loss = train::evaluate(*dropped, loader, s.batches);
+    const double loss = train::evaluate(*dropped, loader, s.batches).loss;
     out["layer"].push_back(l);
     out["loss"].push_back(loss);
     out["delta_loss"].push_back(loss - full);

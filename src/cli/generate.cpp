@@ -5,6 +5,7 @@
 #include <fmt/core.h>
 
 #include "cli/commands.h"
+#include "common/error.h"
 #include "io/tokenizer.h"
 #include "model/generate.h"
 #include "train/run.h"
@@ -30,6 +31,11 @@ void add_generate(CLI::App& app) {
   cmd->add_option("--seed", args->seed, "sampling seed")->capture_default_str();
   cmd->callback([args] {
     train::Run run = train::open_run(args->run, 1);
+    if (run.config.model.encoder())
+      fail(
+          "{} is an encoder (model.shape = encoder): it sees the whole text at once and fills in masked tokens, it "
+          "does not continue a prompt; `normlab eval --run {}` gives its masked-LM loss and accuracy",
+          args->run, args->run);
     io::Tokenizer tok = io::Tokenizer::load(fs::path(run.config.data_dir) / "tokenizer.model");
     std::vector<int32_t> ids = tok.encode(args->prompt);
     if (ids.empty()) ids.push_back(tok.eos_id() >= 0 ? tok.eos_id() : 0);

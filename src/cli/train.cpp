@@ -103,7 +103,8 @@ void add_eval(CLI::App& app) {
                   "e.g. to compare with the PyTorch module of tools/to_torch.py");
   cmd->callback([args] {
     train::Run run = train::open_run(args->run);
-    const double loss = train::evaluate(*run.model, *run.loader, args->batches);
+    const train::Evaluation evaluation = train::evaluate(*run.model, *run.loader, args->batches);
+    const double loss = evaluation.loss;
     if (!args->logits.empty()) {
       model::Model& m = *run.model;
       train::Batch batch;
@@ -125,9 +126,10 @@ void add_eval(CLI::App& app) {
           "evaluate an earlier run",
           args->run, run.step, loss, args->run);
     std::cout << fmt::format(
-        "step {}: validation loss {:.4f} nats/token (perplexity {:.2f}); the val split's unigram cross-entropy "
-        "{:.4f}\n",
-        run.step, loss, std::exp(loss), run.data.unigram_val_xent_nats);
+        "step {}: validation loss {:.4f} nats per {} token (perplexity {:.2f}), accuracy {:.3f}; the val split's "
+        "unigram cross-entropy {:.4f}\n",
+        run.step, loss, run.config.model.encoder() ? "masked" : "predicted", std::exp(loss), evaluation.accuracy,
+        run.data.unigram_val_xent_nats);
   });
 }
 

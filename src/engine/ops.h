@@ -29,8 +29,8 @@ namespace normlab::engine {
   X(gelu)          /* y = x·Φ(x)                                                       */ \
   X(gated)         /* y = act(gate) ⊙ up, act = SiLU (SwiGLU) or GELU (GeGLU)          */ \
   X(rope)          /* rotary positions on q or k                                       */ \
-  X(attention)     /* causal multi-head softmax attention                              */ \
-  X(cross_entropy) /* mean −log softmax(logits)[target]                                */ \
+  X(attention)     /* multi-head softmax attention, causal or bidirectional            */ \
+  X(cross_entropy) /* mean −log softmax(logits)[target] over targets ≥ 0               */ \
   X(dropout)       /* inverted dropout, mask from a counter-based hash                 */ \
   X(scale_add)     /* y = a + s ⊙ b, s a learnable scalar, vector or per-head vector   */ \
   X(gpas)          /* y = x − SiLU(a)·sg(x)                                            */ \
@@ -74,9 +74,10 @@ TensorId gelu(Graph& g, const std::string& name, TensorId x);
 TensorId swiglu(Graph& g, const std::string& name, TensorId gate, TensorId up);
 TensorId geglu(Graph& g, const std::string& name, TensorId gate, TensorId up);
 TensorId rope(Graph& g, const std::string& name, TensorId x, int64_t heads, double base);
-// scale multiplies q·k (0 = the usual 1/√D); softcap > 0 applies c·tanh(s/c) to the scaled logits.
+// scale multiplies q·k (0 = the usual 1/√D); softcap > 0 applies c·tanh(s/c) to the scaled logits; causal = false:
+// every position attends to every position (an encoder).
 TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads,
-                   double scale = 0, double softcap = 0);
+                   double scale = 0, double softcap = 0, bool causal = true);
 TensorId cross_entropy(Graph& g, const std::string& name, TensorId logits, TensorId targets);
 TensorId dropout(Graph& g, const std::string& name, TensorId x, double p);
 

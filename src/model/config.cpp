@@ -47,6 +47,7 @@ ModelConfig read_model_config(const Json& user, const std::string& where) {
   Json section = Json::parse(placement.defaults);
   section.merge_patch(user);
   ConfigReader r(section, where);
+  r.read("shape", c.shape, {"decoder", "encoder"});
   r.read("vocab_size", c.vocab_size, 0, 1 << 24);
   r.read("d_model", c.d_model, 1, 1 << 16);
   r.read("n_layers", c.n_layers, 1, 1024);
@@ -107,7 +108,8 @@ void validate(const ModelConfig& c, const std::string& where) {
 }
 
 Json to_json(const ModelConfig& c) {
-  return Json{{"vocab_size", c.vocab_size},
+  return Json{{"shape", c.shape},
+              {"vocab_size", c.vocab_size},
               {"d_model", c.d_model},
               {"n_layers", c.n_layers},
               {"n_heads", c.n_heads},

@@ -24,7 +24,10 @@ struct InitConfig {
 };
 
 struct ModelConfig {
-  int vocab_size = 0;  // 0 = take it from the token data
+  // decoder: causal attention, trained to predict the next token (a GPT). encoder: bidirectional attention, trained
+  // as a masked LM (BERT); its vocabulary is the tokenizer's plus one [MASK] id, the last.
+  std::string shape = "decoder";
+  int vocab_size = 0;  // 0 = take it from the token data (plus [MASK] for an encoder)
   int d_model = 128;
   int n_layers = 4;
   int n_heads = 4;
@@ -45,6 +48,9 @@ struct ModelConfig {
   Json options = Json::object();  // switches, every one present (defaults filled in; `normlab variants`)
 
   int head_dim() const { return d_model / n_heads; }
+  bool encoder() const { return shape == "encoder"; }
+  // The [MASK] token of an encoder: the id after the tokenizer's vocabulary.
+  int mask_id() const { return vocab_size - 1; }
   int stream_width() const;     // d_model, or d_model − 1 on Pre-CRMSNorm's compressed stream
   bool has_final_norm() const;  // resolves "auto" through the placement registry
 };

@@ -29,15 +29,16 @@ std::vector<Preset> make_presets() {
              false),
        {"GELU is exact (erf); GPT-2 uses the tanh approximation (gelu_new)"}},
       {"bert",
-       "BERT: Post-LN, LayerNorm ε 1e-12 on the embeddings and after every sub-layer, GELU, learned positions",
+       "BERT: an encoder trained as a masked LM; Post-LN, LayerNorm ε 1e-12 on the embeddings and after every "
+       "sub-layer, GELU, learned positions",
        "Devlin et al. 2019, BERT (arXiv 1810.04805); google-bert/bert-base-uncased config.json (layer_norm_eps 1e-12, "
        "hidden_act gelu, initializer_range 0.02)",
-       sized(Json::parse(R"({"placement": "post", "final_norm": false, "embed_norm": true,
+       sized(Json::parse(R"({"shape": "encoder", "placement": "post", "final_norm": false, "embed_norm": true,
              "norm": {"type": "layernorm", "eps": 1e-12, "bias": true}, "activation": "gelu", "positions": "learned",
              "tied_embeddings": true, "bias": true, "init": {"scheme": "gpt2", "std": 0.02, "embed_std": 0.02}})"),
              false),
-       {"trained as a causal language model: the encoder shape and masked-LM task are not in normlab yet",
-        "no token-type embeddings and no MLM head transform (dense + GELU + LayerNorm before the tied decoder)"}},
+       {"no next-sentence prediction, so no token-type embeddings",
+        "no MLM head transform (dense + GELU + LayerNorm before the tied decoder)"}},
       {"llama",
        "Llama 2: Pre-RMSNorm ε 1e-5, SwiGLU, RoPE base 10000, no biases, untied head",
        "Touvron et al. 2023, Llama 2 (arXiv 2307.09288); meta-llama/Llama-2-7b-hf config.json (rms_norm_eps 1e-5, "

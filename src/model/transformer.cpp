@@ -74,7 +74,8 @@ TensorId attention_branch(const SubLayer& s, TensorId x, const BranchStyle& styl
     q = eng::rope(g, p + ".q.rope", q, c.n_heads, c.rope_base);
     k = eng::rope(g, p + ".k.rope", k, c.n_heads, c.rope_base);
   }
-  TensorId heads = eng::attention(g, p + ".heads", q, k, v, c.n_heads, logit_scale, s.number("attn_softcap"));
+  TensorId heads =
+      eng::attention(g, p + ".heads", q, k, v, c.n_heads, logit_scale, s.number("attn_softcap"), !c.encoder());
   auto head_scale = [&](TensorId t) {
     return eng::scale_add(g, p + ".head_scaled", eng::kNoTensor, t, s.vector("head_scale", c.n_heads, 1.0),
                           eng::ScaleMode::heads);

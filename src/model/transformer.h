@@ -1,7 +1,9 @@
 #pragma once
-// The decoder-only Transformer of docs/model.md, assembled as one graph for a fixed [batch, seq]
-// shape: embeddings, L blocks whose sub-layers follow the configured placement, final norm, head
-// and loss. Parameter tensors carry the documented names and their roles for initialization.
+// The Transformer of docs/model.md, assembled as one graph for a fixed [batch, seq] shape: embeddings,
+// L blocks whose sub-layers follow the configured placement, final norm, head and loss. A decoder's attention is
+// causal and its targets are the next tokens; an encoder's attention is bidirectional and its targets are the
+// masked tokens (−1 elsewhere: the loss averages over the masked positions only). Parameter tensors carry the
+// documented names and their roles for initialization.
 #include <array>
 #include <memory>
 #include <vector>

@@ -5,6 +5,6 @@
 namespace normlab::study {
 
 extern const Study kWhyPreLn, kGradByDepth, kStreamAtInit, kWarmupGrid, kModelUpdate, kOneStep, kDepthVariance,
-    kLayerImportance, kGradBalance, kRmsEquivalence, kMassiveActivations, kDytAlpha, kLeaderboard;
+    kLayerImportance, kGradBalance, kRmsEquivalence, kMassiveActivations, kDytAlpha, kLeaderboard, kBertWarmup;
 
 }  // namespace normlab::study

@@ -312,6 +312,23 @@ TrainResult train_result(const RunOutcome* run) {
   return r;
 }
 
+TrainResult worst_over_seeds(const std::vector<RunOutcome>& runs, const std::vector<int>& seeds,
+                             const std::function<std::string(int)>& id_of_seed) {
+  static const std::vector<std::string> order = {"trained", "slow", "stalled", "failed", "diverged", "missing"};
+  const auto rank = [](const std::string& outcome) { return std::find(order.begin(), order.end(), outcome); };
+  TrainResult worst{"trained"};
+  std::map<int, TrainResult> each;
+  for (int seed : seeds) {
+    const TrainResult& r = each[seed] = train_result(find_run(runs, id_of_seed(seed)));
+    if (rank(r.outcome) > rank(worst.outcome)) worst.outcome = r.outcome;
+  }
+  const auto mean_of = [&](double TrainResult::*field) {
+    return seed_mean(seeds, [&](int seed) { return each.at(seed).*field; });
+  };
+  worst.final_loss = mean_of(&TrainResult::final_loss), worst.val_loss = mean_of(&TrainResult::val_loss);
+  return worst;
+}
+
 std::string finished_outcome(const TrainCurve& curve, double unigram) {
   if (curve.final_loss() <= unigram - 0.25) return "trained";
   return curve.recent_drop() < 0.1 ? "stalled" : "slow";

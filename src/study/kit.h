@@ -148,6 +148,10 @@ struct TrainResult {
 // still learning, only short of budget. Measured on the warm-up grid: stalled runs moved < 0.04 nats,
 // slow ones 0.35–0.39. A finished run without those numbers (no logged loss, no summary.json) failed.
 TrainResult train_result(const RunOutcome* run);
+// A cell of a grid over seeds: its worst outcome (missing > diverged > failed > stalled > slow > trained) and the
+// mean final training and validation losses (NaN unless every seed has them); id_of_seed names each seed's run.
+TrainResult worst_over_seeds(const std::vector<RunOutcome>& runs, const std::vector<int>& seeds,
+                             const std::function<std::string(int)>& id_of_seed);
 // The class of a finished run's curve by that rule: trained | slow | stalled (the unigram entropy from its
 // summary.json; NaN counts as trained). `normlab serve` shows the same class for runs outside studies.
 std::string finished_outcome(const TrainCurve& curve, double unigram);

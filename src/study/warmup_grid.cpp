@@ -49,20 +49,6 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
   return runs;
 }
 
-// A cell's outcome over seeds: the worst one (diverged > failed > stalled > trained), with the mean loss.
-TrainResult cell(const std::vector<RunOutcome>& runs, const std::string& placement, int layers, double lr, int warmup,
-                 const std::vector<int>& seeds) {
-  static const std::vector<std::string> order = {"trained", "slow", "stalled", "failed", "diverged", "missing"};
-  TrainResult worst{"trained"};
-  worst.final_loss = seed_mean(seeds, [&](int seed) -> double {
-    const TrainResult r = train_result(find_run(runs, id_of(placement, layers, lr, warmup, seed)));
-    if (std::find(order.begin(), order.end(), r.outcome) > std::find(order.begin(), order.end(), worst.outcome))
-      worst.outcome = r.outcome;
-    return r.final_loss;
-  });
-  return worst;
-}
-
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const Grid g = grid(o);
   const int deep = g.depths.back(), shallow = g.depths.front();
@@ -124,7 +110,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       for (int warmup : g.warmups) {
         std::vector<std::string> row = {placement, std::to_string(layers), std::to_string(warmup)};
         for (double lr : g.lrs) {
-          const TrainResult c = cell(runs, placement, layers, lr, warmup, o.seeds);
+          const TrainResult c =
+              worst_over_seeds(runs, o.seeds, [&](int seed) { return id_of(placement, layers, lr, warmup, seed); });
           row.push_back(c.outcome + " " + num(c.final_loss));
         }
         table.rows.push_back(row);

@@ -12,8 +12,12 @@ Shard shard_of(int batch, int rank, int ranks) {
 }
 
 Loader::Loader(std::span<const int32_t> train, std::span<const int32_t> val, int batch, int seq, uint64_t seed,
-               Shard shard)
-    : train_(train), val_(val), batch_(batch), seq_(seq), seed_(seed), shard_(shard) {
+               Shard shard, Objective objective)
+    : train_(train), val_(val), batch_(batch), seq_(seq), seed_(seed), shard_(shard), objective_(objective) {
+  if (objective_.mask_prob < 0 || objective_.mask_prob > 1 ||
+      (objective_.mask_prob > 0 && (objective_.vocabulary < 1 || objective_.mask_id < objective_.vocabulary)))
+    fail("internal: a masked-LM objective with mask_prob {}, [MASK] {} and vocabulary {}", objective_.mask_prob,
+         objective_.mask_id, objective_.vocabulary);
   if (shard_.rows == 0) shard_ = {0, batch};
   if (shard_.first_row < 0 || shard_.rows < 1 || shard_.first_row + shard_.rows > batch)
     fail("internal: a shard of rows {}..{} of a batch of {}", shard_.first_row, shard_.first_row + shard_.rows - 1,
@@ -29,9 +33,36 @@ Loader::Loader(std::span<const int32_t> train, std::span<const int32_t> val, int
 void Loader::fill(std::span<const int32_t> source, int b, int64_t start, Batch& out) const {
   b -= shard_.first_row;
   if (b < 0 || b >= shard_.rows) return;  // another rank's row
-  const size_t at = static_cast<size_t>(b) * static_cast<size_t>(seq_);
-  std::copy_n(source.begin() + start, seq_, out.tokens.begin() + static_cast<std::ptrdiff_t>(at));
-  std::copy_n(source.begin() + start + 1, seq_, out.targets.begin() + static_cast<std::ptrdiff_t>(at));
+  const auto at = static_cast<std::ptrdiff_t>(b) * seq_;
+  std::copy_n(source.begin() + start, seq_, out.tokens.begin() + at);
+  if (objective_.mask_prob > 0) std::fill_n(out.targets.begin() + at, seq_, -1);  // finish() sets the masked ones
+  else std::copy_n(source.begin() + start + 1, seq_, out.targets.begin() + at);
+}
+
+void Loader::finish(uint64_t stream, Batch& out) const {
+  if (objective_.mask_prob == 0) {
+    out.weight = double(shard_.rows) / batch_;
+    return;
+  }
+  int64_t chosen = 0, chosen_here = 0;
+  for (int b = 0; b < batch_; ++b) {
+    Rng rng(stream ^ (static_cast<uint64_t>(b) + 1) * 0x9E3779B97F4A7C15ULL);  // each row its own stream
+    const int here = b - shard_.first_row;
+    const bool mine = here >= 0 && here < shard_.rows;
+    for (int t = 0; t < seq_; ++t) {
+      if (rng.uniform() >= objective_.mask_prob) continue;
+      const double how = rng.uniform();
+      const auto random_token = static_cast<int32_t>(rng.next() % static_cast<uint64_t>(objective_.vocabulary));
+      ++chosen;
+      if (!mine) continue;
+      ++chosen_here;
+      const size_t at = static_cast<size_t>(here) * static_cast<size_t>(seq_) + static_cast<size_t>(t);
+      out.targets[at] = out.tokens[at];
+      if (how < 0.8) out.tokens[at] = objective_.mask_id;
+      else if (how < 0.9) out.tokens[at] = random_token;
+    }
+  }
+  out.weight = chosen ? double(chosen_here) / double(chosen) : 0.0;
 }
 
 void Loader::train_batch(int step, int micro, Batch& out) const {
@@ -41,6 +72,7 @@ void Loader::train_batch(int step, int micro, Batch& out) const {
   Rng rng(Rng(seed_).next() ^ (static_cast<uint64_t>(step) * 1000003ULL + static_cast<uint64_t>(micro)));
   const uint64_t starts = train_.size() - static_cast<size_t>(seq_);
   for (int b = 0; b < batch_; ++b) fill(train_, b, static_cast<int64_t>(rng.next() % starts), out);
+  finish(rng.next(), out);
 }
 
 void Loader::eval_batch(int index, int count, Batch& out) const {
@@ -52,6 +84,7 @@ void Loader::eval_batch(int index, int count, Batch& out) const {
     const int64_t w = static_cast<int64_t>(index) * batch_ + b;
     fill(val_, b, windows > 1 ? w * (starts - 1) / (windows - 1) : 0, out);
   }
+  finish(Rng(0x6D61736BULL + static_cast<uint64_t>(index)).next(), out);  // the same masks for every run
 }
 
 }  // namespace normlab::train

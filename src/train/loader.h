@@ -1,7 +1,8 @@
 #pragma once
 // Batches of token windows. A training batch is a pure function of (seed, step, micro-batch): no
 // loader state exists, so a resumed run reads exactly the batches it would have read. Evaluation
-// uses fixed windows spread evenly over the validation split.
+// uses fixed windows spread evenly over the validation split (and, for a masked LM, fixed masks: every
+// run is scored on the same positions).
 //
 // In data-parallel training every rank's loader draws the whole batch and keeps its shard of the rows
 // (rows [first_row, first_row + rows) of `batch`), so the ranks together read exactly the batch of a
@@ -13,7 +14,20 @@
 namespace normlab::train {
 
 struct Batch {
-  std::vector<int32_t> tokens, targets;  // [batch, seq], targets shifted by one
+  std::vector<int32_t> tokens, targets;  // [batch, seq]: the next tokens, or the masked tokens and −1 elsewhere
+  // This shard's share of the whole batch's mean loss: its loss (a mean over its own targets) times this is its
+  // term. 1 in a single process.
+  double weight = 1;
+};
+
+// What the model learns to predict. Next token (mask_prob = 0): targets are the window shifted by one. Masked LM
+// (BERT, Devlin et al. 2019 §3.1 and appendix A.1): each position is chosen with probability mask_prob; a chosen
+// token is replaced by [MASK] 80% of the time, by a random token of the tokenizer's vocabulary 10%, and kept 10%;
+// its target is the original token, every other target −1.
+struct Objective {
+  double mask_prob = 0;
+  int32_t mask_id = 0;     // the [MASK] id (the model's last)
+  int32_t vocabulary = 0;  // the tokenizer's size: random replacements are drawn below it
 };
 
 // The rows of each batch one process holds: rows [first_row, first_row + rows) of the batch.
@@ -26,20 +40,21 @@ Shard shard_of(int batch, int rank, int ranks);
 class Loader {
  public:
   Loader(std::span<const int32_t> train, std::span<const int32_t> val, int batch, int seq, uint64_t seed,
-         Shard shard = {});
+         Shard shard = {}, Objective objective = {});
   void train_batch(int step, int micro, Batch& out) const;
   void eval_batch(int index, int count, Batch& out) const;  // index-th of `count` eval batches
   int rows() const { return shard_.rows; }                  // per batch, in this shard
-  // This shard's share of a batch's tokens: a mean loss over the shard times this is its term of the
-  // whole batch's mean.
-  double weight() const { return double(shard_.rows) / batch_; }
 
  private:
   void fill(std::span<const int32_t> source, int b, int64_t start, Batch& out) const;
+  // Masks every row of the batch from the random stream `stream` (rows of other shards are drawn, not stored) and
+  // sets out.weight; a next-token batch only gets its weight.
+  void finish(uint64_t stream, Batch& out) const;
   std::span<const int32_t> train_, val_;
   int batch_, seq_;
   uint64_t seed_;
   Shard shard_;
+  Objective objective_;
 };
 
 }  // namespace normlab::train

@@ -6,21 +6,29 @@
 
 namespace normlab::train {
 
+Objective objective_of(const RunConfig& config) {
+  if (!config.model.encoder()) return {};
+  return {config.train.mask_prob, config.model.mask_id(), config.model.mask_id()};
+}
+
 Run plan_run(RunConfig config, int batch, const MemoryNeeds& needs) {
   engine::set_threads(config.train.threads);
   Run run;
   run.data = io::load_tokens(config.data_dir);
-  if (config.model.vocab_size == 0) config.model.vocab_size = run.data.vocab_size;
-  if (config.model.vocab_size != run.data.vocab_size)
+  const int mask = config.model.encoder() ? 1 : 0;  // an encoder's [MASK] follows the tokenizer's ids
+  if (config.model.vocab_size == 0) config.model.vocab_size = run.data.vocab_size + mask;
+  if (config.model.vocab_size != run.data.vocab_size + mask)
     fail(
-        "model.vocab_size = {} but the token data in {} has a vocabulary of {}: remove model.vocab_size or re-run "
+        "model.vocab_size = {} but the token data in {} has a vocabulary of {}{}: remove model.vocab_size or re-run "
         "normlab prepare with --vocab-size {}",
-        config.model.vocab_size, config.data_dir, run.data.vocab_size, config.model.vocab_size);
+        config.model.vocab_size, config.data_dir, run.data.vocab_size,
+        mask ? " (an encoder adds [MASK]: it needs one more)" : "", config.model.vocab_size - mask);
   const TrainConfig& t = config.train;
   if (batch == 0) batch = t.batch_size;
   run.model = model::build_unplanned_model(config.model, batch, t.seq_len);
   run.memory = estimate_memory(*run.model, needs);
-  run.loader = std::make_unique<Loader>(run.data.train, run.data.val, batch, t.seq_len, t.seed);
+  run.loader =
+      std::make_unique<Loader>(run.data.train, run.data.val, batch, t.seq_len, t.seed, Shard{}, objective_of(config));
   run.config = std::move(config);
   return run;
 }

@@ -13,13 +13,16 @@
 namespace normlab::train {
 
 struct Run {
-  RunConfig config;  // with model.vocab_size taken from the token data when it was 0
+  RunConfig config;  // with model.vocab_size taken from the token data when it was 0 (plus [MASK] for an encoder)
   io::TokenData data;
   std::unique_ptr<model::Model> model;
   std::unique_ptr<Loader> loader;
   int step = 0;           // the step of the loaded checkpoint; 0 when built from a config
   MemoryEstimate memory;  // made before the model was allocated
 };
+
+// What the run's model learns to predict: the next token (a decoder) or masked tokens (an encoder).
+Objective objective_of(const RunConfig& config);
 
 // A run from its config: applies train.threads, loads the token data and checks the vocabulary
 // against it, builds the model for `batch` rows (0 = train.batch_size) of train.seq_len tokens and

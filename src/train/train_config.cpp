@@ -32,11 +32,17 @@ RunConfig read_run_config(const Json& doc, const std::string& where) {
     t.read("probe_every", x.probe_every, 0, 1 << 30);
     t.read("spike_z", x.spike_z, 0.0, 1e9);
     t.read("spike_skip", x.spike_skip);
+    t.read("mask_prob", x.mask_prob, 0.0, 1.0);
   });
   r.finish();
   if (c.train.seq_len > c.model.max_seq_len)
     fail("{}: train.seq_len = {} exceeds model.max_seq_len = {}; raise max_seq_len or shorten seq_len", where,
          c.train.seq_len, c.model.max_seq_len);
+  if (c.model.encoder() && c.train.mask_prob <= 0)
+    fail(
+        "{}: train.mask_prob = 0 masks nothing, so an encoder (model.shape = encoder) would learn nothing; use BERT's "
+        "0.15",
+        where);
   return c;
 }
 
@@ -66,7 +72,8 @@ Json to_json(const RunConfig& c) {
                 {"threads", t.threads},
                 {"probe_every", t.probe_every},
                 {"spike_z", t.spike_z},
-                {"spike_skip", t.spike_skip}}}};
+                {"spike_skip", t.spike_skip},
+                {"mask_prob", t.mask_prob}}}};
 }
 
 }  // namespace normlab::train

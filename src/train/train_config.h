@@ -27,6 +27,7 @@ struct TrainConfig {
   int probe_every = 0;      // probes every N steps (probes.jsonl / probes.csv); 0 = off, costs nothing
   double spike_z = 6.0;     // flag a loss or grad-norm spike above this running z-score; 0 = off
   bool spike_skip = false;  // skip the optimizer update on a flagged spike
+  double mask_prob = 0.15;  // an encoder's masked-LM rate (BERT's 15%, replaced 80/10/10); a decoder ignores it
 };
 
 struct RunConfig {

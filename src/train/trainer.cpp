@@ -21,16 +21,38 @@ namespace normlab::train {
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
 
-double evaluate(model::Model& m, const Loader& loader, int batches) {
+namespace {
+
+// How many rows of the logits have their target as the most likely token, and how many rows have a target.
+std::pair<int64_t, int64_t> correct_predictions(const model::Model& m, const std::vector<int32_t>& targets) {
+  const int64_t vocab = m.config.vocab_size;
+  int64_t correct = 0, counted = 0;
+  engine::dispatch_float(m.graph.float_type(), [&]<typename T>() {
+    const T* logits = m.graph.data<T>(m.logits);
+    for (size_t r = 0; r < targets.size(); ++r) {
+      if (targets[r] < 0) continue;
+      const T* row = logits + static_cast<int64_t>(r) * vocab;
+      ++counted;
+      correct += std::max_element(row, row + vocab) - row == targets[r];
+    }
+  });
+  return {correct, counted};
+}
+
+}  // namespace
+
+Evaluation evaluate(model::Model& m, const Loader& loader, int batches) {
   if (batches < 1) fail("the number of evaluation batches must be at least 1, got {}", batches);
   Batch batch;
-  double total = 0;
+  Evaluation total;
   for (int i = 0; i < batches; ++i) {
     loader.eval_batch(i, batches, batch);
     m.set_batch(batch.tokens.data(), batch.targets.data());
-    total += loader.weight() * m.forward(false);
+    total.loss += batch.weight * m.forward(false);
+    const auto [correct, counted] = correct_predictions(m, batch.targets);
+    if (counted) total.accuracy += batch.weight * double(correct) / double(counted);
   }
-  return total / batches;
+  return {total.loss / batches, total.accuracy / batches};
 }
 
 namespace {
@@ -94,7 +116,8 @@ Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
     const TrainConfig& t = run_.config.train;
     const Shard shard = rank_shard(run_.config);
     run_.model->graph.set_batch_shard(shard.first_row, shard.rows);
-    run_.loader = std::make_unique<Loader>(run_.data.train, run_.data.val, t.batch_size, t.seq_len, t.seed, shard);
+    run_.loader = std::make_unique<Loader>(run_.data.train, run_.data.val, t.batch_size, t.seq_len, t.seed, shard,
+                                           objective_of(run_.config));
     writer_ = world.rank() == 0;
     if (!writer_) options_.progress = nullptr;
   }
@@ -171,6 +194,13 @@ void Trainer::stop_non_finite(int step, std::initializer_list<std::pair<const ch
       "train.clip",
       before_update ? "values" : "validation loss", step, value_text, layer, where.empty() ? "(not found)" : where,
       saved);
+}
+
+void Trainer::evaluate_into(TrainSummary& summary) {
+  Evaluation e = evaluate(*run_.model, *run_.loader, run_.config.train.eval_batches);
+  dist::world().sum(&e.loss, 1);
+  dist::world().sum(&e.accuracy, 1);
+  summary.val_loss = e.loss, summary.val_accuracy = e.accuracy;
 }
 
 void Trainer::write_profile(int last_step, double loop_s) {
@@ -265,8 +295,7 @@ TrainSummary Trainer::train() {
     const Json record = train_record(metrics_file, t.steps);
     loss = record.is_object() ? record.value("loss", NAN) : NAN;
     summary.tokens_per_second = record.is_object() ? record.value("tokens_per_s", 0.0) : 0.0;
-    summary.val_loss = evaluate(m, *run_.loader, t.eval_batches);
-    world.sum(&summary.val_loss, 1);
+    evaluate_into(summary);
     if (options_.progress)
       *options_.progress << fmt::format("step {} was the last: evaluated the checkpoint again for summary.json\n",
                                         start);
@@ -283,7 +312,7 @@ TrainSummary Trainer::train() {
         m.set_batch(batch.tokens.data(), batch.targets.data());
       }
       // This shard's term of the batch's mean loss (weight 1 in a single process).
-      const double weight = run_.loader->weight() / t.grad_accum;
+      const double weight = batch.weight / t.grad_accum;
       loss += weight * m.forward(true);
       m.graph.backward(m.loss, weight);
     }
@@ -354,13 +383,14 @@ TrainSummary Trainer::train() {
     if ((t.eval_every > 0 && step % t.eval_every == 0) || final_step) {
       {
         PhaseTimer timer(profile, &TrainProfile::eval_s, &m.graph);
-        summary.val_loss = evaluate(m, *run_.loader, t.eval_batches);
-        world.sum(&summary.val_loss, 1);
+        evaluate_into(summary);
       }
       if (!std::isfinite(summary.val_loss)) stop_non_finite(step, {{"val_loss", summary.val_loss}}, false);
-      log_metrics({{"type", "eval"}, {"step", step}, {"val_loss", summary.val_loss}});
+      log_metrics(
+          {{"type", "eval"}, {"step", step}, {"val_loss", summary.val_loss}, {"val_accuracy", summary.val_accuracy}});
       if (options_.progress)
-        *options_.progress << fmt::format("step {:>6} | val_loss {:.4f}\n", step, summary.val_loss);
+        *options_.progress << fmt::format("step {:>6} | val_loss {:.4f} | val_accuracy {:.3f}\n", step,
+                                          summary.val_loss, summary.val_accuracy);
     }
     if ((t.checkpoint_every > 0 && step % t.checkpoint_every == 0) || step == last) {
       PhaseTimer timer(profile, &TrainProfile::checkpoint_s);
@@ -375,6 +405,7 @@ TrainSummary Trainer::train() {
     Json s{{"steps", summary.steps},
            {"train_loss", summary.train_loss},
            {"val_loss", summary.val_loss},
+           {"val_accuracy", summary.val_accuracy},
            {"unigram_entropy_nats", summary.unigram_entropy},
            {"seconds", summary.seconds},
            {"tokens_per_s", summary.tokens_per_second},

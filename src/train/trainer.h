@@ -27,6 +27,7 @@ struct TrainSummary {
   int steps = 0;
   double train_loss = 0;        // last logged step
   double val_loss = 0;          // final evaluation
+  double val_accuracy = 0;      // of the same (train/trainer.h evaluate)
   double unigram_entropy = 0;   // of the train split
   double unigram_val_xent = 0;  // the val split's cross-entropy under the train unigram
   double seconds = 0;
@@ -54,6 +55,8 @@ class Trainer {
   void save(int step);
   // Ends profiling: profile.json in the run directory and the table on the progress stream.
   void write_profile(int last_step, double loop_s);
+  // The validation loss and accuracy over every rank, into summary.
+  void evaluate_into(TrainSummary& summary);
   // What survives a stop: the last checkpoint written, or that there is none.
   std::string checkpoint_state() const;
   // Stops on a non-finite value at `step`: logs a non_finite record, saves the state after step − 1
@@ -78,8 +81,12 @@ class Trainer {
 // train.probe_every > 0, and on resume the checkpoint it reads.
 MemoryNeeds training_needs(const RunConfig& config, const std::filesystem::path& run_dir, const TrainOptions& options);
 
-// Mean validation loss over `batches` fixed batches. With a sharded loader (data-parallel training) it is
-// this shard's term of that mean: the sum over the ranks is the mean.
-double evaluate(model::Model& m, const Loader& loader, int batches);
+// Over `batches` fixed validation batches: the mean loss, and the accuracy (the fraction of targets that are their
+// row's most likely token: the next token for a decoder, the masked one for an encoder). With a sharded loader
+// (data-parallel training) both are this shard's terms: their sums over the ranks are the means.
+struct Evaluation {
+  double loss = 0, accuracy = 0;
+};
+Evaluation evaluate(model::Model& m, const Loader& loader, int batches);
 
 }  // namespace normlab::train

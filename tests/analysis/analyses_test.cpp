@@ -35,7 +35,7 @@ TEST(ProbeAnalyses, ReZeroAtInitDroppingAnyLayerChangesTheLossByExactlyZero) {
   const Json r = layer_drop(*m, loader, s);
   const double full = r.at("full_loss").get<double>();
   EXPECT_TRUE(std::isfinite(full) && full > 0) << r.dump();
-  EXPECT_DOUBLE_EQ(full, train::evaluate(*m, loader, 2));
+  EXPECT_DOUBLE_EQ(full, train::evaluate(*m, loader, 2).loss);
   ASSERT_EQ(r.at("layer").size(), 3u);
   ASSERT_EQ(r.at("delta_loss").size(), 3u);
   for (size_t l = 0; l < 3; ++l) {

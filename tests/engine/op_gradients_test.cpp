@@ -3,6 +3,8 @@
 // smooth scalar that depends on every output element, and makes the op's inputs parameters.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "engine/ops.h"
 #include "gradcheck.h"
 
@@ -103,6 +105,14 @@ TEST(OpGradients, CausalAttention) {
   expect_gradients_match(c.g, c.finish(attention(c.g, "y", q, k, v, H)));
 }
 
+TEST(OpGradients, BidirectionalAttention) {
+  for (double softcap : {0.0, 2.0}) {
+    Case c;
+    TensorId q = c.param("q", {B, T, D}), k = c.param("k", {B, T, D}), v = c.param("v", {B, T, D});
+    expect_gradients_match(c.g, c.finish(attention(c.g, "y", q, k, v, H, 0, softcap, false)));
+  }
+}
+
 TEST(OpGradients, DropoutUsesTheSameMaskForward) {
   Case c;
   TensorId x = c.param("x", {B, T, D});
@@ -113,6 +123,37 @@ TEST(OpGradients, CrossEntropyIsTheLossOfEveryCase) {
   Case c;
   TensorId logits = c.param("logits", {B * T, 11});
   expect_gradients_match(c.g, c.finish(logits));
+}
+
+TEST(OpGradients, CrossEntropySkipsRowsWithoutATarget) {
+  Case c;
+  TensorId logits = c.param("logits", {B * T, 11});
+  TensorId loss = c.finish(logits);
+  int32_t* targets = c.g.data<int32_t>(c.targets);
+  for (int64_t r = 0; r < B * T; r += 3) targets[r] = -1;  // a masked LM's unpredicted tokens
+  expect_gradients_match(c.g, loss);
+  // The mean runs over the rows that count, and the others get no gradient.
+  c.g.zero_param_grads();
+  const double value = (c.g.forward(false), *c.g.data<double>(loss));
+  c.g.backward(loss);
+  double sum = 0;
+  int counted = 0;
+  for (int64_t r = 0; r < B * T; ++r) {
+    const double* z = c.g.data<double>(logits) + r * 11;
+    double lse = 0;
+    for (int j = 0; j < 11; ++j) lse += std::exp(z[j]);
+    if (targets[r] >= 0) sum += std::log(lse) - z[targets[r]], ++counted;
+    else
+      for (int j = 0; j < 11; ++j) EXPECT_EQ(c.g.grad<double>(logits)[r * 11 + j], 0.0);
+  }
+  EXPECT_NEAR(value, sum / counted, 1e-12);
+  // No row counts: the loss is 0 and nothing flows back.
+  for (int64_t r = 0; r < B * T; ++r) targets[r] = -1;
+  c.g.zero_param_grads();
+  c.g.forward(false);
+  EXPECT_EQ(*c.g.data<double>(loss), 0.0);
+  c.g.backward(loss);
+  for (int64_t i = 0; i < B * T * 11; ++i) EXPECT_EQ(c.g.grad<double>(logits)[i], 0.0);
 }
 
 TEST(OpGradients, AttentionWithScaleAndSoftcap) {
@@ -221,6 +262,21 @@ TEST(Ops, AttentionIsCausal) {
   g.forward(false);
   for (int64_t i = 0; i < (T - 1) * D; ++i) EXPECT_EQ(before[static_cast<size_t>(i)], g.data<double>(y)[i]);
   EXPECT_NE(before[static_cast<size_t>((T - 1) * D + 1)], g.data<double>(y)[(T - 1) * D + 1]);
+}
+
+TEST(Ops, BidirectionalAttentionSeesLaterTokens) {
+  // The same change of the last token's key and value reaches every output row once the mask is off.
+  Graph g(DType::f64);
+  TensorId q = g.parameter("q", {1, T, D}, Role::none, false), k = g.parameter("k", {1, T, D}, Role::none, false),
+           v = g.parameter("v", {1, T, D}, Role::none, false);
+  TensorId y = attention(g, "y", q, k, v, H, 0, 0, false);
+  g.plan();
+  randomize(g, 3);
+  g.forward(false);
+  std::vector<double> before(g.data<double>(y), g.data<double>(y) + T * D);
+  g.data<double>(v)[(T - 1) * D + 1] += 5.0;
+  g.forward(false);
+  for (int64_t t = 0; t < T; ++t) EXPECT_NE(before[static_cast<size_t>(t * D + 1)], g.data<double>(y)[t * D + 1]);
 }
 
 TEST(Ops, LayerNormOutputHasZeroMeanUnitVariance) {

@@ -17,7 +17,8 @@ TEST(ToTorch, ACheckpointLoadedIntoPyTorchGivesNormlabsLogits) {
       {},                      // the default Pre-LN model
       {"--preset", "qwen2"},   // RMSNorm, SwiGLU, RoPE, q/k/v biases only
       {"--preset", "gemma2"},  // sandwich, (1 + γ) RMSNorm, soft-caps
-      {"--preset", "olmo2"}};  // QK-norm, norms on the outputs, an untied head
+      {"--preset", "olmo2"},   // QK-norm, norms on the outputs, an untied head
+      {"--set", "model.shape=encoder", "--set", "model.placement=post"}};  // a Post-LN masked LM
   int index = 0;
   for (const auto& extra : runs) {
     const fs::path run = tmp / ("run" + std::to_string(index++));

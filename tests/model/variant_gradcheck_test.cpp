@@ -1,6 +1,6 @@
 // Whole-model finite differences in double precision: for every placement of the registry, and for
 // the switches that change the graph (QK/V norms, soft-caps, PB-relax, NormFormer's head scale, LNS
-// forms, per-sub-layer gates, embedding norm and scale, DyT, gated FFNs, RoPE ...), the analytic
+// forms, per-sub-layer gates, embedding norm and scale, DyT, gated FFNs, RoPE, the encoder ...), the analytic
 // gradient of every parameter matches central differences to a relative error ≤ 1e-6.
 //
 // Parameters are initialized by the placement's own rule, then perturbed, so that scalars that
@@ -43,6 +43,7 @@ void set_tokens(Model& m) {
   for (size_t i = 0; i < tokens.size(); ++i) {
     tokens[i] = static_cast<int32_t>((i * 5 + 1) % kVocab);
     targets[i] = static_cast<int32_t>((i * 7 + 3) % kVocab);
+    if (m.config.encoder() && i % 3 == 1) targets[i] = -1;  // a masked LM predicts only the masked positions
   }
   m.set_batch(tokens.data(), targets.data());
 }
@@ -204,6 +205,12 @@ std::vector<Combo> combos() {
       {"pre_rms_rope", "pre_rms", {{"positions", "rope"}}},
       {"dlcl_post_rms", "dlcl_post", {{"norm", {{"type", "rmsnorm"}}}}},
       {"qknorm_gelu_untied", "qknorm", {{"tied_embeddings", false}}},
+      // Encoders (bidirectional attention, a masked-LM loss over some positions) under the placements of
+      // Xiong's and the MT papers' comparisons.
+      {"encoder_post", "post", {{"shape", "encoder"}}},
+      {"encoder_pre_rope", "pre", {{"shape", "encoder"}, {"positions", "rope"}}},
+      {"encoder_deepnorm", "deepnorm", {{"shape", "encoder"}}},
+      {"encoder_admin", "admin", {{"shape", "encoder"}}},
   };
 }
 

@@ -109,6 +109,18 @@ void warmup_grid(Runs& runs, const Holds& holds_for) {
   }
 }
 
+void bert_warmup(Runs& runs, const Holds& holds_for) {
+  for (RunOutcome& o : runs) {
+    const bool holds = holds_for(seed_of(o));
+    const std::string arm = arm_of(o);
+    // A: Post-LN without warm-up ends above Post-LN with it (here it stalls); B: Pre-LN without warm-up trains;
+    // C: and ends below the warmed-up Post-LN. Failing: warm-up does not help Post-LN, Pre-LN stalls cold.
+    if (arm == "post-lr0.003-w0") holds ? write_stalled(o) : write_trained(o, 4.0, 4.0 * jitter(o));
+    else if (arm == "pre-lr0.003-w0") holds ? write_trained(o, 4.0, 4.0 * jitter(o)) : write_stalled(o);
+    else write_trained(o, 4.5, 4.5 * jitter(o));
+  }
+}
+
 void model_update(Runs& runs, const Holds& holds_for) {
   for (RunOutcome& o : runs) {
     const bool holds = holds_for(seed_of(o));
@@ -278,6 +290,7 @@ const std::vector<JudgeCase>& judge_cases() {
       {"massive-activations", massive_activations, "peri-s1"},
       {"dyt-alpha", dyt_alpha, "dyt-a2-s1"},
       {"leaderboard", leaderboard, "pre-s1"},
+      {"bert-warmup", bert_warmup, "post-lr0.003-w0-s1"},
   };
   return cases;
 }

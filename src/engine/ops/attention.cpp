@@ -1,8 +1,9 @@
-// Causal multi-head softmax attention on q, k, v [B, T, H·D] (heads side by side in each row).
-// Per batch b and head h, with Q, K, V the [T, D] slices and s = 1/√D:
+// Multi-head softmax attention on q, k, v [B, T, H·D] (heads side by side in each row), causal (a decoder)
+// or bidirectional (an encoder). Per batch b and head h, with Q, K, V the [T, D] slices and s = 1/√D:
 //
-//   S = s·Q Kᵀ,   P = softmax(S + M) row-wise (M = −∞ above the diagonal),   O = P V
+//   S = s·Q Kᵀ,   P = softmax(S + M) row-wise,   O = P V
 //
+// M = −∞ above the diagonal when causal (row t sees keys 0..t), 0 everywhere when bidirectional.
 // s is 1/√D unless the caller gives another (QKNorm's learnable g is applied to q beforehand, s = 1).
 // With a soft-cap c (Gemma 2), S is replaced by c·tanh(S/c), whose derivative is 1 − tanh²(S/c).
 //
@@ -35,6 +36,8 @@ Dims dims_of(const Graph& g, const Node& n) {
   const Shape& s = g.shape(n.in[kQ]);
   return {s[0], s[1], s[2], n.attr.i[0], s[2] / n.attr.i[0]};
 }
+// The last key row t attends to.
+inline int64_t last_key(const Node& n, const Dims& d, int64_t t) { return n.attr.i[2] ? t : d.time - 1; }
 template <typename T>
 T logit_scale(const Node& n, const Dims& d) {
   return n.attr.f[0] > 0 ? static_cast<T>(n.attr.f[0]) : T(1) / std::sqrt(static_cast<T>(d.dim));
@@ -55,16 +58,17 @@ void forward_kernel(Graph& g, const Node& n) {
       gemm(false, true, d.time, d.time, d.dim, scale, q + offset, d.width, k + offset, d.width, T(0), p, d.time);
       for (int64_t t = 0; t < d.time; ++t) {
         T* row = p + t * d.time;
+        const int64_t last = last_key(n, d, t);
         if (cap > 0)
-          for (int64_t j = 0; j <= t; ++j) row[j] = cap * std::tanh(row[j] / cap);
+          for (int64_t j = 0; j <= last; ++j) row[j] = cap * std::tanh(row[j] / cap);
         T max = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : max)
-        for (int64_t j = 0; j <= t; ++j) max = std::max(max, row[j]);
+        for (int64_t j = 0; j <= last; ++j) max = std::max(max, row[j]);
         T sum = 0;
 #pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j <= t; ++j) sum += (row[j] = fast_exp(row[j] - max));
-        for (int64_t j = 0; j <= t; ++j) row[j] /= sum;
-        std::fill(row + t + 1, row + d.time, T(0));
+        for (int64_t j = 0; j <= last; ++j) sum += (row[j] = fast_exp(row[j] - max));
+        for (int64_t j = 0; j <= last; ++j) row[j] /= sum;
+        std::fill(row + last + 1, row + d.time, T(0));
       }
       gemm(false, false, d.time, d.dim, d.time, T(1), p, d.time, v + offset, d.width, T(0), out + offset, d.width);
     }
@@ -96,15 +100,16 @@ void backward_kernel(Graph& g, const Node& n) {
       for (int64_t t = 0; t < d.time; ++t) {
         const T* prow = p + t * d.time;
         T* row = dp + t * d.time;
+        const int64_t last = last_key(n, d, t);
         T dot = 0;
-        for (int64_t j = 0; j <= t; ++j) dot += prow[j] * row[j];
-        for (int64_t j = 0; j <= t; ++j) row[j] = prow[j] * (row[j] - dot);
+        for (int64_t j = 0; j <= last; ++j) dot += prow[j] * row[j];
+        for (int64_t j = 0; j <= last; ++j) row[j] = prow[j] * (row[j] - dot);
         if (cap > 0)
-          for (int64_t j = 0; j <= t; ++j) {
+          for (int64_t j = 0; j <= last; ++j) {
             const T th = std::tanh(raw[t * d.time + j] / cap);
             row[j] *= T(1) - th * th;
           }
-        std::fill(row + t + 1, row + d.time, T(0));
+        std::fill(row + last + 1, row + d.time, T(0));
       }
       if (dq)
         gemm(false, false, d.time, d.dim, d.time, scale, dp, d.time, k + offset, d.width, T(1), dq + offset, d.width);
@@ -125,7 +130,7 @@ void backward(Graph& g, const Node& n) {
 extern const OpKernels attention_kernels{forward, backward};
 
 TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads, double scale,
-                   double softcap) {
+                   double softcap, bool causal) {
   const Shape& s = g.shape(q);
   if (s.rank != 3 || s[2] % heads != 0) fail("attention needs [B,T,H·D] inputs; got {} with {} heads", s.str(), heads);
   Node n = make_node(OpKind::attention, q, k, v);
@@ -133,6 +138,7 @@ TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, Te
   n.saved[0] = g.activation(name + ".probs", Shape{s[0], heads, s[1], s[1]}, false);
   n.attr.i[0] = heads;
   n.attr.i[1] = omp_get_max_threads();  // workspace slices planned for this many threads
+  n.attr.i[2] = causal;
   n.attr.f = {scale, softcap, 0, 0};
   n.workspace_bytes = static_cast<size_t>(n.attr.i[1] * 2 * s[1] * s[1]) * dtype_size(g.float_type());
   g.record(n);

@@ -1,9 +1,11 @@
-// Softmax cross-entropy averaged over the N rows of logits [N, V] with integer targets [N]:
+// Softmax cross-entropy averaged over the rows of logits [R, V] that have a target: integer targets [R], where a
+// negative target marks a row without one (a token a masked LM does not predict). With C the rows that count:
 //
-//   ℓ = (1/N) Σ_r [ lse(z_r) − z_r[t_r] ],   lse(z) = log Σ_j exp(z_j)
-//   ∂ℓ/∂z_r[j] = (softmax(z_r)[j] − [j = t_r]) / N
+//   ℓ = (1/|C|) Σ_{r∈C} [ lse(z_r) − z_r[t_r] ],   lse(z) = log Σ_j exp(z_j)
+//   ∂ℓ/∂z_r[j] = (softmax(z_r)[j] − [j = t_r]) / |C|  for r ∈ C,  0 for the other rows
 //
-// Saved: lse per row. The mean is summed in row order, so it is bit-identical for any thread count.
+// No row counting: ℓ = 0 and no gradient. Saved: lse per row and |C|. The mean is summed in row order, so it is
+// bit-identical for any thread count.
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -24,6 +26,10 @@ void forward_kernel(Graph& g, const Node& n) {
   T* row_loss = reinterpret_cast<T*>(g.workspace());
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
+    if (target[r] < 0) {
+      row_loss[r] = 0;
+      continue;
+    }
     const T* zr = z + r * vocab;
     T max = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : max)
@@ -35,8 +41,10 @@ void forward_kernel(Graph& g, const Node& n) {
     row_loss[r] = lse[r] - zr[target[r]];
   }
   T total = 0;
-  for (int64_t r = 0; r < rows; ++r) total += row_loss[r];
-  *g.data<T>(n.out) = total / static_cast<T>(rows);
+  int64_t counted = 0;
+  for (int64_t r = 0; r < rows; ++r) total += row_loss[r], counted += target[r] >= 0;
+  *g.data<T>(n.saved[1]) = static_cast<T>(counted);
+  *g.data<T>(n.out) = counted ? total / static_cast<T>(counted) : T(0);
 }
 
 template <typename T>
@@ -46,10 +54,13 @@ void backward_kernel(Graph& g, const Node& n) {
   const T* z = g.data<T>(n.in[0]);
   const int32_t* target = g.data<int32_t>(n.in[1]);
   const T* lse = g.data<T>(n.saved[0]);
-  const T scale = *g.grad<T>(n.out) / static_cast<T>(rows);
+  const T counted = *g.data<T>(n.saved[1]);
+  if (counted == 0) return;
+  const T scale = *g.grad<T>(n.out) / counted;
   T* dz = g.grad<T>(n.in[0]);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
+    if (target[r] < 0) continue;
     const T* zr = z + r * vocab;
     T* dr = dz + r * vocab;
     const T lse_r = lse[r];
@@ -76,7 +87,7 @@ TensorId cross_entropy(Graph& g, const std::string& name, TensorId logits, Tenso
     fail("internal: cross_entropy has {} logit rows but {} targets", rows, g.shape(targets).numel());
   Node n = make_node(OpKind::cross_entropy, logits, targets);
   n.out = g.activation(name, Shape{}, g.requires_grad(logits));
-  n.saved[0] = g.activation(name + ".lse", Shape{rows}, false);
+  n.saved = {g.activation(name + ".lse", Shape{rows}, false), g.activation(name + ".counted", Shape{1}, false)};
   n.workspace_bytes = static_cast<size_t>(rows) * dtype_size(g.float_type());
   g.record(n);
   return n.out;
