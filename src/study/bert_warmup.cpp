@@ -66,9 +66,9 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 
   std::vector<std::string> header = {"placement", "warm-up"};
   for (double lr : g.lrs) header.push_back(fmt::format("lr {:g}", lr));
-  Table table{std::string("Worst outcome over the seeds and mean final validation loss per cell (") + kStalledRule +
-                  ")",
-              header};
+  Table table{
+      std::string("Worst outcome over the seeds and mean final validation loss per cell (") + kStalledRule + ")",
+      header};
   for (const char* placement : kPlacements)
     for (int warmup : g.warmups) {
       std::vector<std::string> row = {placement, std::to_string(warmup)};
@@ -145,8 +145,9 @@ extern const Study kBertWarmup{
     .claim =
         "A Post-LN BERT needs learning-rate warm-up: without it, at a learning rate that Pre-LN takes, it ends worse. "
         "A Pre-LN BERT trains without warm-up and ends below the Post-LN BERT that had it.",
-    .source = "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745) §3.2, "
-              "§4.2 and Figure 3 (c, d); Devlin et al. 2019, BERT (arXiv 1810.04805) §3.1 for the masking.",
+    .source =
+        "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745) §3.2, "
+        "§4.2 and Figure 3 (c, d); Devlin et al. 2019, BERT (arXiv 1810.04805) §3.1 for the masking.",
     .cost = "default ~30 min on 2 cores (8 runs × 3 seeds, --jobs 2), --quick ~20 s (4 runs)",
     .axes = {{.key = "train.lr",
               .defaults = "1e-3,3e-3",

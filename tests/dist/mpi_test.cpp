@@ -47,48 +47,55 @@ double relative(double a, double b) { return std::abs(a - b) / std::max(1e-3, st
 // their fp32 gradients in another order than one process's GEMMs do, so the runs differ by rounding.
 constexpr double kTolerance = 2e-5;
 
+// A decoder, and an encoder, whose loss is a mean over the masked positions: each rank weighs its loss by its share
+// of the batch's masked positions, so the sum is still the batch's mean.
 TEST(DataParallel, TwoRanksFollowTheSingleProcessRunStepForStep) {
   REQUIRE_MPI();
-  TempDir tmp("mpi");
-  // An uneven split (5 rows: 3 + 2), accumulation and dropout: every weighting and every mask must
-  // come out as in one process.
-  Json config = tiny_config_doc(16);
-  config["train"]["batch_size"] = 5;
-  config["train"]["grad_accum"] = 2;
-  config["train"]["eval_every"] = 8;
-  config["train"]["checkpoint_every"] = 8;
-  config["model"]["dropout"] = 0.1;
-  spit(tmp / "config.json", config.dump());
+  for (const char* shape : {"decoder", "encoder"}) {
+    SCOPED_TRACE(shape);
+    TempDir tmp("mpi");
+    // An uneven split (5 rows: 3 + 2), accumulation and dropout: every weighting and every mask must
+    // come out as in one process.
+    Json config = tiny_config_doc(16);
+    config["model"]["shape"] = shape;
+    config["train"]["batch_size"] = 5;
+    config["train"]["grad_accum"] = 2;
+    config["train"]["eval_every"] = 8;
+    config["train"]["checkpoint_every"] = 8;
+    config["model"]["dropout"] = 0.1;
+    spit(tmp / "config.json", config.dump());
 
-  const CliResult one =
-      run_cli({"train", "--config", (tmp / "config.json").string(), "--run", (tmp / "one").string()}, tmp.path());
-  ASSERT_EQ(one.exit_code, 0) << describe(one);
-  const CliResult two =
-      run_mpi(2, {"train", "--config", (tmp / "config.json").string(), "--run", (tmp / "two").string()}, tmp.path());
-  ASSERT_EQ(two.exit_code, 0) << describe(two);
-  EXPECT_NE(two.err.find("data-parallel over 2 processes (3 of 5 rows each on rank 0)"), std::string::npos)
-      << describe(two);
+    const CliResult one =
+        run_cli({"train", "--config", (tmp / "config.json").string(), "--run", (tmp / "one").string()}, tmp.path());
+    ASSERT_EQ(one.exit_code, 0) << describe(one);
+    const CliResult two =
+        run_mpi(2, {"train", "--config", (tmp / "config.json").string(), "--run", (tmp / "two").string()}, tmp.path());
+    ASSERT_EQ(two.exit_code, 0) << describe(two);
+    EXPECT_NE(two.err.find("data-parallel over 2 processes (3 of 5 rows each on rank 0)"), std::string::npos)
+        << describe(two);
 
-  const auto a = train_records(tmp / "one"), b = train_records(tmp / "two");
-  ASSERT_EQ(a.size(), 16u);
-  ASSERT_EQ(b.size(), a.size()) << "rank 0 alone writes metrics.jsonl, one record per step";
-  double worst = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i].step, b[i].step);
-    EXPECT_LT(relative(b[i].loss, a[i].loss), kTolerance) << "step " << a[i].step;
-    EXPECT_LT(relative(b[i].grad_norm, a[i].grad_norm), kTolerance) << "step " << a[i].step;
-    worst = std::max({worst, relative(b[i].loss, a[i].loss), relative(b[i].grad_norm, a[i].grad_norm)});
+    const auto a = train_records(tmp / "one"), b = train_records(tmp / "two");
+    ASSERT_EQ(a.size(), 16u);
+    ASSERT_EQ(b.size(), a.size()) << "rank 0 alone writes metrics.jsonl, one record per step";
+    double worst = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(a[i].step, b[i].step);
+      EXPECT_LT(relative(b[i].loss, a[i].loss), kTolerance) << "step " << a[i].step;
+      EXPECT_LT(relative(b[i].grad_norm, a[i].grad_norm), kTolerance) << "step " << a[i].step;
+      worst = std::max({worst, relative(b[i].loss, a[i].loss), relative(b[i].grad_norm, a[i].grad_norm)});
+    }
+    // Not trivially equal: the losses moved, and a different split is not the same computation.
+    EXPECT_GT(std::abs(a.front().loss - a.back().loss), 0.05);
+    std::cerr << shape << ": largest relative difference over 16 steps (loss, grad norm): " << worst << "\n";
+    std::vector<double> eval_a, eval_b;
+    for (auto [dir, out] : {std::pair{"one", &eval_a}, {"two", &eval_b}})
+      for (const auto& j : read_metrics(tmp / dir))
+        if (j.at("type") == "eval")
+          out->insert(out->end(), {j.at("val_loss").get<double>(), j.at("val_accuracy").get<double>()});
+    ASSERT_EQ(eval_a.size(), 4u);
+    ASSERT_EQ(eval_b.size(), 4u);
+    for (size_t i = 0; i < 4; ++i) EXPECT_LT(relative(eval_b[i], eval_a[i]), kTolerance);
   }
-  // Not trivially equal: the losses moved, and a different split is not the same computation.
-  EXPECT_GT(std::abs(a.front().loss - a.back().loss), 0.05);
-  std::cerr << "largest relative difference over 16 steps (loss, grad norm): " << worst << "\n";
-  std::vector<double> eval_a, eval_b;
-  for (auto [dir, out] : {std::pair{"one", &eval_a}, {"two", &eval_b}})
-    for (const auto& j : read_metrics(tmp / dir))
-      if (j.at("type") == "eval") out->push_back(j.at("val_loss").get<double>());
-  ASSERT_EQ(eval_a.size(), 2u);
-  ASSERT_EQ(eval_b.size(), 2u);
-  for (size_t i = 0; i < 2; ++i) EXPECT_LT(relative(eval_b[i], eval_a[i]), kTolerance);
 }
 
 TEST(DataParallel, TooFewRowsForTheRanksIsRefusedByName) {
