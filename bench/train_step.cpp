@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <string>
 #include <vector>
 
 #include <fmt/core.h>
@@ -33,8 +34,9 @@ struct Options {
   int threads = 2, steps = 6, warmup = 2;
   int vocab = 8192, d_model = 256, n_layers = 8, n_heads = 4, d_ff = 0, seq = 256, batch = 8;
   uint64_t seed = 1234;
-  bool marks = false;    // print CLOCK_MONOTONIC phase times to stderr (for `perf record -k CLOCK_MONOTONIC`)
-  bool profile = false;  // time op kinds and phases over the timed steps (train/profile.h)
+  std::string placement = "pre";  // with the placement's own defaults (pre_rms: RMSNorm; pre_crms: CRMSNorm, untied)
+  bool marks = false;             // print CLOCK_MONOTONIC phase times to stderr (for `perf record -k CLOCK_MONOTONIC`)
+  bool profile = false;           // time op kinds and phases over the timed steps (train/profile.h)
 };
 
 // Seconds on CLOCK_MONOTONIC (steady_clock on Linux), the clock `perf record -k CLOCK_MONOTONIC` stamps.
@@ -50,26 +52,22 @@ double process_cpu_ms() {
 int run(const Options& o) {
   engine::set_threads(o.threads);
 
-  model::ModelConfig cfg;
-  cfg.vocab_size = o.vocab;
-  cfg.d_model = o.d_model;
-  cfg.n_layers = o.n_layers;
-  cfg.n_heads = o.n_heads;
-  cfg.d_ff = o.d_ff > 0 ? o.d_ff : 4 * o.d_model;
-  cfg.max_seq_len = o.seq;
-  cfg.norm.type = "layernorm";
-  cfg.norm.eps = 1e-5;
-  cfg.norm.bias = true;
-  cfg.placement = "pre";
-  cfg.activation = "gelu";
-  cfg.positions = "learned";
-  cfg.tied_embeddings = true;
-  cfg.bias = true;
-  cfg.dropout = 0;
-  cfg.init.scheme = "gpt2";
-  cfg.init.std = 0.02;
-  cfg.init.embed_std = 0.02;
-  model::validate(cfg, "bench");
+  // The placement's defaults (its norm type, tying) fill what is not set here; "pre" gives Pre-LN with LayerNorm
+  // (ε 1e-5, bias), tied embeddings and N(0, 0.02) weights.
+  const model::ModelConfig cfg =
+      model::read_model_config(Json{{"vocab_size", o.vocab},
+                                    {"d_model", o.d_model},
+                                    {"n_layers", o.n_layers},
+                                    {"n_heads", o.n_heads},
+                                    {"d_ff", o.d_ff > 0 ? o.d_ff : 4 * o.d_model},
+                                    {"max_seq_len", o.seq},
+                                    {"placement", o.placement},
+                                    {"activation", "gelu"},
+                                    {"positions", "learned"},
+                                    {"bias", true},
+                                    {"dropout", 0.0},
+                                    {"init", {{"scheme", "gpt2"}, {"std", 0.02}, {"embed_std", 0.02}}}},
+                               "bench");
 
   auto m = model::build_model(cfg, o.batch, o.seq);
   model::initialize(*m, o.seed);
@@ -129,7 +127,9 @@ int run(const Options& o) {
                         {"n_heads", o.n_heads},
                         {"d_ff", cfg.d_ff},
                         {"seq", o.seq},
-                        {"batch", o.batch}}}};
+                        {"batch", o.batch},
+                        {"placement", cfg.placement},
+                        {"norm", cfg.norm.type}}}};
   if (profile) {
     line["profile"] = profile->to_json();
     std::fprintf(stderr, "%s", profile->table().c_str());
@@ -155,6 +155,7 @@ int main(int argc, char** argv) {
   app.add_option("--seq", o.seq, "sequence length T")->check(CLI::Range(1, 1 << 16));
   app.add_option("--batch", o.batch, "batch size B")->check(CLI::Range(1, 1 << 16));
   app.add_option("--seed", o.seed, "seed for the weights and the random tokens");
+  app.add_option("--placement", o.placement, "normalization placement (normlab variants), with its defaults");
   app.add_flag("--marks", o.marks, "print CLOCK_MONOTONIC times of the phases to stderr (to cut a perf profile)");
   app.add_flag("--profile", o.profile,
                "time every op kind and the optimizer over the timed steps: a table on stderr, \"profile\" in the JSON");

@@ -65,7 +65,8 @@ const OpDef& op_def(OpKind kind);
 // --- builders (name = the output tensor's name; probes and tests look tensors up by it) ---
 TensorId embedding(Graph& g, const std::string& name, TensorId ids, TensorId table);
 TensorId position_add(Graph& g, const std::string& name, TensorId x, TensorId positions);
-TensorId linear(Graph& g, const std::string& name, TensorId x, TensorId weight, TensorId bias);
+// centered: every output row minus its mean, folded into W and b (ops/linear.cpp; Pre-RMSNorm's efficient form).
+TensorId linear(Graph& g, const std::string& name, TensorId x, TensorId weight, TensorId bias, bool centered = false);
 TensorId layer_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, TensorId bias, double eps);
 TensorId rms_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, double eps, double gain_offset = 0.0);
 TensorId add(Graph& g, const std::string& name, TensorId a, TensorId b, double alpha = 1.0, double beta = 1.0);

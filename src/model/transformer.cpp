@@ -16,13 +16,14 @@ using eng::Shape;
 
 namespace {
 
-// A linear layer `name` [in → out] with the given role; bias per model.bias (or `bias`, when given).
+// A linear layer `name` [in → out] with the given role; bias per model.bias (or `bias`, when given). centered:
+// zero-mean outputs, folded into the weights (engine/ops/linear.cpp).
 TensorId dense(Graph& g, const ModelConfig& c, const std::string& name, TensorId x, int64_t out, Role role,
-               std::optional<bool> bias = std::nullopt) {
+               std::optional<bool> bias = std::nullopt, bool centered = false) {
   const int64_t in = g.shape(x).last();
   TensorId w = g.parameter(name + ".weight", Shape{out, in}, role, true);
   TensorId b = bias.value_or(c.bias) ? g.parameter(name + ".bias", Shape{out}, Role::bias, false) : eng::kNoTensor;
-  return eng::linear(g, name + ".out", x, w, b);
+  return eng::linear(g, name + ".out", x, w, b, centered);
 }
 
 // Norm applied per head: x [B,T,H·D] viewed as [B,T,H,D].
@@ -44,7 +45,9 @@ TensorId per_head_l2(const SubLayer& s, const std::string& name, TensorId x) {
   return g.view(unit, s.prefix() + "." + name + ".l2_flat", shape);
 }
 
-TensorId attention_branch(const SubLayer& s, TensorId x, const BranchStyle& style) {
+// center: the branch's output must have zero mean per row (Pre-RMSNorm); folded into the output projection's
+// weights unless something after it (a per-head output scale) would undo it.
+TensorId attention_branch(const SubLayer& s, TensorId x, const BranchStyle& style, bool center) {
   Graph& g = s.graph();
   const ModelConfig& c = s.config();
   const std::string p = s.prefix();
@@ -82,12 +85,13 @@ TensorId attention_branch(const SubLayer& s, TensorId x, const BranchStyle& styl
   };
   if (style.head_scale == HeadScale::paper) heads = head_scale(heads);
   if (style.inner_norm) heads = s.norm("inner_norm", heads);
-  TensorId out = dense(g, c, p + ".o", heads, c.stream_width(), Role::o);
+  const bool fold = center && style.head_scale != HeadScale::fairseq;
+  TensorId out = dense(g, c, p + ".o", heads, c.stream_width(), Role::o, std::nullopt, fold);
   if (style.head_scale == HeadScale::fairseq) out = head_scale(out);
-  return out;
+  return center && !fold ? s.center(out, "centered") : out;
 }
 
-TensorId ffn_branch(const SubLayer& s, TensorId x, const BranchStyle& style) {
+TensorId ffn_branch(const SubLayer& s, TensorId x, const BranchStyle& style, bool center) {
   Graph& g = s.graph();
   const ModelConfig& c = s.config();
   const std::string p = s.prefix();
@@ -100,15 +104,18 @@ TensorId ffn_branch(const SubLayer& s, TensorId x, const BranchStyle& style) {
     hidden = c.activation == "swiglu" ? eng::swiglu(g, p + ".act", gate, up) : eng::geglu(g, p + ".act", gate, up);
   }
   if (style.mid_norm) hidden = s.norm("mid_norm", hidden);
-  return dense(g, c, p + ".fc2", hidden, c.stream_width(), Role::fc2);
+  return dense(g, c, p + ".fc2", hidden, c.stream_width(), Role::fc2, std::nullopt, center);
 }
 
 }  // namespace
 
 TensorId SubLayer::branch(TensorId x, BranchStyle style) const {
-  TensorId y = branch_ == Branch::attn ? attention_branch(*this, x, style) : ffn_branch(*this, x, style);
+  // Pre-RMSNorm keeps every branch output zero-mean. Without dropout (which would undo it) the centering folds into
+  // the branch's last linear map, as in the paper's efficient form; with dropout it is a pass after the dropout.
+  const bool zero_mean = find_placement(config_.placement).zero_mean_branch, fold = zero_mean && config_.dropout == 0;
+  TensorId y = branch_ == Branch::attn ? attention_branch(*this, x, style, fold) : ffn_branch(*this, x, style, fold);
   if (config_.dropout > 0) y = eng::dropout(g_, prefix() + ".dropout", y, config_.dropout);
-  if (find_placement(config_.placement).zero_mean_branch) y = center(y, "centered");
+  if (zero_mean && !fold) y = center(y, "centered");
   if (landmarks_) {
     landmarks_->branch_outputs.resize(static_cast<size_t>(config_.n_layers), {eng::kNoTensor, eng::kNoTensor});
     landmarks_->branch_outputs[static_cast<size_t>(layer_)][branch_ == Branch::attn ? 0 : 1] = y;

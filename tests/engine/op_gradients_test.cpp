@@ -33,14 +33,42 @@ struct Case {
   }
 };
 
-TEST(OpGradients, Linear) {
-  for (bool with_bias : {true, false}) {
-    Case c;
-    TensorId x = c.param("x", {B, T, D});
-    TensorId w = c.param("w", {6, D});
-    TensorId b = with_bias ? c.param("b", {6}) : kNoTensor;
-    expect_gradients_match(c.g, c.finish(linear(c.g, "y", x, w, b)));
+TEST(OpGradients, LinearPlainAndCentered) {
+  for (bool centered : {false, true})
+    for (bool with_bias : {true, false}) {
+      Case c;
+      TensorId x = c.param("x", {B, T, D});
+      TensorId w = c.param("w", {6, D});
+      TensorId b = with_bias ? c.param("b", {6}) : kNoTensor;
+      expect_gradients_match(c.g, c.finish(linear(c.g, "y", x, w, b, centered)));
+    }
+}
+
+TEST(Ops, CenteredLinearIsLinearThenCenter) {
+  // The folded form (centered W and b) against the explicit one: outputs and every gradient, in fp64.
+  Graph g(DType::f64);
+  TensorId x = g.parameter("x", {B, T, D}, Role::none, false), w = g.parameter("w", {6, D}, Role::none, false),
+           b = g.parameter("b", {6}, Role::none, false);
+  TensorId folded = linear(g, "folded", x, w, b, true), explicit_ = center(g, "explicit", linear(g, "plain", x, w, b));
+  TensorId targets = g.input("targets", {B * T}, DType::i32);
+  TensorId loss_folded = cross_entropy(g, "loss_folded", folded, targets),
+           loss_explicit = cross_entropy(g, "loss_explicit", explicit_, targets);
+  g.plan();
+  randomize(g, 5);
+  for (int64_t r = 0; r < B * T; ++r) g.data<int32_t>(targets)[r] = static_cast<int32_t>(r % 6);
+  g.forward(false);
+  for (int64_t i = 0; i < B * T * 6; ++i) EXPECT_NEAR(g.data<double>(folded)[i], g.data<double>(explicit_)[i], 1e-14);
+  std::vector<std::vector<double>> grads;
+  for (TensorId loss : {loss_folded, loss_explicit}) {
+    g.zero_param_grads();
+    g.backward(loss);
+    std::vector<double> all;
+    for (TensorId p : {x, w, b})
+      for (double v : to_f64(g, p, true)) all.push_back(v);
+    grads.push_back(all);
   }
+  ASSERT_EQ(grads[0].size(), grads[1].size());
+  for (size_t i = 0; i < grads[0].size(); ++i) EXPECT_NEAR(grads[0][i], grads[1][i], 1e-14) << i;
 }
 
 TEST(OpGradients, LayerNormAffineBiasFreeAndPlain) {

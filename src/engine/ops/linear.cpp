@@ -3,6 +3,18 @@
 //   ∂L/∂x = g W,   ∂L/∂W = gᵀ x,   ∂L/∂b = Σ_rows g          (g = ∂L/∂y, [N, out])
 //
 // All three products are GEMMs; the backward ones run with beta = 1 to accumulate.
+//
+// Centered (Pre-RMSNorm's efficient form, Jiang et al. 2023 §3.1): every output row has zero mean, y = C(x Wᵀ + b)
+// with C = I − 11ᵀ/out the centering projection on the output axis. C folds into the parameters:
+//
+//   y = x W_cᵀ + b_c,   W_c = W − 1·mean_out(W) (each column minus its mean),   b_c = b − mean(b)
+//   ∂L/∂x = g W_c,   ∂L/∂W = C (gᵀ x),   ∂L/∂b = C Σ_rows g         (C is symmetric: C ∂L/∂W_c)
+//
+// so the centering costs a pass over W (out × in) per step instead of one over the activations (N × out) forward
+// and backward. Saved: W_c and b_c.
+#include <algorithm>
+#include <utility>
+
 #include "engine/gemm.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
@@ -12,13 +24,49 @@ namespace {
 
 enum Slot { kX, kWeight, kBias };
 
+bool centered(const Node& n) { return n.attr.i[0] != 0; }
+
+// dst = src − its mean over the rows (axis 0) of a [rows, cols] matrix, column by column; or dst += that. Blocks of
+// columns are read row by row (contiguous), each thread owning whole blocks.
+template <typename T>
+void center_columns(int64_t rows, int64_t cols, const T* src, T* dst, bool accumulate) {
+  constexpr int64_t kBlock = 64;
+#pragma omp parallel for schedule(static)
+  for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
+    const int64_t width = std::min(kBlock, cols - c0);
+    T mean[kBlock] = {};
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < width; ++j) mean[j] += src[r * cols + c0 + j];
+    for (int64_t j = 0; j < width; ++j) mean[j] /= static_cast<T>(rows);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < width; ++j) {
+        const int64_t at = r * cols + c0 + j;
+        dst[at] = (accumulate ? dst[at] : T(0)) + src[at] - mean[j];
+      }
+  }
+}
+
+// The weight and bias the GEMMs use: W and b, or their centered copies (computed here in the forward pass).
+template <typename T>
+std::pair<const T*, const T*> effective(Graph& g, const Node& n, bool compute) {
+  const T* b = n.in[kBias] == kNoTensor ? nullptr : g.data<T>(n.in[kBias]);
+  if (!centered(n)) return {g.data<T>(n.in[kWeight]), b};
+  const int64_t in = g.shape(n.in[kWeight])[1], out = g.shape(n.in[kWeight])[0];
+  T *w_c = g.data<T>(n.saved[0]), *b_c = b ? g.data<T>(n.saved[1]) : nullptr;
+  if (compute) {
+    center_columns<T>(out, in, g.data<T>(n.in[kWeight]), w_c, false);
+    if (b) center_columns<T>(out, 1, b, b_c, false);
+  }
+  return {w_c, b_c};
+}
+
 template <typename T>
 void forward_kernel(Graph& g, const Node& n) {
   const int64_t rows = g.shape(n.in[kX]).rows(), in = g.shape(n.in[kWeight])[1], out = g.shape(n.in[kWeight])[0];
+  const auto [w, b] = effective<T>(g, n, true);
   T* y = g.data<T>(n.out);
-  gemm(false, true, rows, out, in, T(1), g.data<T>(n.in[kX]), in, g.data<T>(n.in[kWeight]), in, T(0), y, out);
-  if (n.in[kBias] == kNoTensor) return;
-  const T* b = g.data<T>(n.in[kBias]);
+  gemm(false, true, rows, out, in, T(1), g.data<T>(n.in[kX]), in, w, in, T(0), y, out);
+  if (!b) return;
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t j = 0; j < out; ++j) y[r * out + j] += b[j];
@@ -28,14 +76,26 @@ template <typename T>
 void backward_kernel(Graph& g, const Node& n) {
   const int64_t rows = g.shape(n.in[kX]).rows(), in = g.shape(n.in[kWeight])[1], out = g.shape(n.in[kWeight])[0];
   const T* dy = g.grad<T>(n.out);
-  if (g.requires_grad(n.in[kX]))
-    gemm(false, false, rows, in, out, T(1), dy, out, g.data<T>(n.in[kWeight]), in, T(1), g.grad<T>(n.in[kX]), in);
-  if (g.requires_grad(n.in[kWeight]))
-    gemm(true, false, out, in, rows, T(1), dy, out, g.data<T>(n.in[kX]), in, T(1), g.grad<T>(n.in[kWeight]), in);
-  if (g.requires_grad(n.in[kBias]))
-    reduce_rows<T>(rows, out, 1, g.grad<T>(n.in[kBias]), g.workspace(), [&](int64_t r, T* acc) {
+  const T* w = effective<T>(g, n, false).first;
+  if (g.requires_grad(n.in[kX])) gemm(false, false, rows, in, out, T(1), dy, out, w, in, T(1), g.grad<T>(n.in[kX]), in);
+  // Centered: the products land in scratch after reduce_rows' own, then C is applied as they are added.
+  T* scratch = reinterpret_cast<T*>(g.workspace() + reduce_rows_workspace<double>(out, 1));
+  if (g.requires_grad(n.in[kWeight])) {
+    if (!centered(n))
+      gemm(true, false, out, in, rows, T(1), dy, out, g.data<T>(n.in[kX]), in, T(1), g.grad<T>(n.in[kWeight]), in);
+    else {
+      gemm(true, false, out, in, rows, T(1), dy, out, g.data<T>(n.in[kX]), in, T(0), scratch, in);
+      center_columns<T>(out, in, scratch, g.grad<T>(n.in[kWeight]), true);
+    }
+  }
+  if (g.requires_grad(n.in[kBias])) {
+    T* db = centered(n) ? scratch : g.grad<T>(n.in[kBias]);
+    if (centered(n)) std::fill(db, db + out, T(0));
+    reduce_rows<T>(rows, out, 1, db, g.workspace(), [&](int64_t r, T* acc) {
       for (int64_t j = 0; j < out; ++j) acc[j] += dy[r * out + j];
     });
+    if (centered(n)) center_columns<T>(out, 1, db, g.grad<T>(n.in[kBias]), true);
+  }
 }
 
 void forward(Graph& g, const Node& n) {
@@ -49,12 +109,19 @@ void backward(Graph& g, const Node& n) {
 
 extern const OpKernels linear_kernels{forward, backward};
 
-TensorId linear(Graph& g, const std::string& name, TensorId x, TensorId weight, TensorId bias) {
+TensorId linear(Graph& g, const std::string& name, TensorId x, TensorId weight, TensorId bias, bool centered) {
   Shape out_shape = g.shape(x);
-  out_shape.dims[static_cast<size_t>(out_shape.rank - 1)] = g.shape(weight)[0];
+  const int64_t out = g.shape(weight)[0], in = g.shape(weight)[1];
+  out_shape.dims[static_cast<size_t>(out_shape.rank - 1)] = out;
   Node n = make_node(OpKind::linear, x, weight, bias);
   n.out = g.activation(name, out_shape, g.requires_grad(x) || g.requires_grad(weight) || g.requires_grad(bias));
-  n.workspace_bytes = reduce_rows_workspace<double>(g.shape(weight)[0], 1);
+  n.workspace_bytes = reduce_rows_workspace<double>(out, 1);
+  if (centered) {
+    n.attr.i[0] = 1;
+    n.saved[0] = g.activation(name + ".centered_weight", Shape{out, in}, false);
+    if (bias != kNoTensor) n.saved[1] = g.activation(name + ".centered_bias", Shape{out}, false);
+    n.workspace_bytes += static_cast<size_t>(out * in) * sizeof(double);
+  }
   g.record(n);
   return n.out;
 }
