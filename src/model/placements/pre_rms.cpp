@@ -5,8 +5,8 @@
 //   Pre-CRMSNorm:  h ← h + F(CRMS(h)) on the compressed stream: d − 1 coordinates, the last being −Σ
 //
 // If everything written into the stream has zero mean, LN(z) = RMSNorm(z): the main branch is kept
-// zero-mean on the fly (the effective output weight is W − mean over the output axis), so the model
-// computes exactly Pre-LN. A zero-mean vector is fully described by d − 1 coordinates, which is what
+// zero-mean by its effective output weight W − mean over the output axis (engine/ops/linear.cpp, centered; with
+// dropout, which would undo it, by a centering pass after the dropout), so the model computes exactly Pre-LN. A zero-mean vector is fully described by d − 1 coordinates, which is what
 // the compressed form stores; CRMSNorm then normalizes as if the last coordinate were there.
 #include "model/placements/variants.h"
 
