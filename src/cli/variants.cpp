@@ -114,10 +114,11 @@ void add_init_report(CLI::App& app) {
   cmd->add_flag("--json", args->json, "print JSON lines instead of a table");
   cmd->callback([args] {
     train::RunConfig config = load_run_config(args->sources);
-    // The vocabulary sets the untied head's std (√(2/(V+d)) under Xavier), so take the corpus's, as training does.
+    // The vocabulary sets the untied head's std (√(2/(V+d)) under Xavier), so take the corpus's, as training does
+    // (an encoder's has [MASK] besides).
     if (config.model.vocab_size == 0) {
       if (fs::exists(fs::path(config.data_dir) / "meta.json")) {
-        config.model.vocab_size = io::load_tokens(config.data_dir).vocab_size;
+        config.model.vocab_size = io::load_tokens(config.data_dir).vocab_size + (config.model.encoder() ? 1 : 0);
       } else {
         config.model.vocab_size = 4096;
         std::cerr << fmt::format(
