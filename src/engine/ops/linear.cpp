@@ -63,7 +63,9 @@ std::pair<const T*, const T*> effective(Graph& g, const Node& n, bool compute) {
 template <typename T>
 void forward_kernel(Graph& g, const Node& n) {
   const int64_t rows = g.shape(n.in[kX]).rows(), in = g.shape(n.in[kWeight])[1], out = g.shape(n.in[kWeight])[0];
-  const auto [w, b] = effective<T>(g, n, true);
+  // Plain pointers, not a structured binding: clang 14 cannot capture a binding in the OpenMP region below.
+  const std::pair<const T*, const T*> weight_bias = effective<T>(g, n, true);
+  const T *w = weight_bias.first, *b = weight_bias.second;
   T* y = g.data<T>(n.out);
   gemm(false, true, rows, out, in, T(1), g.data<T>(n.in[kX]), in, w, in, T(0), y, out);
   if (!b) return;
