@@ -6,8 +6,9 @@
 //
 // If everything written into the stream has zero mean, LN(z) = RMSNorm(z): the main branch is kept
 // zero-mean by its effective output weight W − mean over the output axis (engine/ops/linear.cpp, centered; with
-// dropout, which would undo it, by a centering pass after the dropout), so the model computes exactly Pre-LN. A zero-mean vector is fully described by d − 1 coordinates, which is what
-// the compressed form stores; CRMSNorm then normalizes as if the last coordinate were there.
+// dropout, which would undo it, by a centering pass after the dropout), so the model computes exactly Pre-LN. A
+// zero-mean vector is fully described by d − 1 coordinates, which is what the compressed form stores; CRMSNorm then
+// normalizes as if the last coordinate were there.
 #include "model/placements/variants.h"
 
 namespace normlab::model {
