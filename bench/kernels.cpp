@@ -2,11 +2,15 @@
 //   - STREAM triad a = b + s·c (McCalpin's convention: 3 arrays × 4 bytes per element moved, write-allocate not
 //     counted), best of the repetitions: the memory bandwidth a streaming kernel can hope for;
 //   - fp32 GEMM through engine::gemm (oneDNN) at the training shapes of the bench's small model and at 1024³;
-//   - LayerNorm and RMSNorm, the engine's own kernels (op table), forward and backward on rows × d fp32.
+//   - LayerNorm and RMSNorm, the engine's own kernels (op table), forward and backward on rows × d fp32, alone and
+//     with the residual add in front: s = a + b, y = Norm(s), as the fused pair (add_layer_norm, add_rms_norm) and
+//     as the two ops one after the other.
 // A norm is memory-bound: its useful traffic is read x + write y forward and read x, dy + read-modify-write dx
 // backward (6 × 4 bytes per element; the saved statistics are rows, not elements), so its speed is reported as
-// that traffic over its time, as a fraction of the triad bandwidth measured in the same run.
-// Prints a table to stderr and one JSON line to stdout; bench/kernels.sh puts PyTorch's LayerNorm beside it.
+// that traffic over its time, as a fraction of the triad bandwidth measured in the same run. With the add: read a,
+// b, write s and y forward; read s, dy and read-modify-write ds, da, db backward (12 × 4 bytes per element).
+// Prints a table to stderr ("add+" the fused pair, "add," the two ops) and one JSON line to stdout; bench/kernels.sh
+// puts PyTorch's LayerNorm beside it.
 #include <omp.h>
 
 #include <algorithm>
@@ -89,27 +93,47 @@ struct NormTiming {
   double forward_s, backward_s;
 };
 
-// The engine's kernels for one norm node, called straight from the op table (no tape, no loss).
-NormTiming time_norm(const Options& o, bool rms) {
+enum class Residual { none, fused, unfused };
+
+// The engine's kernels for one norm node, called straight from the op table (no tape, no loss); with a residual
+// add in front, the pair's fused kernel or the add's and the norm's one after the other.
+NormTiming time_norm(const Options& o, bool rms, Residual residual) {
   engine::Graph g;
-  const engine::TensorId x = g.activation("x", engine::Shape{o.rows, o.d}, true);
+  const engine::Shape shape{o.rows, o.d};
+  const engine::TensorId a = g.activation("a", shape, true);
+  const engine::TensorId x = residual == Residual::none ? a : engine::add(g, "x", a, g.activation("b", shape, true));
   const engine::TensorId gain = g.parameter("gain", engine::Shape{o.d}, engine::Role::norm_gain, false, 1.0);
   const engine::TensorId y =
       rms ? engine::rms_norm(g, "y", x, gain, 1e-6)
           : engine::layer_norm(g, "y", x, gain, g.parameter("bias", engine::Shape{o.d}, engine::Role::norm_bias, false),
                                1e-5);
+  g.set_fusion(residual == Residual::fused);
   g.plan();
   Rng rng(7);
-  const size_t n = static_cast<size_t>(o.rows * o.d);
-  float *xs = g.data<float>(x), *dy = g.grad<float>(y), *gs = g.data<float>(gain);
-  for (size_t i = 0; i < n; ++i) xs[i] = static_cast<float>(rng.normal()), dy[i] = static_cast<float>(rng.normal());
+  float *dy = g.grad<float>(y), *gs = g.data<float>(gain);
+  for (engine::TensorId input : {a, g.find("b")})
+    if (input != engine::kNoTensor)
+      for (int64_t i = 0; i < shape.numel(); ++i) g.data<float>(input)[i] = static_cast<float>(rng.normal());
+  for (int64_t i = 0; i < shape.numel(); ++i) dy[i] = static_cast<float>(rng.normal());
   std::fill(gs, gs + o.d, 1.0f);
-  const engine::Node& node = g.nodes().back();
-  const engine::OpKernels& kernels = engine::op_def(node.op).kernels;
-  kernels.forward(g, node);  // warm: page faults and first touch are not the kernel's
-  kernels.backward(g, node);
-  return {best_seconds(o.repeats, [&] { kernels.forward(g, node); }),
-          best_seconds(o.repeats, [&] { kernels.backward(g, node); })};
+  // The node list each pass runs: the fused pair's first node with the fused kernel, or each node with its own.
+  std::vector<std::pair<const engine::Node*, engine::OpKind>> steps;
+  for (const engine::Node& node : g.nodes()) {
+    if (node.fused_with_next) {
+      steps.emplace_back(&node, node.fused_op);
+      break;
+    }
+    steps.emplace_back(&node, node.op);
+  }
+  auto forward = [&] {
+    for (auto [node, kind] : steps) engine::op_def(kind).kernels.forward(g, *node);
+  };
+  auto backward = [&] {
+    for (auto it = steps.rbegin(); it != steps.rend(); ++it) engine::op_def(it->second).kernels.backward(g, *it->first);
+  };
+  forward();  // warm: page faults and first touch are not the kernel's
+  backward();
+  return {best_seconds(o.repeats, forward), best_seconds(o.repeats, backward)};
 }
 
 int run(const Options& o) {
@@ -120,18 +144,19 @@ int run(const Options& o) {
   for (auto [m, n, k] :
        {std::array<int64_t, 3>{2048, 1024, 256}, {2048, 256, 1024}, {2048, 768, 256}, {1024, 1024, 1024}})
     gemms.push_back({{"m", m}, {"n", n}, {"k", k}, {"gflops", gemm_gflops(o, m, n, k)}});
-  const double bytes_forward = 2.0 * 4 * static_cast<double>(o.rows * o.d);
-  const double bytes_backward = 4.0 * 4 * static_cast<double>(o.rows * o.d);
   nlohmann::json norms = nlohmann::json::array();
-  for (bool rms : {false, true}) {
-    const NormTiming t = time_norm(o, rms);
-    const double gbs = (bytes_forward + bytes_backward) / (t.forward_s + t.backward_s) / 1e9;
-    norms.push_back({{"norm", rms ? "rmsnorm" : "layernorm"},
-                     {"forward_ms", 1e3 * t.forward_s},
-                     {"backward_ms", 1e3 * t.backward_s},
-                     {"gb_per_s", gbs},
-                     {"fraction_of_triad", gbs / triad}});
-  }
+  for (Residual residual : {Residual::none, Residual::fused, Residual::unfused})
+    for (bool rms : {false, true}) {
+      const NormTiming t = time_norm(o, rms, residual);
+      const double bytes_per_element = residual == Residual::none ? 6 * 4 : 12 * 4;
+      const double gbs = bytes_per_element * static_cast<double>(o.rows * o.d) / (t.forward_s + t.backward_s) / 1e9;
+      const char* prefix = residual == Residual::none ? "" : residual == Residual::fused ? "add+" : "add,";
+      norms.push_back({{"norm", fmt::format("{}{}", prefix, rms ? "rmsnorm" : "layernorm")},
+                       {"forward_ms", 1e3 * t.forward_s},
+                       {"backward_ms", 1e3 * t.backward_s},
+                       {"gb_per_s", gbs},
+                       {"fraction_of_triad", gbs / triad}});
+    }
   const nlohmann::json line{{"impl", "normlab"}, {"cpu", cpu_description()}, {"threads", o.threads}, {"rows", o.rows},
                             {"d", o.d},          {"triad_gb_per_s", triad},  {"gemm", gemms},        {"norms", norms}};
   std::fprintf(stderr, "%s, %d threads (%s)\n", line["cpu"]["model"].get<std::string>().c_str(), o.threads,
@@ -141,7 +166,7 @@ int run(const Options& o) {
     std::fprintf(stderr, "sgemm %ld x %ld x %ld: %.1f GFLOP/s\n", gm["m"].get<long>(), gm["n"].get<long>(),
                  gm["k"].get<long>(), gm["gflops"].get<double>());
   for (const auto& nm : norms)
-    std::fprintf(stderr, "%-9s %ld x %ld: forward %.2f ms, backward %.2f ms, %.1f GB/s = %.2f of triad\n",
+    std::fprintf(stderr, "%-13s %ld x %ld: forward %.2f ms, backward %.2f ms, %.1f GB/s = %.2f of triad\n",
                  nm["norm"].get<std::string>().c_str(), static_cast<long>(o.rows), static_cast<long>(o.d),
                  nm["forward_ms"].get<double>(), nm["backward_ms"].get<double>(), nm["gb_per_s"].get<double>(),
                  nm["fraction_of_triad"].get<double>());

@@ -37,6 +37,7 @@ struct Options {
   std::string placement = "pre";  // with the placement's own defaults (pre_rms: RMSNorm; pre_crms: CRMSNorm, untied)
   bool marks = false;             // print CLOCK_MONOTONIC phase times to stderr (for `perf record -k CLOCK_MONOTONIC`)
   bool profile = false;           // time op kinds and phases over the timed steps (train/profile.h)
+  bool fuse = true;               // engine.fuse: residual add + norm pairs as one kernel
 };
 
 // Seconds on CLOCK_MONOTONIC (steady_clock on Linux), the clock `perf record -k CLOCK_MONOTONIC` stamps.
@@ -69,7 +70,9 @@ int run(const Options& o) {
                                     {"init", {{"scheme", "gpt2"}, {"std", 0.02}, {"embed_std", 0.02}}}},
                                "bench");
 
-  auto m = model::build_model(cfg, o.batch, o.seq);
+  auto m = model::build_unplanned_model(cfg, o.batch, o.seq);
+  m->graph.set_fusion(o.fuse);
+  m->graph.plan();
   model::initialize(*m, o.seed);
   train::AdamW opt(m->graph);
   const train::AdamWSettings adamw{3e-4, 0.9, 0.95, 1e-8, 0.1};
@@ -129,7 +132,8 @@ int run(const Options& o) {
                         {"seq", o.seq},
                         {"batch", o.batch},
                         {"placement", cfg.placement},
-                        {"norm", cfg.norm.type}}}};
+                        {"norm", cfg.norm.type},
+                        {"fused_pairs", m->graph.fused_pairs()}}}};
   if (profile) {
     line["profile"] = profile->to_json();
     std::fprintf(stderr, "%s", profile->table().c_str());
@@ -159,6 +163,7 @@ int main(int argc, char** argv) {
   app.add_flag("--marks", o.marks, "print CLOCK_MONOTONIC times of the phases to stderr (to cut a perf profile)");
   app.add_flag("--profile", o.profile,
                "time every op kind and the optimizer over the timed steps: a table on stderr, \"profile\" in the JSON");
+  app.add_flag("!--no-fuse", o.fuse, "run every op on its own (engine.fuse = false): the unfused baseline");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);

@@ -59,4 +59,20 @@ inline float normal_cdf(float x) {
 }
 inline double normal_cdf(double x) { return 0.5 * std::erfc(-x / std::numbers::sqrt2); }
 
+template <typename T>
+T normal_pdf(T x) {
+  return fast_exp(T(-0.5) * x * x) * static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
+}
+
+// GELU, exact (erf) form as torch's default, and its derivative: y = x·Φ(x), ∂y/∂x = Φ(x) + x·φ(x). One
+// definition for the gelu op, GeGLU and the fused linear + GELU, so the fused and unfused paths agree bit for bit.
+template <typename T>
+T gelu_of(T x) {
+  return x * normal_cdf(x);
+}
+template <typename T>
+T gelu_slope(T x) {
+  return normal_cdf(x) + x * normal_pdf(x);
+}
+
 }  // namespace normlab::engine

@@ -25,17 +25,27 @@ std::byte* aligned_base(std::vector<std::byte>& arena, size_t bytes) {
   return arena.data() + (align_up(addr) - addr);
 }
 
-// Runs one node's kernel, adding its wall time and a call to the profile's row of its kind.
+// Runs one kernel of kind `kind` on node n, adding its wall time and a call to the profile's row of that kind.
 template <typename Kernel>
-void run_timed(Kernel kernel, Graph& g, const Node& n, std::array<double, OpProfile::kKinds>& seconds,
+void run_timed(Kernel kernel, OpKind kind, Graph& g, const Node& n, std::array<double, OpProfile::kKinds>& seconds,
                std::array<int64_t, OpProfile::kKinds>& calls) {
   using Clock = std::chrono::steady_clock;
   const auto start = Clock::now();
   kernel(g, n);
-  const auto k = static_cast<size_t>(n.op);
+  const auto k = static_cast<size_t>(kind);
   seconds[k] += std::chrono::duration<double>(Clock::now() - start).count();
   ++calls[k];
 }
+
+// Adjacent nodes (first, then second reading first's output as its input 0) that one kernel runs (fusion.h).
+struct FusionRule {
+  OpKind first, second, fused;
+};
+constexpr FusionRule kFusionRules[] = {
+    {OpKind::add, OpKind::layer_norm, OpKind::add_layer_norm},
+    {OpKind::add, OpKind::rms_norm, OpKind::add_rms_norm},
+    {OpKind::linear, OpKind::gelu, OpKind::linear_gelu},
+};
 }  // namespace
 
 TensorId Graph::add_tensor(TensorSpec spec) {
@@ -144,18 +154,45 @@ void Graph::plan() {
     t.data = tensors_[static_cast<size_t>(t.view_of)].data;
     t.grad = tensors_[static_cast<size_t>(t.view_of)].grad;
   }
+  if (fusion_) pair_fused_nodes();
   planned_ = true;
+}
+
+void Graph::set_fusion(bool on) {
+  if (planned_) fail("internal: set_fusion after the graph was planned");
+  fusion_ = on;
+}
+
+// Both nodes must need gradients alike, so that backward runs or skips them together.
+void Graph::pair_fused_nodes() {
+  for (size_t i = 0; i + 1 < nodes_.size(); ++i) {
+    Node &first = nodes_[i], &second = nodes_[i + 1];
+    if (second.in[0] != first.out || requires_grad(first.out) != requires_grad(second.out)) continue;
+    for (const FusionRule& rule : kFusionRules)
+      if (first.op == rule.first && second.op == rule.second) {
+        first.fused_with_next = true, first.fused_op = rule.fused;
+        ++i;  // a node belongs to one pair at most
+        break;
+      }
+  }
+}
+
+int Graph::fused_pairs() const {
+  int pairs = 0;
+  for (const Node& n : nodes_) pairs += n.fused_with_next;
+  return pairs;
 }
 
 void Graph::forward(bool training) {
   if (!planned_) plan();
   training_ = training;
-  if (!profile_) {
-    for (const Node& n : nodes_) op_def(n.op).kernels.forward(*this, n);
-    return;
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    const OpKind kind = n.fused_with_next ? n.fused_op : n.op;
+    if (profile_) run_timed(op_def(kind).kernels.forward, kind, *this, n, profile_->forward_s, profile_->forward_calls);
+    else op_def(kind).kernels.forward(*this, n);
+    i += n.fused_with_next;  // the pair's second node ran too
   }
-  for (const Node& n : nodes_)
-    run_timed(op_def(n.op).kernels.forward, *this, n, profile_->forward_s, profile_->forward_calls);
 }
 
 void Graph::backward(TensorId loss, double loss_grad) {
@@ -163,11 +200,15 @@ void Graph::backward(TensorId loss, double loss_grad) {
     fail("internal: backward from '{}', which does not depend on any parameter", spec(loss).name);
   std::memset(act_grad_arena_.data(), 0, act_grad_arena_.size());
   dispatch_float(float_type_, [&]<typename T>() { *grad<T>(loss) = static_cast<T>(loss_grad); });
-  for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
-    if (!requires_grad(it->out)) continue;
+  for (size_t i = nodes_.size(); i-- > 0;) {
+    if (!requires_grad(nodes_[i].out)) continue;
+    // A pair's backward runs at its second node, with the first node (which names the fused kernel).
+    const bool pair = i > 0 && nodes_[i - 1].fused_with_next;
+    const Node& n = pair ? nodes_[--i] : nodes_[i];
+    const OpKind kind = pair ? n.fused_op : n.op;
     if (profile_)
-      run_timed(op_def(it->op).kernels.backward, *this, *it, profile_->backward_s, profile_->backward_calls);
-    else op_def(it->op).kernels.backward(*this, *it);
+      run_timed(op_def(kind).kernels.backward, kind, *this, n, profile_->backward_s, profile_->backward_calls);
+    else op_def(kind).kernels.backward(*this, n);
   }
 }
 

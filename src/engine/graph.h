@@ -32,6 +32,10 @@ struct Node {
   OpAttrs attr;
   size_t workspace_bytes = 0;  // scratch shared by all nodes, valid during one forward/backward call
   int index = 0;               // position on the tape; also seeds dropout
+  // Set by plan(): this node and the next run as the one kernel `fused_op` (its forward at this node, its
+  // backward at the next). The tape keeps both nodes; see fusion.h.
+  bool fused_with_next = false;
+  OpKind fused_op{};
 };
 
 // The bytes plan() allocates, per arena. A sum that would not fit in size_t saturates at SIZE_MAX.
@@ -59,10 +63,13 @@ class Graph {
   TensorId view(TensorId base, const std::string& name, Shape shape);
   void record(Node node);
   // Assigns every tensor its place in the arenas and returns their sizes; allocates nothing, so a
-  // memory estimate can call it on a graph too large to plan. plan() lays out, then allocates.
+  // memory estimate can call it on a graph too large to plan. plan() lays out, allocates, and pairs
+  // adjacent nodes that have a fused kernel (unless set_fusion(false) came first: `engine.fuse`).
   ArenaSizes lay_out();
   void plan();
   bool planned() const { return planned_; }
+  void set_fusion(bool on);
+  int fused_pairs() const;  // pairs running as one kernel (after plan)
 
   // --- running ---
   void forward(bool training);
@@ -117,6 +124,7 @@ class Graph {
 
  private:
   TensorId add_tensor(TensorSpec spec);
+  void pair_fused_nodes();
 
   DType float_type_;
   std::vector<TensorSpec> tensors_;
@@ -126,6 +134,7 @@ class Graph {
   std::vector<std::byte> param_arena_, grad_arena_, act_arena_, act_grad_arena_, workspace_arena_;
   std::byte* workspace_ = nullptr;
   bool planned_ = false;
+  bool fusion_ = true;
   bool training_ = false;
   uint64_t step_ = 0;
   uint64_t seed_ = 0;

@@ -39,7 +39,10 @@ namespace normlab::engine {
   X(crms_norm)     /* compressed RMSNorm of a zero-mean vector without its last coord. */ \
   X(center)        /* y = x − mean(x)                                                  */ \
   X(softcap)       /* y = c · tanh(x / c)                                              */ \
-  X(pb_relax)      /* y = x / (max|x| / 8), max over the whole tensor and detached     */
+  X(pb_relax)      /* y = x / (max|x| / 8), max over the whole tensor and detached     */ \
+  X(add_layer_norm) /* fused pairs, never built: Graph::plan pairs the nodes           */ \
+  X(add_rms_norm)   /* (engine/fusion.h): add → layer_norm, add → rms_norm,            */ \
+  X(linear_gelu)    /* linear → gelu                                                   */
 
 enum class OpKind : uint8_t {
 #define NORMLAB_OP_KIND(name) name,

@@ -69,13 +69,18 @@ Json read_json(const fs::path& file) {
   return j.is_discarded() ? Json() : j;
 }
 
-// What a run's results depend on, stored as request.json and compared before a run is reused.
+// What a run's results depend on, stored as request.json and compared before a run is reused. The engine
+// section is left out: it changes how fast a run goes, not its numbers (fused and unfused kernels agree bit for
+// bit, tests/model/residual_fusion_test.cpp), so runs stored before it existed, or made with another setting,
+// are reused.
 Json stored_request(const RunOutcome& o) {
+  Json config = o.config;
+  config.erase("engine");
   return Json{{"kind", o.request.kind},
               {"analyses", o.request.analyses},
               {"probe_flags", o.request.probe_flags},
               {"corpus", corpus_checksum(o.config["data"]["dir"].get<std::string>())},
-              {"config", o.config}};
+              {"config", config}};
 }
 
 // The first difference between a stored request and the plan's, e.g. "config/train/lr was 0.001, now 0.003".

@@ -26,6 +26,7 @@ Run plan_run(RunConfig config, int batch, const MemoryNeeds& needs) {
   const TrainConfig& t = config.train;
   if (batch == 0) batch = t.batch_size;
   run.model = model::build_unplanned_model(config.model, batch, t.seq_len);
+  run.model->graph.set_fusion(config.engine.fuse);
   run.memory = estimate_memory(*run.model, needs);
   run.loader =
       std::make_unique<Loader>(run.data.train, run.data.val, batch, t.seq_len, t.seed, Shard{}, objective_of(config));

@@ -34,6 +34,7 @@ RunConfig read_run_config(const Json& doc, const std::string& where) {
     t.read("spike_skip", x.spike_skip);
     t.read("mask_prob", x.mask_prob, 0.0, 1.0);
   });
+  r.section("engine", [&](ConfigReader& e) { e.read("fuse", c.engine.fuse); });
   r.finish();
   if (c.train.seq_len > c.model.max_seq_len)
     fail("{}: train.seq_len = {} exceeds model.max_seq_len = {}; raise max_seq_len or shorten seq_len", where,
@@ -73,7 +74,8 @@ Json to_json(const RunConfig& c) {
                 {"probe_every", t.probe_every},
                 {"spike_z", t.spike_z},
                 {"spike_skip", t.spike_skip},
-                {"mask_prob", t.mask_prob}}}};
+                {"mask_prob", t.mask_prob}}},
+              {"engine", {{"fuse", c.engine.fuse}}}};
 }
 
 }  // namespace normlab::train

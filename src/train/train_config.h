@@ -30,13 +30,21 @@ struct TrainConfig {
   double mask_prob = 0.15;  // an encoder's masked-LM rate (BERT's 15%, replaced 80/10/10); a decoder ignores it
 };
 
+// How the engine runs the model; nothing here changes what is computed, beyond fp32 rounding.
+struct EngineConfig {
+  bool fuse =
+      true;  // run fused pairs (a residual add and its norm, a linear map and its GELU) as one kernel (engine/fusion.h)
+};
+
 struct RunConfig {
   model::ModelConfig model;
   std::string data_dir = "data/kjv";  // a `normlab prepare` output directory (scripts/setup.sh makes this one)
   TrainConfig train;
+  EngineConfig engine;
 };
 
-// Reads {"model": {...}, "data": {"dir": ...}, "train": {...}} strictly; `where` names the source.
+// Reads {"model": {...}, "data": {"dir": ...}, "train": {...}, "engine": {...}} strictly; `where` names the
+// source.
 RunConfig read_run_config(const Json& doc, const std::string& where);
 Json to_json(const RunConfig& config);
 

@@ -3,6 +3,7 @@
 
 #include <set>
 
+#include "common/error.h"
 #include "io/corpus.h"
 #include "tiny_corpus.h"
 #include "train/checkpoint.h"
@@ -54,6 +55,29 @@ TEST(TrainDeterminism, DifferentSeedGivesDifferentRuns) {
   int differing = 0;
   for (size_t i = 0; i < a.size(); ++i) differing += a[i].loss != b[i].loss;
   EXPECT_EQ(differing, static_cast<int>(a.size())) << "seeds 5 and 6 share some losses";
+}
+
+TEST(TrainDeterminism, EngineFuseChangesTheSpeedNotTheRun) {
+  TempDir tmp;
+  RunConfig unfused = config_with_dropout(5);
+  unfused.engine.fuse = false;
+  train(config_with_dropout(5), tmp / "fused");
+  train(unfused, tmp / "unfused");
+  const auto a = train_records(tmp / "fused");
+  ASSERT_EQ(a.size(), 6u);
+  expect_identical_records(a, train_records(tmp / "unfused"));
+  const Json sa = Json::parse(slurp(tmp / "fused" / "summary.json")),
+             sb = Json::parse(slurp(tmp / "unfused" / "summary.json"));
+  EXPECT_EQ(sa.at("val_loss"), sb.at("val_loss"));
+
+  EXPECT_FALSE(read_run_config(Json::parse(R"({"engine": {"fuse": false}})"), "config.json").engine.fuse);
+  EXPECT_TRUE(read_run_config(Json::object(), "config.json").engine.fuse);
+  try {
+    read_run_config(Json::parse(R"({"engine": {"fused": false}})"), "config.json");
+    ADD_FAILURE() << "an unknown engine key was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("fused"), std::string::npos) << e.what();
+  }
 }
 
 TEST(TrainLoader, BatchIsAPureFunctionOfSeedStepAndMicroBatch) {

@@ -60,23 +60,26 @@ void scale_backward_kernel(Graph& g, const Node& n) {
   for_each<T>(numel(g, n), [&](int64_t i) { dx[i] += c * dy[i]; });
 }
 
-// Φ is engine/fast_math.h's (vectorizable in fp32, libm's erfc in fp64).
-template <typename T>
-T normal_pdf(T x) {
-  return fast_exp(T(-0.5) * x * x) * static_cast<T>(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
-}
-
+// GELU and Φ are engine/fast_math.h's (vectorizable in fp32, libm's erfc in fp64). A gelu right after a linear map
+// runs fused with it (linear_gelu, ops/linear.cpp), which works row by row; these loops go row by row too, so each
+// element takes the same vector or remainder path in both and the two agree bit for bit.
 template <typename T>
 void gelu_forward_kernel(Graph& g, const Node& n) {
   const T* x = g.data<T>(n.in[0]);
   T* y = g.data<T>(n.out);
-  for_each<T>(numel(g, n), [&](int64_t i) { y[i] = x[i] * normal_cdf(x[i]); });
+  const int64_t width = g.shape(n.out).last();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < g.shape(n.out).rows(); ++r)
+    for (int64_t j = r * width; j < (r + 1) * width; ++j) y[j] = gelu_of(x[j]);
 }
 template <typename T>
 void gelu_backward_kernel(Graph& g, const Node& n) {
   const T *x = g.data<T>(n.in[0]), *dy = g.grad<T>(n.out);
   T* dx = g.grad<T>(n.in[0]);
-  for_each<T>(numel(g, n), [&](int64_t i) { dx[i] += dy[i] * (normal_cdf(x[i]) + x[i] * normal_pdf(x[i])); });
+  const int64_t width = g.shape(n.out).last();
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < g.shape(n.out).rows(); ++r)
+    for (int64_t j = r * width; j < (r + 1) * width; ++j) dx[j] += dy[j] * gelu_slope(x[j]);
 }
 
 template <typename T>
@@ -89,7 +92,7 @@ enum class Gate : int64_t { silu, gelu };
 // act(a) and act'(a) of a gated unit.
 template <typename T>
 std::pair<T, T> activation(Gate kind, T a) {
-  if (kind == Gate::gelu) return {a * normal_cdf(a), normal_cdf(a) + a * normal_pdf(a)};
+  if (kind == Gate::gelu) return {gelu_of(a), gelu_slope(a)};
   const T s = sigmoid(a);
   return {a * s, s * (T(1) + a * (T(1) - s))};
 }

@@ -10,8 +10,13 @@
 // Saved for backward: μ and r per row. γ and β are optional (non-affine or bias-free LayerNorm). The row sums
 // are `omp simd` reductions: summed across vector lanes in an order fixed by the build, the same for any thread
 // count, and at vector speed (a strict left-to-right sum runs at one add per add-latency).
+//
+// Fused with the residual add in front of it (add_layer_norm; Graph::plan pairs them, see fusion.h):
+// x = α·a + β·b is formed row by row and normalized while the row is in cache, and backward hands the row's
+// finished ∂L/∂x straight on as α·∂L/∂x and β·∂L/∂x. The arithmetic is the two ops', in the same order.
 #include <cmath>
 
+#include "engine/fusion.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 
@@ -20,10 +25,12 @@ namespace {
 
 enum Slot { kX, kGain, kBias };
 
+// sum: the add node fused in front (its output is x), or nullptr.
 template <typename T>
-void forward_kernel(Graph& g, const Node& n) {
+void forward_kernel(Graph& g, const Node& n, const Node* sum) {
   const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
   const T eps = static_cast<T>(n.attr.f[0]);
+  const FusedSum<T> producer(g, sum);
   const T* x = g.data<T>(n.in[kX]);
   const T* gain = n.in[kGain] == kNoTensor ? nullptr : g.data<T>(n.in[kGain]);
   const T* bias = n.in[kBias] == kNoTensor ? nullptr : g.data<T>(n.in[kBias]);
@@ -32,6 +39,7 @@ void forward_kernel(Graph& g, const Node& n) {
   T* rstd = g.data<T>(n.saved[1]);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
+    if (sum) producer.forward_row(r, d);
     const T* xr = x + r * d;
     T* yr = y + r * d;
     T mu = 0;
@@ -53,8 +61,9 @@ void forward_kernel(Graph& g, const Node& n) {
 }
 
 template <typename T>
-void backward_kernel(Graph& g, const Node& n) {
+void backward_kernel(Graph& g, const Node& n, const Node* sum) {
   const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
+  const FusedSum<T> producer(g, sum);
   const T* x = g.data<T>(n.in[kX]);
   const T* gain = n.in[kGain] == kNoTensor ? nullptr : g.data<T>(n.in[kGain]);
   const T* dy = g.grad<T>(n.out);
@@ -80,6 +89,7 @@ void backward_kernel(Graph& g, const Node& n) {
         T gh = gain ? gain[i] * gr[i] : gr[i];
         dxr[i] += rs * (gh - mean_g - (xr[i] - mu) * rs * mean_gx);
       }
+      if (sum) producer.backward_row(r, d);
     }
   }
   const bool want_gain = g.requires_grad(n.in[kGain]), want_bias = g.requires_grad(n.in[kBias]);
@@ -105,15 +115,23 @@ void backward_kernel(Graph& g, const Node& n) {
 }
 
 void forward(Graph& g, const Node& n) {
-  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); });
+  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n, nullptr); });
 }
 void backward(Graph& g, const Node& n) {
-  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); });
+  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n, nullptr); });
+}
+// Called with the add node; the norm is the node after it.
+void fused_forward(Graph& g, const Node& add) {
+  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, fused_partner(g, add), &add); });
+}
+void fused_backward(Graph& g, const Node& add) {
+  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, fused_partner(g, add), &add); });
 }
 
 }  // namespace
 
 extern const OpKernels layer_norm_kernels{forward, backward};
+extern const OpKernels add_layer_norm_kernels{fused_forward, fused_backward};
 
 TensorId layer_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, TensorId bias, double eps) {
   Node n = make_node(OpKind::layer_norm, x, gain, bias);

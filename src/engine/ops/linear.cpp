@@ -12,9 +12,15 @@
 //
 // so the centering costs a pass over W (out × in) per step instead of one over the activations (N × out) forward
 // and backward. Saved: W_c and b_c.
+//
+// Fused with a GELU that reads y (linear_gelu, the FFN's first map; engine/fusion.h): z = GELU(y) is computed on
+// each row of y as its bias is added, and backward first forms g = ∂L/∂y += ∂L/∂z ⊙ GELU'(y) row by row, summing
+// the finished rows into ∂L/∂b in the same pass (a plain bias; a centered one keeps its own pass).
 #include <algorithm>
 #include <utility>
 
+#include "engine/fast_math.h"
+#include "engine/fusion.h"
 #include "engine/gemm.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
@@ -60,25 +66,49 @@ std::pair<const T*, const T*> effective(Graph& g, const Node& n, bool compute) {
   return {w_c, b_c};
 }
 
+// gelu: the GELU node fused after this one (it reads y), or nullptr.
 template <typename T>
-void forward_kernel(Graph& g, const Node& n) {
+void forward_kernel(Graph& g, const Node& n, const Node* gelu) {
   const int64_t rows = g.shape(n.in[kX]).rows(), in = g.shape(n.in[kWeight])[1], out = g.shape(n.in[kWeight])[0];
   // Plain pointers, not a structured binding: clang 14 cannot capture a binding in the OpenMP region below.
   const std::pair<const T*, const T*> weight_bias = effective<T>(g, n, true);
   const T *w = weight_bias.first, *b = weight_bias.second;
   T* y = g.data<T>(n.out);
+  T* z = gelu ? g.data<T>(gelu->out) : nullptr;
   gemm(false, true, rows, out, in, T(1), g.data<T>(n.in[kX]), in, w, in, T(0), y, out);
-  if (!b) return;
+  if (!b && !z) return;
 #pragma omp parallel for schedule(static)
-  for (int64_t r = 0; r < rows; ++r)
-    for (int64_t j = 0; j < out; ++j) y[r * out + j] += b[j];
+  for (int64_t r = 0; r < rows; ++r) {
+    T* yr = y + r * out;
+    if (b)
+      for (int64_t j = 0; j < out; ++j) yr[j] += b[j];
+    if (z)
+      for (int64_t j = r * out; j < (r + 1) * out; ++j) z[j] = gelu_of(y[j]);
+  }
 }
 
 template <typename T>
-void backward_kernel(Graph& g, const Node& n) {
+void backward_kernel(Graph& g, const Node& n, const Node* gelu) {
   const int64_t rows = g.shape(n.in[kX]).rows(), in = g.shape(n.in[kWeight])[1], out = g.shape(n.in[kWeight])[0];
-  const T* dy = g.grad<T>(n.out);
+  T* dy = g.grad<T>(n.out);
   const T* w = effective<T>(g, n, false).first;
+  // The fused GELU's backward comes first: the GEMMs need the finished ∂L/∂y.
+  const bool bias_in_gelu_pass = gelu && g.requires_grad(n.in[kBias]) && !centered(n);
+  if (gelu) {
+    const T *y = g.data<T>(n.out), *dz = g.grad<T>(gelu->out);
+    auto finish_row = [&](int64_t r) {  // the gelu op's loop (ops/elementwise.cpp), so the two agree bit for bit
+      for (int64_t j = r * out; j < (r + 1) * out; ++j) dy[j] += dz[j] * gelu_slope(y[j]);
+    };
+    if (bias_in_gelu_pass)
+      reduce_rows<T>(rows, out, 1, g.grad<T>(n.in[kBias]), g.workspace(), [&](int64_t r, T* acc) {
+        finish_row(r);
+        for (int64_t j = 0; j < out; ++j) acc[j] += dy[r * out + j];
+      });
+    else {
+#pragma omp parallel for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) finish_row(r);
+    }
+  }
   if (g.requires_grad(n.in[kX])) gemm(false, false, rows, in, out, T(1), dy, out, w, in, T(1), g.grad<T>(n.in[kX]), in);
   // Centered: the products land in scratch after reduce_rows' own, then C is applied as they are added.
   T* scratch = reinterpret_cast<T*>(g.workspace() + reduce_rows_workspace<double>(out, 1));
@@ -90,7 +120,7 @@ void backward_kernel(Graph& g, const Node& n) {
       center_columns<T>(out, in, scratch, g.grad<T>(n.in[kWeight]), true);
     }
   }
-  if (g.requires_grad(n.in[kBias])) {
+  if (g.requires_grad(n.in[kBias]) && !bias_in_gelu_pass) {
     T* db = centered(n) ? scratch : g.grad<T>(n.in[kBias]);
     if (centered(n)) std::fill(db, db + out, T(0));
     reduce_rows<T>(rows, out, 1, db, g.workspace(), [&](int64_t r, T* acc) {
@@ -101,15 +131,23 @@ void backward_kernel(Graph& g, const Node& n) {
 }
 
 void forward(Graph& g, const Node& n) {
-  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); });
+  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n, nullptr); });
 }
 void backward(Graph& g, const Node& n) {
-  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); });
+  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n, nullptr); });
+}
+// Called with the linear node; the GELU is the node after it.
+void fused_forward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n, &fused_partner(g, n)); });
+}
+void fused_backward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n, &fused_partner(g, n)); });
 }
 
 }  // namespace
 
 extern const OpKernels linear_kernels{forward, backward};
+extern const OpKernels linear_gelu_kernels{fused_forward, fused_backward};
 
 TensorId linear(Graph& g, const std::string& name, TensorId x, TensorId weight, TensorId bias, bool centered) {
   Shape out_shape = g.shape(x);

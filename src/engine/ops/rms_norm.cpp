@@ -8,9 +8,10 @@
 //   ∂L/∂x = r · [ ĝ − x̂ · mean(ĝ ⊙ x̂) ],    ∂L/∂γ = Σ_rows g ⊙ x̂
 //
 // Saved for backward: r per row. γ is optional (a non-affine RMSNorm). The row sums are `omp simd` reductions,
-// as in layer_norm.cpp.
+// as in layer_norm.cpp. Fused with the residual add in front of it: add_rms_norm (fusion.h).
 #include <cmath>
 
+#include "engine/fusion.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 
@@ -19,16 +20,19 @@ namespace {
 
 enum Slot { kX, kGain };
 
+// sum: the add node fused in front (its output is x), or nullptr.
 template <typename T>
-void forward_kernel(Graph& g, const Node& n) {
+void forward_kernel(Graph& g, const Node& n, const Node* sum) {
   const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
   const T eps = static_cast<T>(n.attr.f[0]), offset = static_cast<T>(n.attr.f[1]);
+  const FusedSum<T> producer(g, sum);
   const T* x = g.data<T>(n.in[kX]);
   const T* gain = n.in[kGain] == kNoTensor ? nullptr : g.data<T>(n.in[kGain]);
   T* y = g.data<T>(n.out);
   T* rstd = g.data<T>(n.saved[0]);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
+    if (sum) producer.forward_row(r, d);
     const T* xr = x + r * d;
     T* yr = y + r * d;
     T ms = 0;
@@ -41,9 +45,10 @@ void forward_kernel(Graph& g, const Node& n) {
 }
 
 template <typename T>
-void backward_kernel(Graph& g, const Node& n) {
+void backward_kernel(Graph& g, const Node& n, const Node* sum) {
   const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
   const T offset = static_cast<T>(n.attr.f[1]);
+  const FusedSum<T> producer(g, sum);
   const T* x = g.data<T>(n.in[kX]);
   const T* gain = n.in[kGain] == kNoTensor ? nullptr : g.data<T>(n.in[kGain]);
   const T* dy = g.grad<T>(n.out);
@@ -60,6 +65,7 @@ void backward_kernel(Graph& g, const Node& n) {
       mean_gx /= static_cast<T>(d);
       T* dxr = dx + r * d;
       for (int64_t i = 0; i < d; ++i) dxr[i] += rs * ((gain ? gain[i] + offset : T(1)) * gr[i] - xr[i] * rs * mean_gx);
+      if (sum) producer.backward_row(r, d);
     }
   }
   if (g.requires_grad(n.in[kGain])) {
@@ -71,15 +77,23 @@ void backward_kernel(Graph& g, const Node& n) {
 }
 
 void forward(Graph& g, const Node& n) {
-  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); });
+  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n, nullptr); });
 }
 void backward(Graph& g, const Node& n) {
-  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); });
+  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n, nullptr); });
+}
+// Called with the add node; the norm is the node after it.
+void fused_forward(Graph& g, const Node& add) {
+  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, fused_partner(g, add), &add); });
+}
+void fused_backward(Graph& g, const Node& add) {
+  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, fused_partner(g, add), &add); });
 }
 
 }  // namespace
 
 extern const OpKernels rms_norm_kernels{forward, backward};
+extern const OpKernels add_rms_norm_kernels{fused_forward, fused_backward};
 
 TensorId rms_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, double eps, double gain_offset) {
   Node n = make_node(OpKind::rms_norm, x, gain);
