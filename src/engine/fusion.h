@@ -7,10 +7,10 @@
 // statistics stay where probes and tests look for them. `engine.fuse = false` (Graph::set_fusion) runs every
 // node on its own, and the tests compare the two paths bit for bit. The pairs:
 //
-//   add_layer_norm, add_rms_norm: the residual add and the norm that reads it, Post-LN's Norm(x + F(x)) and
-//     Pre-LN's stream h + F(…) that the next sub-layer opens with Norm(h). The norm's kernel, given the add
-//     node, forms each row of the sum just before normalizing it and in backward hands each finished row of
-//     the sum's gradient on to the add's inputs (FusedSum below):
+//   add_layer_norm, add_rms_norm, add_crms_norm: the residual add and the norm that reads it, Post-LN's
+//     Norm(x + F(x)) and Pre-LN's stream h + F(…) that the next sub-layer opens with Norm(h). The norm's kernel,
+//     given the add node, forms each row of the sum just before normalizing it and in backward hands each
+//     finished row of the sum's gradient on to the add's inputs (FusedSum below):
 //
 //       forward:  s = α·a + β·b  (row r, then)  y = Norm(s)
 //       backward: ∂L/∂s += (∂Norm/∂s)ᵀ ∂L/∂y  (row r, then)  ∂L/∂a += α·∂L/∂s,  ∂L/∂b += β·∂L/∂s

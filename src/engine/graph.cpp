@@ -44,6 +44,7 @@ struct FusionRule {
 constexpr FusionRule kFusionRules[] = {
     {OpKind::add, OpKind::layer_norm, OpKind::add_layer_norm},
     {OpKind::add, OpKind::rms_norm, OpKind::add_rms_norm},
+    {OpKind::add, OpKind::crms_norm, OpKind::add_crms_norm},
     {OpKind::linear, OpKind::gelu, OpKind::linear_gelu},
 };
 }  // namespace

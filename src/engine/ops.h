@@ -42,6 +42,7 @@ namespace normlab::engine {
   X(pb_relax)      /* y = x / (max|x| / 8), max over the whole tensor and detached     */ \
   X(add_layer_norm) /* fused pairs, never built: Graph::plan pairs the nodes           */ \
   X(add_rms_norm)   /* (engine/fusion.h): add → layer_norm, add → rms_norm,            */ \
+  X(add_crms_norm)  /* add → crms_norm,                                                */ \
   X(linear_gelu)    /* linear → gelu                                                   */
 
 enum class OpKind : uint8_t {

@@ -1,4 +1,4 @@
-// Fused pairs (engine/fusion.h): plan() pairs exactly the add → LayerNorm/RMSNorm and linear → GELU nodes, the
+// Fused pairs (engine/fusion.h): plan() pairs exactly the add → LayerNorm/RMSNorm/CRMSNorm and linear → GELU nodes, the
 // fused kernels pass fp64 finite differences, and in fp32 they agree bit for bit with the two ops run one after
 // the other (engine.fuse = false).
 #include <gtest/gtest.h>
@@ -25,17 +25,20 @@ enum class Pair {
   add_rms_norm,
   add_rms_norm_gemma,
   add_rms_norm_plain,
+  add_crms_norm,
   linear_gelu,
   linear_gelu_no_bias,
   linear_gelu_centered
 };
-constexpr Pair kPairs[] = {Pair::add_layer_norm, Pair::add_layer_norm_gain_only, Pair::add_layer_norm_plain,
-                           Pair::add_rms_norm,   Pair::add_rms_norm_gemma,       Pair::add_rms_norm_plain,
-                           Pair::linear_gelu,    Pair::linear_gelu_no_bias,      Pair::linear_gelu_centered};
+constexpr Pair kPairs[] = {
+    Pair::add_layer_norm,      Pair::add_layer_norm_gain_only, Pair::add_layer_norm_plain, Pair::add_rms_norm,
+    Pair::add_rms_norm_gemma,  Pair::add_rms_norm_plain,       Pair::add_crms_norm,        Pair::linear_gelu,
+    Pair::linear_gelu_no_bias, Pair::linear_gelu_centered};
 
 OpKind fused_kind(Pair p) {
   if (p <= Pair::add_layer_norm_plain) return OpKind::add_layer_norm;
-  return p <= Pair::add_rms_norm_plain ? OpKind::add_rms_norm : OpKind::linear_gelu;
+  if (p <= Pair::add_rms_norm_plain) return OpKind::add_rms_norm;
+  return p == Pair::add_crms_norm ? OpKind::add_crms_norm : OpKind::linear_gelu;
 }
 
 struct Net {
@@ -57,11 +60,13 @@ Net build(Graph& g, Pair p) {
     n.second = gelu(g, "activation", n.first);
   } else {
     n.first = add(g, "sum", a, param("b", shape, Role::none), 0.7, -1.3);
-    const bool has_gain = p != Pair::add_layer_norm_plain && p != Pair::add_rms_norm_plain;
+    const bool has_gain = p != Pair::add_layer_norm_plain && p != Pair::add_rms_norm_plain && p != Pair::add_crms_norm;
     TensorId gain = has_gain ? param("gain", {kWidth}, Role::norm_gain) : kNoTensor;
     if (fused_kind(p) == OpKind::add_layer_norm) {
       TensorId bias = p == Pair::add_layer_norm ? param("bias", {kWidth}, Role::norm_bias) : kNoTensor;
       n.second = layer_norm(g, "normed", n.first, gain, bias, 1e-5);
+    } else if (p == Pair::add_crms_norm) {
+      n.second = crms_norm(g, "normed", n.first, 1e-5);  // non-affine: the gain is unused
     } else {
       n.second = rms_norm(g, "normed", n.first, gain, 1e-5, p == Pair::add_rms_norm_gemma ? 1.0 : 0.0);
     }

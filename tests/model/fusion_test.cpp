@@ -1,7 +1,7 @@
 // engine.fuse on whole models: every placement computes the same logits and gradients, bit for bit, with the
 // fused pairs (engine/fusion.h; the default) and run op by op. The placements whose stream is normalized right
-// after each residual add (Pre-LN, Post-LN, Pre-RMSNorm) get an add + norm pair per sub-layer, and every GELU FFN
-// a linear + GELU pair.
+// after each residual add (Pre-LN, Post-LN, Pre-RMSNorm, Pre-CRMSNorm) get an add + norm pair per sub-layer,
+// and every GELU FFN a linear + GELU pair.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -66,7 +66,7 @@ TEST(Fusion, EveryPlacementTrainsIdenticallyFusedAndUnfused) {
   EXPECT_GE(placements_with_pairs, 3);
   // One add + norm pair per sub-layer: Post-LN's Norm(x + F(x)); Pre-LN's h + F(…) opening the next sub-layer
   // (the last one the final norm). One linear + GELU pair per FFN.
-  for (const char* placement : {"pre", "post", "pre_rms"}) {
+  for (const char* placement : {"pre", "post", "pre_rms", "pre_crms"}) {
     const Outcome o = run(placement, true);
     EXPECT_EQ(o.add_norm_pairs, 2 * kLayers) << placement;
     EXPECT_EQ(o.pairs, 3 * kLayers) << placement;

@@ -12,11 +12,14 @@
 //   r = ((‖x‖² + (Σx)²)/d + ε)^(−1/2),   y = x · r
 //   ∂L/∂x = r · [ u − (x̂ + ŝ·1) (uᵀx̂)/d ],   x̂ = x r, ŝ = (Σx) r      (non-affine)
 //
+// Fused with the residual add in front of it (add_crms_norm, engine/fusion.h), as LayerNorm and RMSNorm are.
+//
 // pb_relax (CogView's "precision bottleneck relaxation"): y = x · 8 / max|x|, the max taken over the
 // whole tensor and detached, so ∂L/∂x = u · 8 / max|x|. A norm after it sees the same direction.
 #include <algorithm>
 #include <cmath>
 
+#include "engine/fusion.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
 
@@ -60,15 +63,18 @@ void scale_norm_backward_kernel(Graph& g, const Node& n) {
   if (g.requires_grad(n.in[1])) *g.grad<T>(n.in[1]) += gain_grad;
 }
 
+// sum: the add node fused in front (its output is x), or nullptr.
 template <typename T>
-void crms_forward_kernel(Graph& g, const Node& n) {
+void crms_forward_kernel(Graph& g, const Node& n, const Node* sum_node) {
   const int64_t rows = g.shape(n.out).rows(), w = g.shape(n.out).last();
   const T eps = static_cast<T>(n.attr.f[0]), d = static_cast<T>(w + 1);
+  const FusedSum<T> producer(g, sum_node);
   const T* x = g.data<T>(n.in[0]);
   T* y = g.data<T>(n.out);
   T* rstd = g.data<T>(n.saved[0]);
 #pragma omp parallel for schedule(static)
   for (int64_t r = 0; r < rows; ++r) {
+    if (sum_node) producer.forward_row(r, w);
     T sq = 0, sum = 0;
     for (int64_t j = 0; j < w; ++j) sq += x[r * w + j] * x[r * w + j], sum += x[r * w + j];
     rstd[r] = T(1) / std::sqrt((sq + sum * sum) / d + eps);
@@ -77,9 +83,10 @@ void crms_forward_kernel(Graph& g, const Node& n) {
 }
 
 template <typename T>
-void crms_backward_kernel(Graph& g, const Node& n) {
+void crms_backward_kernel(Graph& g, const Node& n, const Node* sum_node) {
   const int64_t rows = g.shape(n.out).rows(), w = g.shape(n.out).last();
   const T d = static_cast<T>(w + 1);
+  const FusedSum<T> producer(g, sum_node);
   const T *x = g.data<T>(n.in[0]), *dy = g.grad<T>(n.out), *rstd = g.data<T>(n.saved[0]);
   T* dx = g.grad<T>(n.in[0]);
 #pragma omp parallel for schedule(static)
@@ -88,6 +95,7 @@ void crms_backward_kernel(Graph& g, const Node& n) {
     T sum = 0, dot = 0;
     for (int64_t j = 0; j < w; ++j) sum += x[r * w + j], dot += dy[r * w + j] * x[r * w + j] * rs;
     for (int64_t j = 0; j < w; ++j) dx[r * w + j] += rs * (dy[r * w + j] - (x[r * w + j] * rs + sum * rs) * dot / d);
+    if (sum_node) producer.backward_row(r, w);
   }
 }
 
@@ -115,8 +123,21 @@ void pb_relax_backward_kernel(Graph& g, const Node& n) {
 }
 
 NORMLAB_FLOAT_OP(scale_norm)
-NORMLAB_FLOAT_OP(crms)
 NORMLAB_FLOAT_OP(pb_relax)
+
+void crms_forward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { crms_forward_kernel<T>(g, n, nullptr); });
+}
+void crms_backward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { crms_backward_kernel<T>(g, n, nullptr); });
+}
+// Called with the add node; the norm is the node after it.
+void add_crms_forward(Graph& g, const Node& add) {
+  dispatch_float(g.float_type(), [&]<typename T>() { crms_forward_kernel<T>(g, fused_partner(g, add), &add); });
+}
+void add_crms_backward(Graph& g, const Node& add) {
+  dispatch_float(g.float_type(), [&]<typename T>() { crms_backward_kernel<T>(g, fused_partner(g, add), &add); });
+}
 
 TensorId with_row_statistic(Graph& g, Node n, const std::string& name, TensorId x, Shape saved) {
   n.out = like(g, name, x, {x, n.in[1]});
@@ -129,6 +150,7 @@ TensorId with_row_statistic(Graph& g, Node n, const std::string& name, TensorId 
 
 extern const OpKernels scale_norm_kernels{scale_norm_forward, scale_norm_backward};
 extern const OpKernels crms_norm_kernels{crms_forward, crms_backward};
+extern const OpKernels add_crms_norm_kernels{add_crms_forward, add_crms_backward};
 extern const OpKernels pb_relax_kernels{pb_relax_forward, pb_relax_backward};
 
 TensorId scale_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, double eps) {
