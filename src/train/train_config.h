@@ -30,7 +30,7 @@ struct TrainConfig {
   double mask_prob = 0.15;  // an encoder's masked-LM rate (BERT's 15%, replaced 80/10/10); a decoder ignores it
 };
 
-// How the engine runs the model; nothing here changes what is computed, beyond fp32 rounding.
+// How the engine runs the model; nothing here changes what is computed (the tests compare the numbers bit for bit).
 struct EngineConfig {
   bool fuse =
       true;  // run fused pairs (a residual add and its norm, a linear map and its GELU) as one kernel (engine/fusion.h)
