@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # normlab setup: installs every dependency from Debian packages, builds, and prepares the default
-# corpus (the King James Bible from Debian's bible-kjv, tokenized into data/kjv).
+# corpus (the King James Bible from Debian's bible-kjv, tokenized into data/kjv) and the translation
+# corpus (English-Spanish verse pairs from the SWORD Bibles, tokenized into data/kjv-rv).
 # Usage: scripts/setup.sh [--with-torch]   (--with-torch adds python3-torch for fixtures and benchmarks)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -9,6 +10,7 @@ packages=(build-essential cmake ninja-build pkg-config chromium libjs-chart.js
           libdnnl-dev libsentencepiece-dev sentencepiece nlohmann-json3-dev libcli11-dev libfmt-dev
           libgtest-dev libgmock-dev libcpp-httplib-dev bible-kjv clang-format
           openmpi-bin libopenmpi-dev  # mpirun: data-parallel training, distributed studies (docs/scaling.md)
+          libsword-utils sword-text-kjv sword-text-sparv  # the parallel KJV / Reina-Valera 1909 corpus (docs/data.md)
           clang-14 libfuzzer-14-dev libomp-14-dev)  # the last three: scripts/fuzz.sh (libFuzzer targets)
 for arg in "$@"; do
   case "$arg" in
@@ -34,4 +36,8 @@ cmake --build build
 scripts/get-kjv.sh
 if [ ! -s data/kjv/meta.json ]; then
   build/normlab prepare --input data/kjv.txt --out data/kjv --vocab-size 4096
+fi
+scripts/get-bible-pairs.sh
+if [ ! -s data/kjv-rv/meta.json ]; then
+  build/normlab prepare --pairs --input data/kjv-rv.tsv --out data/kjv-rv --vocab-size 8000 --character-coverage 1
 fi

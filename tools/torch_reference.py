@@ -20,6 +20,14 @@ Adding a placement: write `def step(m, i, s, h)` (one sub-layer of layer i, s in
 the whole stack, `def stack(m, h)`; then add one `Placement(...)` line to PLACEMENTS
 and a case to CASES.
 
+Encoder-decoders (model.shape = "encoder_decoder", docs/model.md "Encoder-decoder:
+translation"; cases encdec_*): `Model.encoder_decoder` runs the same `step` over the
+encoder's (attn, ffn) and the decoder's (attn, cross, ffn) sub-layers, with `m.prefix`
+("encoder." / "decoder.") in every parameter name and `m.tower` telling a step which
+stack it is in (DeepNorm's α_e / α_d). A placement is allowed there once its rule for
+two stacks is written (ENCODER_DECODER_SWITCHES). The fixture also holds `source` and
+`source_lengths`.
+
 Before writing, every case is self-checked: explicit ops vs library/equivalent forms,
 the Pre-LN = Pre-RMS = Pre-CRMS identity of §1.3, float64 autograd vs finite differences,
 and float32 conditioning (see tests/fixtures/README.md).
@@ -40,6 +48,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_py  # noqa: E402
 
 SUBLAYERS = ("attn", "ffn")
+# An encoder-decoder's decoder layer: causal self-attention, cross-attention over the encoder's output, FFN.
+DECODER_SUBLAYERS = ("attn", "cross", "ffn")
 
 
 # --------------------------------------------------------------------------
@@ -131,10 +141,12 @@ def rope(x, base):
     return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
 
 
-def softmax_attention(q, k, v, scale=None, cap=0.0, causal=True):
-    """q, k, v: [B, H, T, D]. softmax(cap(scale · q kᵀ) + mask) v; scale defaults to 1/√D,
+def softmax_attention(q, k, v, scale=None, cap=0.0, causal=True, key_lengths=None):
+    """q: [B, H, Tq, D], k, v: [B, H, Tk, D]. softmax(cap(scale · q kᵀ) + mask) v; scale defaults to 1/√D,
     cap(z) = c·tanh(z/c) when c > 0 (Gemma 2 attention soft-cap, before the mask); the mask hides
-    later positions when causal (a decoder) and nothing otherwise (an encoder)."""
+    later positions when causal (a decoder) and nothing otherwise (an encoder). key_lengths [B]
+    (an encoder-decoder's source lengths) also hides the padded keys: key j of row b gets −∞ when
+    j ≥ key_lengths[b] (the encoder's self-attention and the decoder's cross-attention)."""
     T, D = q.shape[-2], q.shape[-1]
     if scale is None:
         scores = (q @ k.transpose(-1, -2)) / math.sqrt(D)
@@ -145,6 +157,10 @@ def softmax_attention(q, k, v, scale=None, cap=0.0, causal=True):
     if causal:
         mask = torch.triu(torch.ones(T, T, dtype=torch.bool), diagonal=1)
         scores = scores.masked_fill(mask, float("-inf"))
+    if key_lengths is not None:
+        Tk = k.shape[-2]
+        padded = torch.arange(Tk)[None, :] >= key_lengths.long()[:, None]       # [B, Tk]
+        scores = scores.masked_fill(padded[:, None, None, :], float("-inf"))
     p = torch.softmax(scores, dim=-1)
     return p @ v
 
@@ -235,7 +251,8 @@ def step_lipschitz(m, i, s, h):
 
 def step_admin(m, i, s, h):
     # §2.7 admin: h ← Norm_post(ω ⊙ h + F(h)), ω a learnable [d] vector per sub-layer
-    omega = m.param(f"layers.{i}.{s}.admin_omega", [m.width], "admin_omega")
+    # (an encoder-decoder: every sub-layer of both stacks, cross-attention included)
+    omega = m.param(f"{m.prefix}layers.{i}.{s}.admin_omega", [m.width], "admin_omega")
     return m.N(i, s, "post_norm", omega * h + m.F(i, s, h))
 
 
@@ -272,9 +289,20 @@ def step_normformer(m, i, s, h):
     return h + f
 
 
+def deepnorm_alpha(m):
+    """§2.12 Table 1: (2L)^(1/4) for one stack; in an encoder-decoder with N encoder and M decoder
+    layers, α_e = 0.81·(N⁴M)^(1/16) in the encoder and α_d = (3M)^(1/4) in the decoder."""
+    if m.tower == "encoder":
+        N, M = m.encoder_layers(), m.cfg["n_layers"]
+        return 0.81 * (N ** 4 * M) ** (1.0 / 16.0)
+    if m.tower == "decoder":
+        return (3.0 * m.cfg["n_layers"]) ** 0.25
+    return (2.0 * m.cfg["n_layers"]) ** 0.25
+
+
 def step_deepnorm(m, i, s, h):
-    # §2.12 deepnorm: h ← Norm_post(α·h + F(h)), α = (2L)^(1/4)
-    alpha = (2.0 * m.cfg["n_layers"]) ** 0.25
+    # §2.12 deepnorm: h ← Norm_post(α·h + F(h)), α = (2L)^(1/4) (encoder-decoder: deepnorm_alpha)
+    alpha = deepnorm_alpha(m)
     return m.N(i, s, "post_norm", alpha * h + m.F(i, s, h))
 
 
@@ -500,6 +528,10 @@ BUILTIN = {
 }
 # model.options switches that exist for every placement.
 MODEL_OPTIONS = {"qk_norm": "none", "v_norm": False, "attn_softcap": 0.0, "final_softcap": 0.0, "qkv_bias": False}
+# shape = "encoder_decoder" (docs/model.md "Encoder-decoder"): the placements whose rules are written for two
+# stacks, and the switches they have only in that shape (init-only: the fixtures draw their own weights).
+ENCODER_DECODER_SWITCHES = {"post": {}, "pre": {}, "pre_rms": {}, "admin": {},
+                            "deepnorm": {"deepnorm_beta": "paper"}}
 
 
 def merge(base, over):
@@ -518,10 +550,18 @@ def resolve(user):
     options holding every model-level switch plus the placement's own switches."""
     pl = PLACEMENTS[user.get("placement", BUILTIN["placement"])]
     cfg = merge(merge(BUILTIN, pl.defaults), user)
-    opts = merge(MODEL_OPTIONS, pl.switches)
+    switches = dict(pl.switches)
+    if cfg["shape"] == "encoder_decoder":
+        assert cfg["placement"] in ENCODER_DECODER_SWITCHES, \
+            f"placement {cfg['placement']} is not defined for an encoder-decoder"
+        switches.update(ENCODER_DECODER_SWITCHES[cfg["placement"]])
+        # N, written resolved (0 = n_layers); ε of the label-smoothed loss
+        cfg["encoder_layers"] = cfg.get("encoder_layers", 0) or cfg["n_layers"]
+        cfg.setdefault("label_smoothing", 0.0)
+    opts = merge(MODEL_OPTIONS, switches)
     opts = merge(opts, pl.defaults.get("options", {}))
     opts = merge(opts, user.get("options", {}))
-    unknown = set(opts) - set(MODEL_OPTIONS) - set(pl.switches)
+    unknown = set(opts) - set(MODEL_OPTIONS) - set(switches)
     assert not unknown, f"unknown options for {cfg['placement']}: {sorted(unknown)}"
     cfg["options"] = {k: (v(cfg) if callable(v) else v) for k, v in opts.items()}
     if cfg["final_norm"] == "auto":
@@ -550,6 +590,10 @@ class Model:
         self.used = set()
         self.placement = PLACEMENTS[self.cfg["placement"]]
         self.frozen, self.sg_values = frozen, []
+        # Encoder-decoder state while a stack runs: the parameter prefix ("encoder." / "decoder."; "" for a
+        # one-stack model), which stack (None for a one-stack model), the source lengths (padded keys) and
+        # the encoder's output (the cross-attention's keys and values).
+        self.prefix, self.tower, self.key_lengths, self.memory = "", None, None, None
         d = self.cfg["d_model"]
         self.width = d - 1 if self.placement.narrow else d      # residual-stream width
         assert d % self.cfg["n_heads"] == 0
@@ -572,6 +616,10 @@ class Model:
     def opt(self, key):
         return self.cfg["options"][key]
 
+    def encoder_layers(self):
+        """N of an encoder-decoder (encoder_layers, 0 = n_layers)."""
+        return self.cfg.get("encoder_layers", 0) or self.cfg["n_layers"]
+
     def sg(self, x):
         if self.frozen is not None:
             v = self.frozen[len(self.sg_values)]
@@ -589,7 +637,7 @@ class Model:
         return NORMS[self.cfg["norm"]["type"]](self, prefix, x, eps)
 
     def N(self, i, s, slot, x):
-        return self.norm(f"layers.{i}.{s}.{slot}", x)
+        return self.norm(f"{self.prefix}layers.{i}.{s}.{slot}", x)
 
     def lin(self, prefix, x, out_features, bias=None):
         """x W^T (+ b); the bias per model.bias unless `bias` says otherwise (Qwen2's q, k, v)."""
@@ -599,19 +647,24 @@ class Model:
         return linear(x, w, b)
 
     # -- sub-layer functions -----------------------------------------------
-    def attn_heads(self, i, x):
-        """Attention up to (not including) W_O: x [B,T,w] -> per-head outputs [B,T,H,D]."""
+    def attn_heads(self, i, x, s="attn"):
+        """Attention up to (not including) W_O: x [B,T,w] -> per-head outputs [B,T,H,D].
+        s = "cross" (an encoder-decoder's decoder): q from x, k and v from the encoder's output
+        (self.memory), no causal mask, no RoPE, the source's padded keys masked."""
         c = self.cfg
         B, T, _ = x.shape
         d, H = c["d_model"], c["n_heads"]
         D = d // H
-        pre = f"layers.{i}.attn"
+        pre = f"{self.prefix}layers.{i}.{s}"
+        cross = s == "cross"
         qkn = c["options"]["qk_norm"]
         qkv_bias = c["bias"] or c["options"]["qkv_bias"]
-        q, k, v = (self.lin(f"{pre}.{n}", x, d, bias=qkv_bias) for n in "qkv")
+        kv_in = self.memory if cross else x
+        q = self.lin(f"{pre}.q", x, d, bias=qkv_bias)
+        k, v = (self.lin(f"{pre}.{n}", kv_in, d, bias=qkv_bias) for n in "kv")
         if qkn == "full":       # over the whole projected width d, before the head split and RoPE
             q, k = self.norm(f"{pre}.q_norm", q), self.norm(f"{pre}.k_norm", k)
-        q, k, v = (t.view(B, T, H, D).transpose(1, 2) for t in (q, k, v))     # [B, H, T, D]
+        q, k, v = (t.view(B, t.shape[1], H, D).transpose(1, 2) for t in (q, k, v))     # [B, H, T, D]
         if qkn == "per_head":   # over each head's D coordinates, before RoPE
             q, k = self.norm(f"{pre}.q_norm", q), self.norm(f"{pre}.k_norm", k)
         if c["options"]["v_norm"]:
@@ -620,19 +673,24 @@ class Model:
         if qkn == "l2":         # q̂ = q/‖q‖, k̂ = k/‖k‖ per head; logits g·q̂k̂ᵀ (no 1/√D)
             q, k = l2_normalize(q), l2_normalize(k)
             scale = self.param(f"{pre}.qk_scale", [1], "qk_scale")
-        if c["positions"] == "rope":
+        if c["positions"] == "rope" and not cross:   # across sequences positions do not compare
             q, k = rope(q, c["rope_base"]), rope(k, c["rope_base"])
-        o = softmax_attention(q, k, v, scale, c["options"]["attn_softcap"], causal=c["shape"] == "decoder")
+        if self.tower is None:
+            causal, key_lengths = c["shape"] == "decoder", None
+        else:   # encoder: bidirectional, padded source keys masked; decoder: causal self, masked cross
+            causal = self.tower == "decoder" and not cross
+            key_lengths = None if causal else self.key_lengths
+        o = softmax_attention(q, k, v, scale, c["options"]["attn_softcap"], causal=causal, key_lengths=key_lengths)
         return o.transpose(1, 2)                                             # [B, T, H, D]
 
-    def attn_out(self, i, heads):
+    def attn_out(self, i, heads, s="attn"):
         """Heads concatenated [B,T,d] (or already [B,T,d]), then W_O (+ b_O) to the stream width."""
         x = heads.reshape(heads.shape[0], heads.shape[1], -1)
-        return self.lin(f"layers.{i}.attn.o", x, self.width)
+        return self.lin(f"{self.prefix}layers.{i}.{s}.o", x, self.width)
 
     def ffn_hidden(self, i, x):
         """φ(fc1 x) [B,T,d_ff]; for GLU forms the product act(gate x) ⊙ fc1 x."""
-        pre, dff, act = f"layers.{i}.ffn", self.cfg["d_ff"], self.cfg["activation"]
+        pre, dff, act = f"{self.prefix}layers.{i}.ffn", self.cfg["d_ff"], self.cfg["activation"]
         if act == "gelu":
             return gelu_exact(self.lin(f"{pre}.fc1", x, dff))
         if act == "swiglu":
@@ -642,17 +700,20 @@ class Model:
         raise ValueError(act)
 
     def ffn_out(self, i, u):
-        return self.lin(f"layers.{i}.ffn.fc2", u, self.width)
+        return self.lin(f"{self.prefix}layers.{i}.ffn.fc2", u, self.width)
 
     def F(self, i, s, x):
-        if s == "attn":
-            return self.attn_out(i, self.attn_heads(i, x))
+        if s in ("attn", "cross"):
+            return self.attn_out(i, self.attn_heads(i, x, s), s)
         return self.ffn_out(i, self.ffn_hidden(i, x))
 
     # -- model --------------------------------------------------------------
-    def forward(self, tokens):
+    def embed(self, tokens, side=""):
+        """E[tokens] (× the embedding scale) (+ P[t]) (embed_norm) (the placement's entry transform).
+        side: "encoder." / "decoder." in an encoder-decoder, whose sides have their own learned positions
+        (`<side>embed.positions.weight`) and share the token table `embed.tokens.weight`."""
         c = self.cfg
-        B, T = tokens.shape
+        T = tokens.shape[1]
         V, d, w = c["vocab_size"], c["d_model"], self.width
         E = self.param("embed.tokens.weight", [V, w], "embed")
         h = E[tokens.long()]
@@ -663,29 +724,78 @@ class Model:
         else:
             assert c["embed_scale"] == "none", c["embed_scale"]
         if c["positions"] == "learned":
-            h = h + self.param("embed.positions.weight", [c["max_seq_len"], w], "embed")[:T][None, :, :]
+            h = h + self.param(f"{side}embed.positions.weight", [c["max_seq_len"], w], "embed")[:T][None, :, :]
         if c["embed_norm"]:
             h = self.norm("embed_norm", h)
         if self.placement.embed is not None:
             h = self.placement.embed(h)
-        if self.placement.stack is not None:
-            h = self.placement.stack(self, h)
-        else:
-            h = stack_layers(self, h, self.placement.step)
+        return h
+
+    def encoder_decoder(self, tokens, source):
+        """docs/model.md "Encoder-decoder: translation" (Vaswani et al. 2017): the encoder (N layers of attn,
+        ffn; bidirectional, the source's padded keys masked) over the source, its final norm when the
+        placement has one (the memory); the decoder (M layers of causal attn, cross over the memory, ffn)
+        over the target tokens, its final norm. Returns the decoder's output stream."""
+        c = self.cfg
+        assert source is not None, "an encoder-decoder needs a source (ids, lengths)"
+        assert self.placement.step is not None and not self.placement.narrow
+        # Not written for two stacks in docs/model.md: refused here rather than guessed.
+        assert not c["embed_norm"] and c["embed_scale"] != "learned", "no per-side embed_norm / embed.scale"
+        assert c["options"]["qk_norm"] == "none" and not c["options"]["v_norm"] and not c["options"]["attn_softcap"]
+        ids, lengths = source
+        self.key_lengths = lengths
+        self.prefix, self.tower = "encoder.", "encoder"
+        s = self.embed(ids, "encoder.")
+        for i in range(self.encoder_layers()):
+            for sub in SUBLAYERS:
+                s = self.placement.step(self, i, sub, s)
         if c["final_norm"]:
-            h = self.norm("final_norm", h)
+            s = self.norm("encoder.final_norm", s)
+        self.memory = s
+        self.prefix, self.tower = "decoder.", "decoder"
+        h = self.embed(tokens, "decoder.")
+        for i in range(c["n_layers"]):
+            for sub in DECODER_SUBLAYERS:
+                h = self.placement.step(self, i, sub, h)
+        if c["final_norm"]:
+            h = self.norm("decoder.final_norm", h)
+        self.prefix, self.tower, self.key_lengths, self.memory = "", None, None, None
+        return h
+
+    def forward(self, tokens, source=None):
+        c = self.cfg
+        V, w = c["vocab_size"], self.width
+        if c["shape"] == "encoder_decoder":
+            h = self.encoder_decoder(tokens, source)
+        else:
+            h = self.embed(tokens)
+            if self.placement.stack is not None:
+                h = self.placement.stack(self, h)
+            else:
+                h = stack_layers(self, h, self.placement.step)
+            if c["final_norm"]:
+                h = self.norm("final_norm", h)
+        E = self.param("embed.tokens.weight", [V, w], "embed")
         W_head = E if c["tied_embeddings"] else self.param("lm_head.weight", [V, w], "embed")
         logits = h @ W_head.t()                                  # [B, T, V]
         if c["options"]["final_softcap"]:
             logits = softcap(logits, c["options"]["final_softcap"])
         return logits
 
-    def loss(self, tokens, targets):
+    def loss(self, tokens, targets, source=None):
         """Mean cross-entropy over the positions with a target; −1 marks a position without one (an
-        encoder's unmasked tokens), as torch's ignore_index."""
-        logits = self.forward(tokens)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.long().reshape(-1),
-                                                 ignore_index=-1)
+        encoder's unmasked tokens, an encoder-decoder's target padding), as torch's ignore_index.
+        label_smoothing ε: the target distribution (1 − ε)·one-hot + ε/V (torch's label_smoothing).
+        source: (ids [B,T], lengths [B]) of an encoder-decoder."""
+        logits = self.forward(tokens, source)
+        eps = self.cfg.get("label_smoothing", 0.0)
+        if eps:
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                     targets.long().reshape(-1), ignore_index=-1,
+                                                     label_smoothing=eps)
+        else:
+            loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]),
+                                                     targets.long().reshape(-1), ignore_index=-1)
         return loss, logits
 
 
@@ -858,6 +968,8 @@ class Case:
     salt: int = 0          # weight re-draw, chosen once (--find-salts) so that no gradient tensor
                            # is ill-conditioned in float32 (see check_float32)
     linear_std: float = 0.3  # std of the random linear weights
+    source_lengths: Optional[list] = None  # encoder-decoder: the source length of each row (the rest is padding)
+    target_lengths: Optional[list] = None  # encoder-decoder: the targets of each row (−1 after them)
 
 
 LEGACY_SIZES = dict(vocab_size=61, d_model=16, n_layers=2, n_heads=2, d_ff=40, max_seq_len=12)
@@ -959,6 +1071,27 @@ for _name, _model in PRESETS.items():
     _over = {"options": {"attn_softcap": 5.0, "final_softcap": 3.0}} if _name == "gemma2" else {}
     CASES[f"preset_{_name}"] = Case(merge(merge({**TINY}, _model), _over))
 
+# Encoder-decoders (model.shape = encoder_decoder, docs/model.md "Encoder-decoder: translation"): unequal stacks
+# (N = 3 encoder layers, M = 2 decoder layers), a padded source (row 0 has length 3: keys 3..5 are masked in the
+# encoder's self-attention and the decoder's cross-attention, and hold random ids so that a missing mask shows),
+# target padding −1 (row 1's last two positions) and label smoothing 0.1 except in encdec_pre. encdec_pre_rms_rope
+# adds RoPE (self-attention only: none in cross-attention) and Pre-RMSNorm's centering on both sides.
+ENCDEC = dict(TINY, shape="encoder_decoder", n_layers=2, encoder_layers=3)
+
+
+def encdec(placement, salt=0, **over):
+    return Case(merge({**ENCDEC, "placement": placement}, over), salt=salt,
+                source_lengths=[3, 6], target_lengths=[6, 4])
+
+
+CASES.update({
+    "encdec_post": encdec("post", label_smoothing=0.1),
+    "encdec_pre": encdec("pre"),
+    "encdec_deepnorm": encdec("deepnorm", salt=1, label_smoothing=0.1),
+    "encdec_admin": encdec("admin", salt=1, label_smoothing=0.1),
+    "encdec_pre_rms_rope": encdec("pre_rms", positions="rope", label_smoothing=0.1),
+})
+
 # Weight re-draws chosen with --find-salts (salt 0 left a gradient that is small by cancellation,
 # e.g. a scalar gain, with float32 relative error above FP32_SEARCH).
 for _c, _s in {"variant_scalenorm": 2, "variant_qknorm": 1, "variant_subln": 1, "variant_hybridnorm": 1,
@@ -977,7 +1110,8 @@ def case_config(name):
 
 
 def make_case(name):
-    """(written config, float32 params, tokens, targets) of a case."""
+    """(written config, float32 params, tokens, targets, source) of a case; source is (ids [B,T],
+    lengths [B]) for an encoder-decoder, None otherwise."""
     case = CASES[name]
     cfg = case_config(name)
     seed = case_seed(name)
@@ -985,27 +1119,37 @@ def make_case(name):
     V = resolve(cfg)["vocab_size"]
     tokens = torch.randint(0, V, (case.batch, case.seq), generator=g, dtype=torch.int64).to(torch.int32)
     targets = torch.randint(0, V, (case.batch, case.seq), generator=g, dtype=torch.int64).to(torch.int32)
+    source = None
     if resolve(cfg)["shape"] == "encoder":   # a masked LM predicts some positions only: −1 elsewhere
         targets[torch.rand((case.batch, case.seq), generator=g) < 0.6] = -1
         targets[0, 0] = 1                     # at least one position counts
+    if resolve(cfg)["shape"] == "encoder_decoder":
+        # Random ids everywhere, the padding included, so that an unmasked padded key would change the result;
+        # the target padding (after each row's target length) is −1, as the pair loader writes it.
+        ids = torch.randint(0, V, (case.batch, case.seq), generator=g, dtype=torch.int64).to(torch.int32)
+        lengths = torch.tensor(case.source_lengths, dtype=torch.int32)
+        assert lengths.shape == (case.batch,) and 1 <= lengths.min() and lengths.max() <= case.seq
+        for b, n in enumerate(case.target_lengths):
+            targets[b, n:] = -1
+        source = (ids, lengths)
     # The parameter set is whatever the forward asks for.
     factory = seeded_factory(name, case.salt, case.linear_std)
     params = {}
     with torch.no_grad():
-        Model(cfg, params, factory).loss(tokens, targets)
+        Model(cfg, params, factory).loss(tokens, targets, source)
     if case.legacy:
         gen = torch.Generator().manual_seed(seed)
         params = {n: FIXTURE_INIT[factory.kinds[n][1]](factory.kinds[n][0], gen)
                   for n in sorted(params, key=legacy_order)}
     params32 = {n: t.to(torch.float32) for n, t in params.items()}
-    return cfg, params32, tokens, targets
+    return cfg, params32, tokens, targets, source
 
 
-def reference(cfg, params32, tokens, targets):
+def reference(cfg, params32, tokens, targets, source=None):
     """float64 forward/backward from the float32 weights."""
     p64 = {n: t.to(torch.float64).clone().requires_grad_(True) for n, t in params32.items()}
     model = Model(cfg, p64)
-    loss, logits = model.loss(tokens, targets)
+    loss, logits = model.loss(tokens, targets, source)
     assert not model.unused(), f"parameters the forward never used: {model.unused()}"
     grads = torch.autograd.grad(loss, list(p64.values()))
     return loss.detach(), logits.detach(), dict(zip(p64.keys(), grads)), p64, model.sg_values
@@ -1016,8 +1160,8 @@ def tensor_entry(dtype, t):
 
 
 def write_case(out_dir, name):
-    cfg, params32, tokens, targets = make_case(name)
-    loss, logits, grads, _, _ = reference(cfg, params32, tokens, targets)
+    cfg, params32, tokens, targets, source = make_case(name)
+    loss, logits, grads, _, _ = reference(cfg, params32, tokens, targets, source)
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.json"), "w") as f:
@@ -1029,6 +1173,9 @@ def write_case(out_dir, name):
         tensors["grad/" + n] = tensor_entry("F64", grads[n])
     tensors["tokens"] = tensor_entry("I32", tokens)
     tensors["targets"] = tensor_entry("I32", targets)
+    if source is not None:
+        tensors["source"] = tensor_entry("I32", source[0])
+        tensors["source_lengths"] = tensor_entry("I32", source[1])
     tensors["loss"] = ("F64", [], [loss.item()])
     tensors["logits"] = tensor_entry("F64", logits)
     path = os.path.join(d, "data.safetensors")
@@ -1096,6 +1243,26 @@ def check_primitives():
     # an encoder's attention: every row sees every key
     full = torch.softmax((q @ k.transpose(-1, -2)) / math.sqrt(8), -1) @ v
     errs["bidirectional attention"] = (softmax_attention(q, k, v, causal=False) - full).abs().max()
+    # key-padding mask (an encoder-decoder's source): queries of one sequence (Tq = 5) over the keys of another
+    # (Tk = 7) of lengths [3, 7], vs. softmax over the first len[b] keys only, row by row
+    qx = torch.randn(2, 2, 5, 8, generator=g, dtype=torch.float64)
+    lens = torch.tensor([3, 7], dtype=torch.int32)
+    o = softmax_attention(qx, k, v, causal=False, key_lengths=lens)
+    e = 0.0
+    for b in range(2):
+        n = int(lens[b])
+        ref = torch.softmax((qx[b] @ k[b, :, :n].transpose(-1, -2)) / math.sqrt(8), -1) @ v[b, :, :n]
+        e = max(e, (o[b] - ref).abs().max().item())
+    errs["key-masked attention"] = torch.tensor(e)
+    # label smoothing (Szegedy et al. 2016): the mean over targets ≠ −1 of −Σ_j q_j log p_j with
+    # q = (1 − ε)·one-hot + ε/V, written out, vs. torch's cross_entropy(label_smoothing = ε, ignore_index = −1)
+    z = torch.randn(9, 11, generator=g, dtype=torch.float64)
+    tg = torch.randint(0, 11, (9,), generator=g)
+    tg[[2, 5]] = -1
+    keep = tg >= 0
+    qd = 0.9 * F.one_hot(tg[keep], 11).to(torch.float64) + 0.1 / 11
+    ls = -(qd * torch.log_softmax(z[keep], -1)).sum(-1).mean()
+    errs["label smoothing"] = (F.cross_entropy(z, tg, ignore_index=-1, label_smoothing=0.1) - ls).abs()
     # GPAS: forward (1 − SiLU(a))·z, gradient w.r.t. z the identity (§1.6)
     a = torch.tensor([0.7], dtype=torch.float64, requires_grad=True)
     zz = x.clone().requires_grad_(True)
@@ -1155,8 +1322,8 @@ def check_finite_differences(name, n_per_param=2, h=1e-6, verbose=False):
     """Autograd (float64) vs central finite differences, n random entries per parameter.
     Stop-gradient values (GPAS, PB-relax) are replayed from the base run, so FD differentiates
     the function autograd differentiates."""
-    cfg, params32, tokens, targets = make_case(name)
-    loss, _, grads, p64, sg_values = reference(cfg, params32, tokens, targets)
+    cfg, params32, tokens, targets, source = make_case(name)
+    loss, _, grads, p64, sg_values = reference(cfg, params32, tokens, targets, source)
     base = {n: t.detach().clone() for n, t in p64.items()}
     gen = torch.Generator().manual_seed(123)
     worst, lines = 0.0, []
@@ -1168,7 +1335,7 @@ def check_finite_differences(name, n_per_param=2, h=1e-6, verbose=False):
                 p = {k: v.clone() for k, v in base.items()}
                 p[n].view(-1)[idx] += sgn * h
                 with torch.no_grad():
-                    vals.append(Model(cfg, p, frozen=sg_values).loss(tokens, targets)[0].item())
+                    vals.append(Model(cfg, p, frozen=sg_values).loss(tokens, targets, source)[0].item())
             fd = (vals[0] - vals[1]) / (2 * h)
             ag = grads[n].view(-1)[idx].item()
             # FD rounding noise is ~eps*|loss|/h ≈ 1e-10, so judge |fd-ag| against
@@ -1192,10 +1359,10 @@ def check_float32(name, limit=FP32_LIMIT, quiet=False):
     A gradient that is small only by cancellation (typically a scalar parameter) has a large
     relative float32 error, which no float32 engine could match to 1e-5; such a fixture is
     rejected here (limit) and its weights re-drawn with another Case.salt (--find-salts)."""
-    cfg, params32, tokens, targets = make_case(name)
-    loss, logits, grads, _, _ = reference(cfg, params32, tokens, targets)
+    cfg, params32, tokens, targets, source = make_case(name)
+    loss, logits, grads, _, _ = reference(cfg, params32, tokens, targets, source)
     p32 = {n: t.clone().requires_grad_(True) for n, t in params32.items()}
-    loss32, logits32 = Model(cfg, p32).loss(tokens, targets)
+    loss32, logits32 = Model(cfg, p32).loss(tokens, targets, source)
     g32 = dict(zip(p32, torch.autograd.grad(loss32, list(p32.values()))))
 
     def rel(a, b):

@@ -30,7 +30,7 @@ void over_val_batches(model::Model& m, const train::Loader& loader, int count, F
   train::Batch batch;
   for (int i = 0; i < count; ++i) {
     loader.eval_batch(i, count, batch);
-    m.set_batch(batch.tokens.data(), batch.targets.data());
+    train::feed(m, batch);
     fn();
   }
 }
@@ -46,7 +46,7 @@ void over_fresh_inits(model::Model& m, const train::RunConfig& config, const tra
     model::initialize(m, fresh_init_seed(config.train.seed, seed));
     for (int b = 0; b < s.batches; ++b) {
       loader.train_batch(b + 1, seed, batch);
-      m.set_batch(batch.tokens.data(), batch.targets.data());
+      train::feed(m, batch);
       fn();
     }
   }
@@ -101,7 +101,7 @@ Json norm_equivalence(const model::Model& pre_ln, const train::Loader& loader) {
   train::Batch batch;
   loader.eval_batch(0, 1, batch);
   const auto run = [&](model::Model& m, bool backward) {
-    m.set_batch(batch.tokens.data(), batch.targets.data());
+    train::feed(m, batch);
     m.graph.zero_param_grads();
     m.forward(false);
     if (backward) m.graph.backward(m.loss);
@@ -174,10 +174,10 @@ Json one_step_output_change(model::Model& m, const train::Loader& loader, const 
   loader.train_batch(1, 0, batch);  // the update batch
   loader.eval_batch(0, 1, other);   // Admin's measurement batch: another batch (validation)
   std::vector<double> before, after, stack_before, stack_after;
-  m.set_batch(other.tokens.data(), other.targets.data());
+  train::feed(m, other);
   m.forward(false);
   eng::copy_to_f64(m.graph, inputs.back(), stack_before);
-  m.set_batch(batch.tokens.data(), batch.targets.data());
+  train::feed(m, batch);
   m.graph.zero_param_grads();
   m.forward(false);
   eng::copy_to_f64(m.graph, m.logits, before);
@@ -186,7 +186,7 @@ Json one_step_output_change(model::Model& m, const train::Loader& loader, const 
   opt.step({s.lr, config.train.beta1, config.train.beta2, config.train.adam_eps, 0.0}, 1.0, 1);
   m.forward(false);
   eng::copy_to_f64(m.graph, m.logits, after);
-  m.set_batch(other.tokens.data(), other.targets.data());
+  train::feed(m, other);
   m.forward(false);
   eng::copy_to_f64(m.graph, inputs.back(), stack_after);
   const auto mean_square = [](const std::vector<double>& a, const std::vector<double>& b) {

@@ -36,6 +36,9 @@ void add_generate(CLI::App& app) {
           "{} is an encoder (model.shape = encoder): it sees the whole text at once and fills in masked tokens, it "
           "does not continue a prompt; `normlab eval --run {}` gives its masked-LM loss and accuracy",
           args->run, args->run);
+    if (run.config.model.encoder_decoder())
+      fail("{} is an encoder-decoder (a translation model): `normlab translate --run {} --input FILE` translates",
+           args->run, args->run);
     io::Tokenizer tok = io::Tokenizer::load(fs::path(run.config.data_dir) / "tokenizer.model");
     std::vector<int32_t> ids = tok.encode(args->prompt);
     if (ids.empty()) ids.push_back(tok.eos_id() >= 0 ? tok.eos_id() : 0);

@@ -109,7 +109,7 @@ void add_eval(CLI::App& app) {
       model::Model& m = *run.model;
       train::Batch batch;
       run.loader->eval_batch(0, args->batches, batch);
-      m.set_batch(batch.tokens.data(), batch.targets.data());
+      train::feed(m, batch);
       m.forward(false);
       if (m.graph.float_type() != engine::DType::f32)
         fail("--logits writes fp32 logits; this run computes in another type");

@@ -80,10 +80,12 @@ TensorId swiglu(Graph& g, const std::string& name, TensorId gate, TensorId up);
 TensorId geglu(Graph& g, const std::string& name, TensorId gate, TensorId up);
 TensorId rope(Graph& g, const std::string& name, TensorId x, int64_t heads, double base);
 // scale multiplies q·k (0 = the usual 1/√D); softcap > 0 applies c·tanh(s/c) to the scaled logits; causal = false:
-// every position attends to every position (an encoder).
+// every position attends to every position (an encoder); key_lengths (i32 [B], each in 1..T): batch row b attends
+// only to its first key_lengths[b] keys (padding). q, k, v share one shape: cross-attention pads both sides to T.
 TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads,
-                   double scale = 0, double softcap = 0, bool causal = true);
-TensorId cross_entropy(Graph& g, const std::string& name, TensorId logits, TensorId targets);
+                   double scale = 0, double softcap = 0, bool causal = true, TensorId key_lengths = kNoTensor);
+// smoothing ε: the target distribution is (1 − ε)·one-hot + ε/V (PyTorch's label_smoothing; Szegedy et al. 2016).
+TensorId cross_entropy(Graph& g, const std::string& name, TensorId logits, TensorId targets, double smoothing = 0);
 TensorId dropout(Graph& g, const std::string& name, TensorId x, double p);
 
 enum class ScaleMode : int64_t { scalar, vector, heads };

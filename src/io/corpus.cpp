@@ -130,6 +130,9 @@ std::string train_tokenizer(std::span<const std::string_view> lines, const Prepa
 void check_options(const PrepareOptions& o) {
   if (o.inputs.empty()) fail("prepare: no input text files given: pass at least one with --input (e.g. data/kjv.txt)");
   if (o.out_dir.empty()) fail("prepare: no output directory given: pass one with --out (e.g. data/kjv)");
+  if (o.pairs && !(o.max_length_ratio >= 1.0))
+    fail("prepare: max_length_ratio {} is below 1: give --max-length-ratio of at least 1 (e.g. 1.6)",
+         o.max_length_ratio);
   if (!(o.val_fraction > 0.0 && o.val_fraction < 1.0)) {
     fail("prepare: val_fraction {} is out of range: give --val-fraction between 0 and 1 (e.g. 0.05)", o.val_fraction);
   }
@@ -149,6 +152,41 @@ void check_options(const PrepareOptions& o) {
           o.character_coverage);
     }
   }
+}
+
+// A parallel corpus's lines as source, target, source, target ... (views into the corpus text). A line without a tab,
+// or with an empty side, is an error naming it; pairs whose lengths differ by more than max_ratio are dropped.
+std::vector<std::string_view> pair_halves(std::span<const std::string_view> lines, double max_ratio,
+                                          std::int64_t& dropped) {
+  std::vector<std::string_view> halves;
+  halves.reserve(2 * lines.size());
+  dropped = 0;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    std::vector<std::string_view> fields;
+    for (std::size_t start = 0;;) {
+      const std::size_t tab = lines[i].find('\t', start);
+      fields.push_back(lines[i].substr(start, tab == std::string_view::npos ? std::string_view::npos : tab - start));
+      if (tab == std::string_view::npos) break;
+      start = tab + 1;
+    }
+    if (fields.size() != 2 && fields.size() != 3)
+      fail(
+          "prepare --pairs: non-blank line {} has {} tab-separated fields ('{:.60}'): each line must be "
+          "source<TAB>target or reference<TAB>source<TAB>target",
+          i + 1, fields.size(), lines[i]);
+    const std::string_view source = fields[fields.size() - 2], target = fields.back();
+    if (is_blank(source) || is_blank(target))
+      fail("prepare --pairs: non-blank line {} has an empty {} ('{:.60}'): drop the line or fill it in", i + 1,
+           is_blank(source) ? "source" : "target", lines[i]);
+    const double ratio = static_cast<double>(source.size()) / static_cast<double>(target.size());
+    if (ratio > max_ratio || ratio < 1 / max_ratio) {
+      ++dropped;
+      continue;
+    }
+    halves.push_back(source);
+    halves.push_back(target);
+  }
+  return halves;
 }
 
 // The distinct characters (UTF-8 sequences) of the lines that the tokenizer encodes as <unk>.
@@ -217,11 +255,19 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
   };
   check_options(options);
 
-  // 1. Text.
+  // 1. Text. A parallel corpus's lines become its halves, source then target, and are split by whole pairs.
   Corpus corpus = read_corpus(options.inputs);
   std::uint64_t total_bytes = 0;
   for (const Source& s : corpus.sources) total_bytes += s.bytes;
-  const auto n_lines = static_cast<std::int64_t>(corpus.lines.size());
+  std::int64_t dropped = 0;
+  if (options.pairs) {
+    const auto n_read = corpus.lines.size();
+    corpus.lines = pair_halves(corpus.lines, options.max_length_ratio, dropped);
+    say(fmt::format("read {} pairs; dropped {} whose lengths differ by more than {}×", n_read, dropped,
+                    options.max_length_ratio));
+  }
+  const std::int64_t per_unit = options.pairs ? 2 : 1;  // lines per pair or line
+  const auto n_lines = static_cast<std::int64_t>(corpus.lines.size()) / per_unit;
   if (n_lines == 0) {
     fail("prepare: the corpus is empty ({} contain{} no non-blank lines): pass a text file with content",
          join(options.inputs), options.inputs.size() == 1 ? "s" : "");
@@ -233,18 +279,19 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
   auto n_val = std::max<std::int64_t>(1, std::llround(options.val_fraction * static_cast<double>(n_lines)));
   n_val = std::min(n_val, n_lines - 1);
   const std::int64_t n_train = n_lines - n_val;
-  say(fmt::format("read {} file{}: {} lines, {:.1f} MB ({} train lines, {} val lines)", corpus.sources.size(),
-                  corpus.sources.size() == 1 ? "" : "s", n_lines, static_cast<double>(total_bytes) / 1e6, n_train,
-                  n_val));
+  const char* unit = options.pairs ? "pairs" : "lines";
+  say(fmt::format("read {} file{}: {} {}, {:.1f} MB ({} train {}, {} val {})", corpus.sources.size(),
+                  corpus.sources.size() == 1 ? "" : "s", n_lines, unit, static_cast<double>(total_bytes) / 1e6, n_train,
+                  unit, n_val, unit));
 
   // 2. Tokenizer: trained on the train lines only, so val text stays unseen.
   std::string model_bytes;
   const bool train = options.tokenizer.empty();
   if (train) {
     say(fmt::format("training a {} tokenizer (vocab_size {}) on {} lines", options.model_type, options.vocab_size,
-                    n_train));
+                    n_train * per_unit));
     auto t0 = Clock::now();
-    model_bytes = train_tokenizer(std::span(corpus.lines).first(static_cast<std::size_t>(n_train)), options);
+    model_bytes = train_tokenizer(std::span(corpus.lines).first(static_cast<std::size_t>(n_train * per_unit)), options);
     say(fmt::format("trained the tokenizer in {:.1f} s", seconds_since(t0)));
   } else {
     model_bytes = read_file(options.tokenizer, "tokenizer", "check the path or leave it empty to train one");
@@ -273,7 +320,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
   std::vector<std::vector<std::int32_t>> encoded(corpus.lines.size());
   std::string encode_error;
 #pragma omp parallel for schedule(dynamic, 256)
-  for (std::int64_t i = 0; i < n_lines; ++i) {
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(encoded.size()); ++i) {
     try {
       encoded[static_cast<std::size_t>(i)] = tokenizer.encode(corpus.lines[static_cast<std::size_t>(i)]);
     } catch (const Error& e) {
@@ -283,8 +330,8 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
   }
   if (!encode_error.empty()) throw Error(encode_error);
   std::vector<std::int32_t> train_ids, val_ids;
-  for (std::int64_t i = 0; i < n_lines; ++i) {
-    auto& target = i < n_train ? train_ids : val_ids;
+  for (std::int64_t i = 0; i < static_cast<std::int64_t>(encoded.size()); ++i) {
+    auto& target = i < n_train * per_unit ? train_ids : val_ids;
     const auto& ids = encoded[static_cast<std::size_t>(i)];
     target.insert(target.end(), ids.begin(), ids.end());
     target.push_back(eos);
@@ -349,6 +396,11 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
       {"unigram_entropy_nats", stats.entropy},
       {"unigram_val_xent_nats", stats.val_xent},
   };
+  if (options.pairs) {
+    meta["task"] = "translate";
+    meta["max_length_ratio"] = options.max_length_ratio;
+    meta["dropped_pairs"] = dropped;
+  }
   if (train) {
     meta["model_type"] = options.model_type;
     meta["character_coverage"] = options.character_coverage;
@@ -365,6 +417,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
   summary.trained_tokenizer = train;
   summary.train_lines = n_train;
   summary.val_lines = n_val;
+  summary.dropped_pairs = dropped;
   summary.train_tokens = static_cast<std::int64_t>(train_ids.size());
   summary.val_tokens = static_cast<std::int64_t>(val_ids.size());
   summary.unigram_entropy_nats = stats.entropy;
@@ -461,6 +514,7 @@ TokenData load_tokens(const fs::path& dir) {
   if (width == 2 && data.vocab_size > 65535) {
     fail("{} has token_dtype uint16 but vocab_size {}: {}", meta_name, data.vocab_size, kRerun);
   }
+  data.pairs = meta.value("task", "lm") == "translate";
   data.unigram_entropy_nats = meta_field<double>(meta, meta_name, "unigram_entropy_nats");
   data.unigram_val_xent_nats = meta_field<double>(meta, meta_name, "unigram_val_xent_nats");
 

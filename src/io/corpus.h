@@ -24,6 +24,11 @@ struct PrepareOptions {
   // The share of the text's characters a trained tokenizer must cover (SentencePiece's default); the
   // rarest characters beyond it become <unk>. 1 keeps every character.
   double character_coverage = 0.9995;
+  // A parallel corpus: each line is `source<TAB>target` or `reference<TAB>source<TAB>target`. Both sides train one
+  // tokenizer; the token files hold, per pair, source EOS target EOS; val_fraction holds out whole pairs.
+  bool pairs = false;
+  // Pairs whose character lengths differ by more than this factor either way are dropped (misaligned verses).
+  double max_length_ratio = 1.6;
 };
 
 struct PrepareSummary {
@@ -31,7 +36,8 @@ struct PrepareSummary {
   int vocab_size = 0;
   std::string token_dtype;  // "uint16" or "uint32"
   bool trained_tokenizer = false;
-  std::int64_t train_lines = 0, val_lines = 0;
+  std::int64_t train_lines = 0, val_lines = 0;  // pairs, for a parallel corpus
+  std::int64_t dropped_pairs = 0;               // by max_length_ratio
   std::int64_t train_tokens = 0, val_tokens = 0;
   double unigram_entropy_nats = 0;   // entropy of the train unigram distribution
   double unigram_val_xent_nats = 0;  // val cross-entropy under the add-one-smoothed train unigram
@@ -48,6 +54,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, std::ostream& log);
 
 struct TokenData {
   std::vector<std::int32_t> train, val;
+  bool pairs = false;  // a parallel corpus: source EOS target EOS, pair after pair
   int vocab_size = 0;
   int eos_id = -1;
   double unigram_entropy_nats = 0;

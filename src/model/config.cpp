@@ -1,5 +1,7 @@
 #include "model/config.h"
 
+#include <fmt/ranges.h>
+
 #include "model/norm.h"
 #include "model/placement.h"
 
@@ -47,10 +49,12 @@ ModelConfig read_model_config(const Json& user, const std::string& where) {
   Json section = Json::parse(placement.defaults);
   section.merge_patch(user);
   ConfigReader r(section, where);
-  r.read("shape", c.shape, {"decoder", "encoder"});
+  r.read("shape", c.shape, {"decoder", "encoder", "encoder_decoder"});
   r.read("vocab_size", c.vocab_size, 0, 1 << 24);
   r.read("d_model", c.d_model, 1, 1 << 16);
   r.read("n_layers", c.n_layers, 1, 1024);
+  r.read("encoder_layers", c.encoder_layers, 0, 1024);
+  r.read("label_smoothing", c.label_smoothing, 0.0, 0.99);
   r.read("n_heads", c.n_heads, 1, 1024);
   r.read("d_ff", c.d_ff, 1, 1 << 18);
   r.read("max_seq_len", c.max_seq_len, 1, 1 << 16);
@@ -92,6 +96,14 @@ void validate(const ModelConfig& c, const std::string& where) {
   if (c.positions == "rope" && c.head_dim() % 2 != 0)
     fail("{}: rope needs an even head size, but d_model / n_heads = {}", where, c.head_dim());
   const Placement& p = find_placement(c.placement);
+  if (c.encoder_layers > 0 && !c.encoder_decoder())
+    fail("{}: encoder_layers = {} applies to shape 'encoder_decoder' only (this model is a '{}'): remove it", where,
+         c.encoder_layers, c.shape);
+  if (c.encoder_decoder() && !p.encoder_decoder)
+    fail(
+        "{}: placement '{}' is not defined for shape 'encoder_decoder' yet (its layer loop or init rule assumes one "
+        "stack); use one of: {}",
+        where, c.placement, fmt::join(encoder_decoder_placements(), ", "));
   if ((c.norm.type == "crmsnorm") != p.compressed_stream)
     fail("{}: norm.type 'crmsnorm' and placement 'pre_crms' go together (the compressed stream needs CRMSNorm)", where);
   if (c.init.head != "auto" && c.tied_embeddings)
@@ -108,32 +120,35 @@ void validate(const ModelConfig& c, const std::string& where) {
 }
 
 Json to_json(const ModelConfig& c) {
-  return Json{{"shape", c.shape},
-              {"vocab_size", c.vocab_size},
-              {"d_model", c.d_model},
-              {"n_layers", c.n_layers},
-              {"n_heads", c.n_heads},
-              {"d_ff", c.d_ff},
-              {"max_seq_len", c.max_seq_len},
-              {"norm", {{"type", c.norm.type}, {"eps", c.norm.eps}, {"bias", c.norm.bias}}},
-              {"placement", c.placement},
-              {"final_norm", c.has_final_norm()},
-              {"embed_norm", c.embed_norm},
-              {"embed_scale", c.embed_scale},
-              {"activation", c.activation},
-              {"positions", c.positions},
-              {"rope_base", c.rope_base},
-              {"tied_embeddings", c.tied_embeddings},
-              {"bias", c.bias},
-              {"dropout", c.dropout},
-              {"init",
-               {{"scheme", c.init.scheme},
-                {"xavier", c.init.xavier},
-                {"std", c.init.std},
-                {"embed_std", c.init.embed_std},
-                {"head", c.init.head},
-                {"head_std", c.init.head_std}}},
-              {"options", c.options}};
+  Json out{{"shape", c.shape},
+           {"vocab_size", c.vocab_size},
+           {"d_model", c.d_model},
+           {"n_layers", c.n_layers},
+           {"n_heads", c.n_heads},
+           {"d_ff", c.d_ff},
+           {"max_seq_len", c.max_seq_len},
+           {"norm", {{"type", c.norm.type}, {"eps", c.norm.eps}, {"bias", c.norm.bias}}},
+           {"placement", c.placement},
+           {"final_norm", c.has_final_norm()},
+           {"embed_norm", c.embed_norm},
+           {"embed_scale", c.embed_scale},
+           {"activation", c.activation},
+           {"positions", c.positions},
+           {"rope_base", c.rope_base},
+           {"tied_embeddings", c.tied_embeddings},
+           {"bias", c.bias},
+           {"dropout", c.dropout},
+           {"init",
+            {{"scheme", c.init.scheme},
+             {"xavier", c.init.xavier},
+             {"std", c.init.std},
+             {"embed_std", c.init.embed_std},
+             {"head", c.init.head},
+             {"head_std", c.init.head_std}}},
+           {"options", c.options}};
+  if (c.encoder_decoder()) out["encoder_layers"] = c.source_layers();
+  if (c.label_smoothing > 0) out["label_smoothing"] = c.label_smoothing;
+  return out;
 }
 
 }  // namespace normlab::model

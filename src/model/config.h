@@ -25,11 +25,15 @@ struct InitConfig {
 
 struct ModelConfig {
   // decoder: causal attention, trained to predict the next token (a GPT). encoder: bidirectional attention, trained
-  // as a masked LM (BERT); its vocabulary is the tokenizer's plus one [MASK] id, the last.
+  // as a masked LM (BERT); its vocabulary is the tokenizer's plus one [MASK] id, the last. encoder_decoder: a
+  // translation model (Vaswani et al. 2017): a bidirectional encoder reads the padded source, a causal decoder with
+  // cross-attention predicts the target's next token; one vocabulary and embedding serve both sides.
   std::string shape = "decoder";
   int vocab_size = 0;  // 0 = take it from the token data (plus [MASK] for an encoder)
   int d_model = 128;
-  int n_layers = 4;
+  int n_layers = 4;            // the decoder's layers in an encoder_decoder
+  int encoder_layers = 0;      // encoder_decoder only: the encoder's layers; 0 = n_layers
+  double label_smoothing = 0;  // ε of the loss's target distribution (1 − ε)·one-hot + ε/V
   int n_heads = 4;
   int d_ff = 512;
   int max_seq_len = 128;
@@ -49,6 +53,8 @@ struct ModelConfig {
 
   int head_dim() const { return d_model / n_heads; }
   bool encoder() const { return shape == "encoder"; }
+  bool encoder_decoder() const { return shape == "encoder_decoder"; }
+  int source_layers() const { return encoder_layers > 0 ? encoder_layers : n_layers; }
   // The [MASK] token of an encoder: the id after the tokenizer's vocabulary.
   int mask_id() const { return vocab_size - 1; }
   int stream_width() const;     // d_model, or d_model − 1 on Pre-CRMSNorm's compressed stream

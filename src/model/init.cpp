@@ -68,10 +68,10 @@ void draw_into(Model& m, eng::TensorId id, Draw draw, uint64_t seed) {
 }
 
 template <typename Fn>
-void for_roles(Model& m, RoleSet roles, Fn fn) {
+void for_roles(Model& m, RoleSet roles, Fn fn, std::string_view under = "") {
   for (eng::TensorId id : m.graph.parameters())
     for (Role r : roles)
-      if (m.graph.spec(id).role == r) fn(id);
+      if (m.graph.spec(id).role == r && m.graph.spec(id).name.starts_with(under)) fn(id);
 }
 
 }  // namespace
@@ -98,20 +98,23 @@ void initialize(Model& m, uint64_t seed, const int32_t* tokens, const int32_t* t
   placement.init(ctx);
 }
 
-void scale_roles(Model& m, RoleSet roles, double factor, bool with_biases) {
+void scale_roles(Model& m, RoleSet roles, double factor, bool with_biases, std::string_view under) {
   auto scale = [&](eng::TensorId id) {
     eng::dispatch_float(m.graph.float_type(), [&]<typename T>() {
       T* d = m.graph.data<T>(id);
       for (int64_t i = 0; i < m.graph.shape(id).numel(); ++i) d[i] = static_cast<T>(d[i] * factor);
     });
   };
-  for_roles(m, roles, [&](eng::TensorId id) {
-    scale(id);
-    const std::string& name = m.graph.spec(id).name;
-    if (!with_biases || !name.ends_with(".weight")) return;
-    eng::TensorId bias = m.graph.find(name.substr(0, name.size() - 7) + ".bias");
-    if (bias != eng::kNoTensor) scale(bias);
-  });
+  for_roles(
+      m, roles,
+      [&](eng::TensorId id) {
+        scale(id);
+        const std::string& name = m.graph.spec(id).name;
+        if (!with_biases || !name.ends_with(".weight")) return;
+        eng::TensorId bias = m.graph.find(name.substr(0, name.size() - 7) + ".bias");
+        if (bias != eng::kNoTensor) scale(bias);
+      },
+      under);
 }
 
 void redraw_normal(Model& m, RoleSet roles, double std, uint64_t seed) {
@@ -126,8 +129,9 @@ void redraw_uniform(Model& m, RoleSet roles, double bound, uint64_t seed) {
   for_roles(m, roles, [&](eng::TensorId id) { draw_into(m, id, {Draw::uniform, bound}, seed); });
 }
 
-void redraw_xavier(Model& m, RoleSet roles, double gain, bool normal, uint64_t seed) {
-  for_roles(m, roles, [&](eng::TensorId id) { draw_into(m, id, xavier_draw(m.graph.spec(id), gain, normal), seed); });
+void redraw_xavier(Model& m, RoleSet roles, double gain, bool normal, uint64_t seed, std::string_view under) {
+  for_roles(
+      m, roles, [&](eng::TensorId id) { draw_into(m, id, xavier_draw(m.graph.spec(id), gain, normal), seed); }, under);
 }
 
 void fill_constant(Model& m, const std::string& name, double value) {

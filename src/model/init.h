@@ -5,6 +5,7 @@
 // seed and its name, so adding a parameter never changes another's values.
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/rng.h"
@@ -27,8 +28,9 @@ void initialize(Model& m, uint64_t seed, const int32_t* tokens = nullptr, const 
 // Helpers for init rules. Roles select parameters; a rule names the roles its paper names.
 using RoleSet = std::initializer_list<engine::Role>;
 // Multiplies every parameter with one of `roles` (matrices) by factor; with_biases also scales the
-// `.bias` beside each such matrix (torchscale's DeepNorm and Sub-LN do).
-void scale_roles(Model& m, RoleSet roles, double factor, bool with_biases = false);
+// `.bias` beside each such matrix (torchscale's DeepNorm and Sub-LN do). `under`: only parameters whose names start
+// with it (one stack of an encoder-decoder, "encoder." or "decoder.").
+void scale_roles(Model& m, RoleSet roles, double factor, bool with_biases = false, std::string_view under = "");
 // Redraw every parameter with one of `roles` from N(0, std), U(−bound, bound), or Xavier (normal or
 // uniform, with a gain, from each matrix's own fan-in and fan-out).
 void redraw_normal(Model& m, RoleSet roles, double std, uint64_t seed);
@@ -36,7 +38,7 @@ void redraw_normal(Model& m, RoleSet roles, double std, uint64_t seed);
 // OLMo's and Megatron's code call it): std is σ before truncation; the realized variance is 0.9733·σ².
 void redraw_truncated_normal(Model& m, RoleSet roles, double std, uint64_t seed);
 void redraw_uniform(Model& m, RoleSet roles, double bound, uint64_t seed);
-void redraw_xavier(Model& m, RoleSet roles, double gain, bool normal, uint64_t seed);
+void redraw_xavier(Model& m, RoleSet roles, double gain, bool normal, uint64_t seed, std::string_view under = "");
 // A standard normal draw truncated to [−bound, bound] (rejection sampling: exact, not clipped).
 double truncated_normal(Rng& rng, double bound = 3.0);
 // Sets parameter `name` (all entries) to value.

@@ -37,23 +37,46 @@ Json option(const ModelConfig& c, const std::string& name) {
   fail("internal: option '{}' has no default; declare it in the placement's switches", name);
 }
 
-SubLayer Stack::sublayer(int layer, Branch branch) const { return SubLayer(g_, config_, layer, branch, &landmarks_); }
+std::string_view branch_name(Branch b) { return b == Branch::attn ? "attn" : b == Branch::cross ? "cross" : "ffn"; }
+
+std::vector<SubLayerSite> sublayer_sites(const ModelConfig& c) {
+  std::vector<SubLayerSite> sites;
+  auto add_stack = [&](const std::string& prefix, int layers, std::vector<Branch> branches) {
+    for (int i = 0; i < layers; ++i)
+      for (Branch b : branches)
+        sites.push_back(
+            {fmt::format("{}layers.{}.{}", prefix, i, branch_name(b)), layers * static_cast<int>(branches.size())});
+  };
+  if (c.encoder_decoder()) {
+    add_stack("encoder.", c.source_layers(), {Branch::attn, Branch::ffn});
+    add_stack("decoder.", c.n_layers, {Branch::attn, Branch::cross, Branch::ffn});
+  } else {
+    add_stack("", c.n_layers, {Branch::attn, Branch::ffn});
+  }
+  return sites;
+}
+
+SubLayer Stack::sublayer(int layer, Branch branch) const {
+  return SubLayer(g_, config_, tower_, layer, branch, landmarks());
+}
 
 void Stack::mark_stream(int layer, TensorId x) const {
+  if (!landmarks()) return;
   landmarks_.layer_inputs.resize(static_cast<size_t>(config_.n_layers + 1), eng::kNoTensor);
   landmarks_.layer_inputs[static_cast<size_t>(layer)] = x;
 }
 
-SubLayer::SubLayer(Graph& g, const ModelConfig& config, int layer, Branch branch, Landmarks* landmarks)
-    : g_(g), config_(config), layer_(layer), branch_(branch), landmarks_(landmarks) {}
+SubLayer::SubLayer(Graph& g, const ModelConfig& config, const Tower& tower, int layer, Branch branch,
+                   Landmarks* landmarks)
+    : g_(g), config_(config), tower_(tower), layer_(layer), branch_(branch), landmarks_(landmarks) {}
 
 std::string SubLayer::prefix() const {
-  return fmt::format("layers.{}.{}", layer_, branch_ == Branch::attn ? "attn" : "ffn");
+  return fmt::format("{}layers.{}.{}", tower_.prefix(), layer_, branch_name(branch_));
 }
 
 TensorId SubLayer::norm(const std::string& slot, TensorId x, NormSpec spec) const {
   if (spec.dyt_alpha < 0) {
-    const double per_slot = number(branch_ == Branch::attn ? "dyt_alpha_attn" : "dyt_alpha_ffn");
+    const double per_slot = number(branch_ == Branch::ffn ? "dyt_alpha_ffn" : "dyt_alpha_attn");
     if (per_slot > 0) spec.dyt_alpha = per_slot;
   }
   return make_norm(g_, config_, prefix() + "." + slot, x, spec);
@@ -86,7 +109,8 @@ TensorId SubLayer::learnable(const std::string& name, Shape shape, double init) 
 }
 
 TensorId SubLayer::scalar(const std::string& name, double init, bool per_layer) const {
-  return learnable(per_layer ? fmt::format("layers.{}.{}", layer_, name) : prefix() + "." + name, Shape{1}, init);
+  return learnable(per_layer ? fmt::format("{}layers.{}.{}", tower_.prefix(), layer_, name) : prefix() + "." + name,
+                   Shape{1}, init);
 }
 
 TensorId SubLayer::vector(const std::string& name, int64_t width, double init) const {

@@ -24,7 +24,24 @@ using engine::TensorId;
 struct Model;
 struct InitContext;
 
-enum class Branch { attn, ffn };
+enum class Branch { attn, cross, ffn };  // cross: a decoder's attention to the encoder's output
+
+// One stack of layers. A decoder-only or encoder-only model has one (`single`, parameters `layers.{i}.*`); an
+// encoder-decoder has two (`encoder.layers.{i}.*`, `decoder.layers.{i}.*`), and its decoder layers hold three
+// sub-layers: self-attention, cross-attention, FFN.
+struct Tower {
+  enum Kind { single, encoder, decoder } kind = single;
+  int layers = 0;
+  bool causal = true;                        // self-attention sees only earlier positions
+  TensorId key_lengths = engine::kNoTensor;  // the source's lengths [B]: padded keys are masked
+  TensorId memory = engine::kNoTensor;       // decoder: the encoder's output, read by cross-attention
+  std::string prefix() const { return kind == single ? "" : kind == encoder ? "encoder." : "decoder."; }
+  std::vector<Branch> branches() const {
+    return kind == decoder ? std::vector{Branch::attn, Branch::cross, Branch::ffn}
+                           : std::vector{Branch::attn, Branch::ffn};
+  }
+};
+std::string_view branch_name(Branch b);
 enum class HeadScale { none, paper, fairseq };
 
 // What the sub-layer function F contains besides its linear maps (Sub-LN, NormFormer).
@@ -37,10 +54,12 @@ struct BranchStyle {
 // Model-level verbs shared by the default layer loop and stack-level variants.
 class Stack {
  public:
-  Stack(Graph& g, const ModelConfig& config, Landmarks& landmarks) : g_(g), config_(config), landmarks_(landmarks) {}
+  Stack(Graph& g, const ModelConfig& config, Landmarks& landmarks, Tower tower)
+      : g_(g), config_(config), landmarks_(landmarks), tower_(std::move(tower)) {}
   Graph& graph() const { return g_; }
   const ModelConfig& config() const { return config_; }
-  int layers() const { return config_.n_layers; }
+  int layers() const { return tower_.layers; }
+  const Tower& tower() const { return tower_; }
   class SubLayer sublayer(int layer, Branch branch) const;
   TensorId norm(const std::string& name, TensorId x, NormSpec spec = {}) const {
     return make_norm(g_, config_, name, x, spec);
@@ -48,28 +67,34 @@ class Stack {
   TensorId add(const std::string& name, TensorId a, TensorId b, double alpha = 1, double beta = 1) const {
     return engine::add(g_, name, a, b, alpha, beta);
   }
-  // Records x as the residual stream entering `layer` (layer = L: the stack's output), for probes.
+  // Records x as the residual stream entering `layer` (layer = L: the stack's output), for probes. An
+  // encoder-decoder's landmarks are its decoder's.
   void mark_stream(int layer, TensorId x) const;
 
  private:
+  Landmarks* landmarks() const { return tower_.kind == Tower::encoder ? nullptr : &landmarks_; }
   Graph& g_;
   const ModelConfig& config_;
   Landmarks& landmarks_;
+  Tower tower_;
 };
 
 // The verbs a placement uses inside one sub-layer. Names follow docs/variants.md: parameters
-// `layers.{i}.{attn|ffn}.{slot}.*`, activations `layers.{i}.{attn|ffn}.{name}`.
+// `layers.{i}.{attn|ffn}.{slot}.*`, activations `layers.{i}.{attn|ffn}.{name}` (in an encoder-decoder prefixed by
+// `encoder.` or `decoder.`, and `cross` for cross-attention).
 class SubLayer {
  public:
-  SubLayer(Graph& g, const ModelConfig& config, int layer, Branch branch, Landmarks* landmarks = nullptr);
+  SubLayer(Graph& g, const ModelConfig& config, const Tower& tower, int layer, Branch branch,
+           Landmarks* landmarks = nullptr);
 
-  int layer() const { return layer_ + 1; }         // ℓ, counted from 1 as in the papers
-  int index() const { return layer_; }             // i, counted from 0 as in names
-  int layers() const { return config_.n_layers; }  // L
+  int layer() const { return layer_ + 1; }      // ℓ, counted from 1 as in the papers
+  int index() const { return layer_; }          // i, counted from 0 as in names
+  int layers() const { return tower_.layers; }  // L of this sub-layer's stack
+  const Tower& tower() const { return tower_; }
   Branch kind() const { return branch_; }
   const ModelConfig& config() const { return config_; }
   Graph& graph() const { return g_; }
-  std::string prefix() const;  // "layers.{i}.attn" or "layers.{i}.ffn"
+  std::string prefix() const;  // "layers.{i}.attn", "decoder.layers.{i}.cross" ...
 
   TensorId norm(const std::string& slot, TensorId x, NormSpec spec = {}) const;
   // The sub-layer's function F: attention or feed-forward, with dropout on its output.
@@ -93,6 +118,7 @@ class SubLayer {
   TensorId learnable(const std::string& name, engine::Shape shape, double init) const;
   Graph& g_;
   const ModelConfig& config_;
+  const Tower& tower_;
   int layer_;
   Branch branch_;
   Landmarks* landmarks_;
@@ -120,11 +146,20 @@ struct Placement {
   std::string_view notes = "";        // paper-vs-code choices, for `normlab variants`
   bool zero_mean_branch = false;      // Pre-RMSNorm: branch outputs and embeddings are re-centered
   bool compressed_stream = false;     // Pre-CRMSNorm: the stream has width d − 1
+  bool encoder_decoder = false;       // defined for shape encoder_decoder (its rules know both stacks)
 };
 
 const Placement& find_placement(std::string_view name);  // throws normlab::Error listing the known names
 std::span<const Placement* const> all_placements();
 std::vector<std::string> placement_names();
+std::vector<std::string> encoder_decoder_placements();
+// Every sub-layer of a model in the order a forward pass runs them: its name prefix, and how many sub-layers its
+// stack holds (Admin's N, per stack).
+struct SubLayerSite {
+  std::string prefix;
+  int stack_sublayers;
+};
+std::vector<SubLayerSite> sublayer_sites(const ModelConfig& c);
 // Switches every placement accepts (QK-norm, soft-caps, DyT α ...).
 std::span<const Switch> common_switches();
 // The value of switch `name`: the config's, or the switch's default.

@@ -53,9 +53,12 @@ TensorId attention_branch(const SubLayer& s, TensorId x, const BranchStyle& styl
   const std::string p = s.prefix();
   const int64_t d = c.d_model;
   const bool qkv_bias = c.bias || s.flag("qkv_bias");
+  // Cross-attention: queries from the decoder's stream, keys and values from the encoder's output.
+  const bool cross = s.kind() == Branch::cross;
+  const TensorId kv_source = cross ? s.tower().memory : x;
   TensorId q = dense(g, c, p + ".q", x, d, Role::q, qkv_bias);
-  TensorId k = dense(g, c, p + ".k", x, d, Role::k, qkv_bias);
-  TensorId v = dense(g, c, p + ".v", x, d, Role::v, qkv_bias);
+  TensorId k = dense(g, c, p + ".k", kv_source, d, Role::k, qkv_bias);
+  TensorId v = dense(g, c, p + ".v", kv_source, d, Role::v, qkv_bias);
   const std::string qk = s.text("qk_norm");
   double logit_scale = 0;
   if (qk == "full") {
@@ -73,12 +76,15 @@ TensorId attention_branch(const SubLayer& s, TensorId x, const BranchStyle& styl
     logit_scale = 1.0;  // g replaces 1/√D
   }
   if (s.flag("v_norm")) v = per_head_norm(s, "v_norm", v);
-  if (c.positions == "rope") {
+  if (c.positions == "rope" && !cross) {  // query and key positions are of different sequences across
     q = eng::rope(g, p + ".q.rope", q, c.n_heads, c.rope_base);
     k = eng::rope(g, p + ".k.rope", k, c.n_heads, c.rope_base);
   }
+  // The source's padding is masked wherever its positions are keys: the encoder's self-attention and cross-attention.
+  const bool causal = s.tower().causal && !cross;
+  const TensorId key_lengths = causal ? eng::kNoTensor : s.tower().key_lengths;
   TensorId heads =
-      eng::attention(g, p + ".heads", q, k, v, c.n_heads, logit_scale, s.number("attn_softcap"), !c.encoder());
+      eng::attention(g, p + ".heads", q, k, v, c.n_heads, logit_scale, s.number("attn_softcap"), causal, key_lengths);
   auto head_scale = [&](TensorId t) {
     return eng::scale_add(g, p + ".head_scaled", eng::kNoTensor, t, s.vector("head_scale", c.n_heads, 1.0),
                           eng::ScaleMode::heads);
@@ -113,10 +119,10 @@ TensorId SubLayer::branch(TensorId x, BranchStyle style) const {
   // Pre-RMSNorm keeps every branch output zero-mean. Without dropout (which would undo it) the centering folds into
   // the branch's last linear map, as in the paper's efficient form; with dropout it is a pass after the dropout.
   const bool zero_mean = find_placement(config_.placement).zero_mean_branch, fold = zero_mean && config_.dropout == 0;
-  TensorId y = branch_ == Branch::attn ? attention_branch(*this, x, style, fold) : ffn_branch(*this, x, style, fold);
+  TensorId y = branch_ == Branch::ffn ? ffn_branch(*this, x, style, fold) : attention_branch(*this, x, style, fold);
   if (config_.dropout > 0) y = eng::dropout(g_, prefix() + ".dropout", y, config_.dropout);
   if (zero_mean && !fold) y = center(y, "centered");
-  if (landmarks_) {
+  if (landmarks_ && branch_ != Branch::cross) {
     landmarks_->branch_outputs.resize(static_cast<size_t>(config_.n_layers), {eng::kNoTensor, eng::kNoTensor});
     landmarks_->branch_outputs[static_cast<size_t>(layer_)][branch_ == Branch::attn ? 0 : 1] = y;
   }
@@ -125,23 +131,47 @@ TensorId SubLayer::branch(TensorId x, BranchStyle style) const {
 
 namespace {
 
-// tokens → embedding (× scale) (+ positions) (centered) (normed) (dropout)
-TensorId embed(Graph& g, const ModelConfig& c, const Placement& placement, TensorId tokens, TensorId table) {
-  TensorId h = eng::embedding(g, "embed.tokens.out", tokens, table);
+// tokens → embedding (× scale) (+ positions) (centered) (normed) (dropout). `stack` prefixes the names in an
+// encoder-decoder ("encoder." / "decoder."): each side has its own positions, the token table is shared.
+TensorId embed(Graph& g, const ModelConfig& c, const Placement& placement, TensorId tokens, TensorId table,
+               const std::string& stack = "") {
+  const std::string e = stack + "embed";
+  TensorId h = eng::embedding(g, e + ".tokens.out", tokens, table);
   const double sqrt_d = std::sqrt(static_cast<double>(c.d_model));
-  if (c.embed_scale == "sqrt_d") h = eng::scale(g, "embed.scaled", h, sqrt_d);
+  if (c.embed_scale == "sqrt_d") h = eng::scale(g, e + ".scaled", h, sqrt_d);
   if (c.embed_scale == "learned") {
-    TensorId s = g.parameter("embed.scale", Shape{1}, Role::scalar, false, sqrt_d);
-    h = eng::scale_add(g, "embed.scaled", eng::kNoTensor, h, s, eng::ScaleMode::scalar);
+    TensorId s = g.parameter(e + ".scale", Shape{1}, Role::scalar, false, sqrt_d);
+    h = eng::scale_add(g, e + ".scaled", eng::kNoTensor, h, s, eng::ScaleMode::scalar);
   }
   if (c.positions == "learned") {
-    TensorId pos = g.parameter("embed.positions.weight", Shape{c.max_seq_len, c.stream_width()}, Role::embedding, true);
-    h = eng::position_add(g, "embed.out", h, pos);
+    TensorId pos = g.parameter(e + ".positions.weight", Shape{c.max_seq_len, c.stream_width()}, Role::embedding, true);
+    h = eng::position_add(g, e + ".out", h, pos);
   }
-  if (placement.zero_mean_branch) h = eng::center(g, "embed.centered", h);
-  if (c.embed_norm) h = make_norm(g, c, "embed_norm", h);
-  if (c.dropout > 0) h = eng::dropout(g, "embed.dropout", h, c.dropout);
+  if (placement.zero_mean_branch) h = eng::center(g, e + ".centered", h);
+  if (c.embed_norm) h = make_norm(g, c, stack + "embed_norm", h);
+  if (c.dropout > 0) h = eng::dropout(g, e + ".dropout", h, c.dropout);
   return h;
+}
+
+// The layer loop of one stack (or the placement's own stack()), then its final norm.
+TensorId run_stack(const Stack& stack, const Placement& placement, TensorId h, int skip_layer) {
+  const ModelConfig& c = stack.config();
+  if (placement.stack) {
+    if (skip_layer >= 0)
+      fail("placement '{}' combines layers itself; dropping a layer is not defined for it", c.placement);
+    h = placement.stack(stack, h);
+  } else {
+    for (int layer = 0; layer < stack.layers(); ++layer) {
+      stack.mark_stream(layer, h);
+      if (layer == skip_layer) continue;
+      for (Branch b : stack.tower().branches()) h = placement.sublayer(stack.sublayer(layer, b), h);
+    }
+  }
+  stack.mark_stream(stack.layers(), h);
+  if (!c.has_final_norm()) return h;
+  const double alpha = option(c, "dyt_alpha_final").get<double>();
+  return make_norm(stack.graph(), c, stack.tower().prefix() + "final_norm", h,
+                   NormSpec{.dyt_alpha = alpha > 0 ? alpha : -1});
 }
 
 }  // namespace
@@ -149,6 +179,7 @@ TensorId embed(Graph& g, const ModelConfig& c, const Placement& placement, Tenso
 std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng::DType dtype, int skip_layer) {
   auto m = build_unplanned_model(c, batch, seq, dtype, skip_layer);
   m->graph.plan();
+  m->reset_source();
   return m;
 }
 
@@ -164,25 +195,20 @@ std::unique_ptr<Model> build_unplanned_model(const ModelConfig& c, int batch, in
   m->targets = g.input("targets", Shape{batch, seq}, eng::DType::i32);
 
   TensorId table = g.parameter("embed.tokens.weight", Shape{c.vocab_size, c.stream_width()}, Role::embedding, true);
-  TensorId h = embed(g, c, placement, m->tokens, table);
-
-  Stack stack(g, c, m->landmarks);
-  if (placement.stack) {
-    if (skip_layer >= 0)
-      fail("placement '{}' combines layers itself; dropping a layer is not defined for it", c.placement);
-    h = placement.stack(stack, h);
+  TensorId h;
+  if (c.encoder_decoder()) {
+    // The source, padded to seq: its lengths mask the padding wherever source positions are keys.
+    m->source = g.input("source", Shape{batch, seq}, eng::DType::i32);
+    m->source_lengths = g.input("source_lengths", Shape{batch}, eng::DType::i32);
+    const Tower encoder{Tower::encoder, c.source_layers(), false, m->source_lengths};
+    TensorId memory = run_stack(Stack(g, c, m->landmarks, encoder), placement,
+                                embed(g, c, placement, m->source, table, "encoder."), -1);
+    const Tower decoder{Tower::decoder, c.n_layers, true, m->source_lengths, memory};
+    h = run_stack(Stack(g, c, m->landmarks, decoder), placement, embed(g, c, placement, m->tokens, table, "decoder."),
+                  skip_layer);
   } else {
-    for (int layer = 0; layer < c.n_layers; ++layer) {
-      stack.mark_stream(layer, h);
-      if (layer == skip_layer) continue;
-      for (Branch b : {Branch::attn, Branch::ffn}) h = placement.sublayer(stack.sublayer(layer, b), h);
-    }
-  }
-  stack.mark_stream(c.n_layers, h);
-
-  if (c.has_final_norm()) {
-    const double alpha = option(c, "dyt_alpha_final").get<double>();
-    h = make_norm(g, c, "final_norm", h, NormSpec{.dyt_alpha = alpha > 0 ? alpha : -1});
+    const Tower single{Tower::single, c.n_layers, !c.encoder()};
+    h = run_stack(Stack(g, c, m->landmarks, single), placement, embed(g, c, placement, m->tokens, table), skip_layer);
   }
   TensorId head = c.tied_embeddings
                       ? table
@@ -190,7 +216,7 @@ std::unique_ptr<Model> build_unplanned_model(const ModelConfig& c, int batch, in
   m->logits = eng::linear(g, "logits", h, head, eng::kNoTensor);
   const double cap = option(c, "final_softcap").get<double>();
   TensorId scored = cap > 0 ? eng::softcap(g, "logits.capped", m->logits, cap) : m->logits;
-  m->loss = eng::cross_entropy(g, "loss", scored, m->targets);
+  m->loss = eng::cross_entropy(g, "loss", scored, m->targets, c.label_smoothing);
   if (cap > 0) m->logits = scored;
   return m;
 }
@@ -219,6 +245,20 @@ void Model::set_batch(const int32_t* token_ids, const int32_t* target_ids) {
   const size_t n = static_cast<size_t>(batch) * static_cast<size_t>(seq);
   std::copy_n(token_ids, n, graph.data<int32_t>(tokens));
   std::copy_n(target_ids, n, graph.data<int32_t>(targets));
+}
+
+void Model::set_source(const int32_t* source_ids, const int32_t* lengths) {
+  if (source == eng::kNoTensor) fail("internal: a {} model has no source", config.shape);
+  for (int b = 0; b < batch; ++b)
+    if (lengths[b] < 1 || lengths[b] > seq)
+      fail("internal: source row {} has length {}; it must be in 1..{}", b, lengths[b], seq);
+  std::copy_n(source_ids, static_cast<size_t>(batch) * static_cast<size_t>(seq), graph.data<int32_t>(source));
+  std::copy_n(lengths, batch, graph.data<int32_t>(source_lengths));
+}
+
+void Model::reset_source() {
+  if (source == eng::kNoTensor) return;
+  std::fill_n(graph.data<int32_t>(source_lengths), batch, seq);
 }
 
 double Model::loss_value() const {

@@ -2,8 +2,9 @@
 // The Transformer of docs/model.md, assembled as one graph for a fixed [batch, seq] shape: embeddings,
 // L blocks whose sub-layers follow the configured placement, final norm, head and loss. A decoder's attention is
 // causal and its targets are the next tokens; an encoder's attention is bidirectional and its targets are the
-// masked tokens (−1 elsewhere: the loss averages over the masked positions only). Parameter tensors carry the
-// documented names and their roles for initialization.
+// masked tokens (−1 elsewhere: the loss averages over the masked positions only). An encoder-decoder runs an
+// encoder over the source and a decoder with cross-attention over the target; its targets are the target's next
+// tokens (−1 on padding). Parameter tensors carry the documented names and their roles for initialization.
 #include <array>
 #include <memory>
 #include <vector>
@@ -26,11 +27,17 @@ struct Model {
   int batch = 0, seq = 0;
   engine::Graph graph;
   engine::TensorId tokens = engine::kNoTensor, targets = engine::kNoTensor;
+  // encoder_decoder only: the source [batch, seq] (padded) and its lengths [batch].
+  engine::TensorId source = engine::kNoTensor, source_lengths = engine::kNoTensor;
   engine::TensorId logits = engine::kNoTensor, loss = engine::kNoTensor;
 
   Model(const ModelConfig& c, int b, int t, engine::DType dtype) : config(c), batch(b), seq(t), graph(dtype) {}
   // Copies B·T token ids and targets into the graph's inputs.
   void set_batch(const int32_t* token_ids, const int32_t* target_ids);
+  // An encoder-decoder's source: B·T ids and B lengths, each in 1..T.
+  void set_source(const int32_t* source_ids, const int32_t* lengths);
+  // Sets every source length to T, so that a freshly planned encoder-decoder runs before its first set_source.
+  void reset_source();
   // Forward only, on the current inputs; returns the loss. training = true turns dropout on; the
   // gradients come from graph.backward(loss) afterwards.
   double forward(bool training);

@@ -61,16 +61,26 @@ void TrainingProbe::truncate(const fs::path& run_dir, int step) {
   keep_lines_up_to(run_dir / "probes.csv", step, true);
 }
 
-void TrainingProbe::set_reference(const int32_t* tokens, const int32_t* targets) {
+void TrainingProbe::feed_reference() {
+  if (!probe_source_.empty()) m_.set_source(probe_source_.data(), probe_lengths_.data());
+  m_.set_batch(probe_tokens_.data(), probe_targets_.data());
+}
+
+void TrainingProbe::set_reference(const int32_t* tokens, const int32_t* targets, const int32_t* source,
+                                  const int32_t* source_lengths) {
   const size_t n = static_cast<size_t>(m_.batch) * static_cast<size_t>(m_.seq);
   probe_tokens_.assign(tokens, tokens + n);
   probe_targets_.assign(targets, targets + n);
+  if (source) {
+    probe_source_.assign(source, source + n);
+    probe_lengths_.assign(source_lengths, source_lengths + m_.batch);
+  }
   const fs::path file = dir_ / kReference;
   if (fs::exists(file)) {
     reference_logits_ = io::SafetensorsFile::read(file, "probe reference").at("logits").to_f64_vector();
     return;
   }
-  m_.set_batch(tokens, targets);
+  feed_reference();
   m_.forward(false);
   eng::copy_to_f64(m_.graph, m_.logits, reference_logits_);
   const auto& s = m_.graph.shape(m_.logits);
@@ -188,7 +198,7 @@ void TrainingProbe::after_update(int step) {
   write(step, "update", updates);
 
   if (probe_tokens_.empty()) return;
-  m_.set_batch(probe_tokens_.data(), probe_targets_.data());
+  feed_reference();
   m_.forward(false);
   eng::copy_to_f64(g, m_.logits, scratch_);
   double diff = 0;

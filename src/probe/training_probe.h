@@ -20,7 +20,8 @@ class TrainingProbe {
 
   // The fixed probe batch for ‖F(x, θ_t) − F(x, θ_0)‖; on a fresh start, F(x, θ_0) is computed and
   // saved (probe_reference.safetensors) so a resumed run measures against the same θ_0.
-  void set_reference(const int32_t* tokens, const int32_t* targets);
+  void set_reference(const int32_t* tokens, const int32_t* targets, const int32_t* source = nullptr,
+                     const int32_t* source_lengths = nullptr);
   // After the step's backward (activations of its last micro-batch, full gradients), before the update.
   void after_backward(int step, double loss, double grad_norm);
   // After the optimizer step.
@@ -36,7 +37,8 @@ class TrainingProbe {
   model::Model& m_;
   std::filesystem::path dir_;
   io::LogFile jsonl_, csv_;
-  std::vector<int32_t> probe_tokens_, probe_targets_;
+  void feed_reference();
+  std::vector<int32_t> probe_tokens_, probe_targets_, probe_source_, probe_lengths_;  // source: encoder-decoders
   std::vector<double> reference_logits_, scratch_;
   std::vector<std::vector<double>> before_update_;  // parameter values before the step
 };

@@ -5,6 +5,7 @@
 namespace normlab::study {
 
 extern const Study kWhyPreLn, kGradByDepth, kStreamAtInit, kWarmupGrid, kModelUpdate, kOneStep, kDepthVariance,
-    kLayerImportance, kGradBalance, kRmsEquivalence, kMassiveActivations, kDytAlpha, kLeaderboard, kBertWarmup;
+    kLayerImportance, kGradBalance, kRmsEquivalence, kMassiveActivations, kDytAlpha, kLeaderboard, kBertWarmup,
+    kMtDepth;
 
 }  // namespace normlab::study

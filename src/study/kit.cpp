@@ -304,6 +304,7 @@ TrainResult train_result(const RunOutcome* run) {
       r.val_loss = s.value("val_loss", NAN);
       r.unigram = s.value("unigram_entropy_nats", NAN);
       r.seconds = s.value("seconds", NAN);
+      r.bleu = s.value("bleu", NAN);
     }
   }
   if (run->status == RunStatus::diverged) r.outcome = "diverged";

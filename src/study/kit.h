@@ -139,6 +139,7 @@ struct TrainResult {
   std::string outcome;  // trained | slow | stalled | diverged | failed | missing
   double final_loss = NAN, val_loss = NAN, unigram = NAN;
   double seconds = NAN;  // the training's wall time (summary.json)
+  double bleu = NAN;     // an encoder-decoder's greedy BLEU on held-out pairs (summary.json)
   // Whether the run learned: holds if trained or slow (still learning), fails if stalled or diverged,
   // undecided if it failed or is missing.
   Truth learned() const;

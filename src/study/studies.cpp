@@ -22,7 +22,7 @@ namespace {
 const std::array kStudies = {
     &kWhyPreLn,      &kGradByDepth,     &kStreamAtInit, &kWarmupGrid,     &kModelUpdate,        &kOneStep,
     &kDepthVariance, &kLayerImportance, &kGradBalance,  &kRmsEquivalence, &kMassiveActivations, &kDytAlpha,
-    &kLeaderboard,   &kBertWarmup,
+    &kLeaderboard,   &kBertWarmup,      &kMtDepth,
 };
 }  // namespace
 

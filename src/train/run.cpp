@@ -6,15 +6,31 @@
 
 namespace normlab::train {
 
-Objective objective_of(const RunConfig& config) {
+Objective objective_of(const RunConfig& config, const io::TokenData& data) {
+  if (config.model.encoder_decoder()) return {.pairs = true, .eos_id = data.eos_id};
   if (!config.model.encoder()) return {};
   return {config.train.mask_prob, config.model.mask_id(), config.model.mask_id()};
+}
+
+void feed(model::Model& m, const Batch& batch) {
+  if (m.config.encoder_decoder()) m.set_source(batch.source.data(), batch.source_lengths.data());
+  m.set_batch(batch.tokens.data(), batch.targets.data());
 }
 
 Run plan_run(RunConfig config, int batch, const MemoryNeeds& needs) {
   engine::set_threads(config.train.threads);
   Run run;
   run.data = io::load_tokens(config.data_dir);
+  if (run.data.pairs && !config.model.encoder_decoder())
+    fail(
+        "{} holds sentence pairs (a translation corpus): set model.shape = 'encoder_decoder' to train on it, or point "
+        "data_dir at a text corpus",
+        config.data_dir);
+  if (!run.data.pairs && config.model.encoder_decoder())
+    fail(
+        "model.shape = 'encoder_decoder' trains on sentence pairs, but {} holds running text: prepare a parallel "
+        "corpus with normlab prepare --pairs (scripts/get-bible-pairs.sh) and set data_dir",
+        config.data_dir);
   const int mask = config.model.encoder() ? 1 : 0;  // an encoder's [MASK] follows the tokenizer's ids
   if (config.model.vocab_size == 0) config.model.vocab_size = run.data.vocab_size + mask;
   if (config.model.vocab_size != run.data.vocab_size + mask)
@@ -28,8 +44,8 @@ Run plan_run(RunConfig config, int batch, const MemoryNeeds& needs) {
   run.model = model::build_unplanned_model(config.model, batch, t.seq_len);
   run.model->graph.set_fusion(config.engine.fuse);
   run.memory = estimate_memory(*run.model, needs);
-  run.loader =
-      std::make_unique<Loader>(run.data.train, run.data.val, batch, t.seq_len, t.seed, Shard{}, objective_of(config));
+  run.loader = std::make_unique<Loader>(run.data.train, run.data.val, batch, t.seq_len, t.seed, Shard{},
+                                        objective_of(config, run.data));
   run.config = std::move(config);
   return run;
 }
@@ -38,6 +54,7 @@ Run build_run(RunConfig config, int batch, const MemoryNeeds& needs) {
   Run run = plan_run(std::move(config), batch, needs);
   check_memory(run.memory, available_memory());
   run.model->graph.plan();
+  run.model->reset_source();
   return run;
 }
 

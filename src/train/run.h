@@ -21,8 +21,12 @@ struct Run {
   MemoryEstimate memory;  // made before the model was allocated
 };
 
-// What the run's model learns to predict: the next token (a decoder) or masked tokens (an encoder).
-Objective objective_of(const RunConfig& config);
+// What the run's model learns to predict: the next token (a decoder), masked tokens (an encoder) or a translation's
+// next target token (an encoder-decoder, from pairs of `data`).
+Objective objective_of(const RunConfig& config, const io::TokenData& data);
+
+// Copies a batch into the model's inputs (the source too, for an encoder-decoder).
+void feed(model::Model& m, const Batch& batch);
 
 // A run from its config: applies train.threads, loads the token data and checks the vocabulary
 // against it, builds the model for `batch` rows (0 = train.batch_size) of train.seq_len tokens and

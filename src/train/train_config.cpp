@@ -7,6 +7,7 @@ RunConfig read_run_config(const Json& doc, const std::string& where) {
   ConfigReader r(doc, where);
   const Json* m = r.raw("model");
   c.model = model::read_model_config(m ? *m : Json::object(), where + ": model");  // resolves defaults and switches
+  if (c.model.encoder_decoder()) c.data_dir = "data/kjv-rv";  // the built-in parallel corpus (scripts/setup.sh)
   r.section("data", [&](ConfigReader& d) { d.read("dir", c.data_dir, {}); });
   r.section("train", [&](ConfigReader& t) {
     TrainConfig& x = c.train;
@@ -33,6 +34,7 @@ RunConfig read_run_config(const Json& doc, const std::string& where) {
     t.read("spike_z", x.spike_z, 0.0, 1e9);
     t.read("spike_skip", x.spike_skip);
     t.read("mask_prob", x.mask_prob, 0.0, 1.0);
+    t.read("bleu_pairs", x.bleu_pairs, 0, 1 << 30);
   });
   r.section("engine", [&](ConfigReader& e) { e.read("fuse", c.engine.fuse); });
   r.finish();
@@ -49,33 +51,35 @@ RunConfig read_run_config(const Json& doc, const std::string& where) {
 
 Json to_json(const RunConfig& c) {
   const TrainConfig& t = c.train;
-  return Json{{"model", model::to_json(c.model)},
-              {"data", {{"dir", c.data_dir}}},
-              {"train",
-               {{"batch_size", t.batch_size},
-                {"seq_len", t.seq_len},
-                {"steps", t.steps},
-                {"grad_accum", t.grad_accum},
-                {"lr", t.lr},
-                {"schedule", t.schedule},
-                {"warmup", t.warmup},
-                {"min_lr_ratio", t.min_lr_ratio},
-                {"beta1", t.beta1},
-                {"beta2", t.beta2},
-                {"adam_eps", t.adam_eps},
-                {"weight_decay", t.weight_decay},
-                {"clip", t.clip},
-                {"eval_every", t.eval_every},
-                {"eval_batches", t.eval_batches},
-                {"checkpoint_every", t.checkpoint_every},
-                {"log_every", t.log_every},
-                {"seed", t.seed},
-                {"threads", t.threads},
-                {"probe_every", t.probe_every},
-                {"spike_z", t.spike_z},
-                {"spike_skip", t.spike_skip},
-                {"mask_prob", t.mask_prob}}},
-              {"engine", {{"fuse", c.engine.fuse}}}};
+  Json out{{"model", model::to_json(c.model)},
+           {"data", {{"dir", c.data_dir}}},
+           {"train",
+            {{"batch_size", t.batch_size},
+             {"seq_len", t.seq_len},
+             {"steps", t.steps},
+             {"grad_accum", t.grad_accum},
+             {"lr", t.lr},
+             {"schedule", t.schedule},
+             {"warmup", t.warmup},
+             {"min_lr_ratio", t.min_lr_ratio},
+             {"beta1", t.beta1},
+             {"beta2", t.beta2},
+             {"adam_eps", t.adam_eps},
+             {"weight_decay", t.weight_decay},
+             {"clip", t.clip},
+             {"eval_every", t.eval_every},
+             {"eval_batches", t.eval_batches},
+             {"checkpoint_every", t.checkpoint_every},
+             {"log_every", t.log_every},
+             {"seed", t.seed},
+             {"threads", t.threads},
+             {"probe_every", t.probe_every},
+             {"spike_z", t.spike_z},
+             {"spike_skip", t.spike_skip},
+             {"mask_prob", t.mask_prob}}},
+           {"engine", {{"fuse", c.engine.fuse}}}};
+  if (c.model.encoder_decoder()) out["train"]["bleu_pairs"] = t.bleu_pairs;
+  return out;
 }
 
 }  // namespace normlab::train

@@ -28,6 +28,7 @@ struct TrainConfig {
   double spike_z = 6.0;     // flag a loss or grad-norm spike above this running z-score; 0 = off
   bool spike_skip = false;  // skip the optimizer update on a flagged spike
   double mask_prob = 0.15;  // an encoder's masked-LM rate (BERT's 15%, replaced 80/10/10); a decoder ignores it
+  int bleu_pairs = 200;     // an encoder-decoder's final BLEU and chrF on this many validation pairs; 0 = none
 };
 
 // How the engine runs the model; nothing here changes what is computed (the tests compare the numbers bit for bit).
@@ -38,7 +39,9 @@ struct EngineConfig {
 
 struct RunConfig {
   model::ModelConfig model;
-  std::string data_dir = "data/kjv";  // a `normlab prepare` output directory (scripts/setup.sh makes this one)
+  // A `normlab prepare` output directory (scripts/setup.sh makes this one; an encoder_decoder's default is
+  // data/kjv-rv, the parallel corpus it also makes).
+  std::string data_dir = "data/kjv";
   TrainConfig train;
   EngineConfig engine;
 };

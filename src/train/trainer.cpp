@@ -15,6 +15,7 @@
 #include "probe/training_probe.h"
 #include "train/checkpoint.h"
 #include "train/schedule.h"
+#include "train/translation_eval.h"
 
 namespace normlab::train {
 
@@ -47,7 +48,7 @@ Evaluation evaluate(model::Model& m, const Loader& loader, int batches) {
   Evaluation total;
   for (int i = 0; i < batches; ++i) {
     loader.eval_batch(i, batches, batch);
-    m.set_batch(batch.tokens.data(), batch.targets.data());
+    feed(m, batch);
     total.loss += batch.weight * m.forward(false);
     const auto [correct, counted] = correct_predictions(m, batch.targets);
     if (counted) total.accuracy += batch.weight * double(correct) / double(counted);
@@ -117,7 +118,7 @@ Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
     const Shard shard = rank_shard(run_.config);
     run_.model->graph.set_batch_shard(shard.first_row, shard.rows);
     run_.loader = std::make_unique<Loader>(run_.data.train, run_.data.val, t.batch_size, t.seq_len, t.seed, shard,
-                                           objective_of(run_.config));
+                                           objective_of(run_.config, run_.data));
     writer_ = world.rank() == 0;
     if (!writer_) options_.progress = nullptr;
   }
@@ -245,6 +246,7 @@ TrainSummary Trainer::train() {
   } else {
     Batch first;  // rules that profile a forward pass (Admin) see real text
     run_.loader->train_batch(1, 0, first);
+    feed(m, first);
     model::initialize(m, t.seed, first.tokens.data(), first.targets.data());
     // Rules that profile a forward pass saw this rank's rows: every rank starts from rank 0's weights.
     const std::span<std::byte> weights = m.graph.parameter_block();
@@ -266,7 +268,9 @@ TrainSummary Trainer::train() {
     probes = std::make_unique<probe::TrainingProbe>(m, run_dir_, options_.resume);
     Batch reference;
     run_.loader->eval_batch(0, 1, reference);
-    probes->set_reference(reference.tokens.data(), reference.targets.data());
+    probes->set_reference(reference.tokens.data(), reference.targets.data(),
+                          reference.source.empty() ? nullptr : reference.source.data(),
+                          reference.source_lengths.empty() ? nullptr : reference.source_lengths.data());
   }
 
   const int last = options_.stop_after >= 0 ? std::min(options_.stop_after, t.steps) : t.steps;
@@ -309,7 +313,7 @@ TrainSummary Trainer::train() {
       {
         PhaseTimer timer(profile, &TrainProfile::data_s);
         run_.loader->train_batch(step, micro, batch);
-        m.set_batch(batch.tokens.data(), batch.targets.data());
+        feed(m, batch);
       }
       // This shard's term of the batch's mean loss (weight 1 in a single process).
       const double weight = batch.weight / t.grad_accum;
@@ -401,6 +405,14 @@ TrainSummary Trainer::train() {
   summary.steps = last;
   summary.train_loss = loss;
   summary.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
+  if (last == t.steps && writer_ && m.config.encoder_decoder() && t.bleu_pairs > 0) {
+    const TranslationScore score =
+        score_translations(m, *run_.loader, run_.data.tokenizer_path, run_.data.eos_id, t.bleu_pairs);
+    summary.bleu = score.bleu.score, summary.chrf = score.chrf.score;
+    if (options_.progress)
+      *options_.progress << fmt::format("BLEU {:.2f}, chrF {:.2f} on {} validation pairs (greedy, {:.1f} s)\n",
+                                        summary.bleu, summary.chrf, score.translations.size(), score.seconds);
+  }
   if (last == t.steps && writer_) {
     Json s{{"steps", summary.steps},
            {"train_loss", summary.train_loss},
@@ -410,6 +422,10 @@ TrainSummary Trainer::train() {
            {"seconds", summary.seconds},
            {"tokens_per_s", summary.tokens_per_second},
            {"parameters", m.graph.parameter_count()}};
+    if (std::isfinite(summary.bleu)) {
+      s["bleu"] = summary.bleu, s["chrf"] = summary.chrf, s["bleu_pairs"] = t.bleu_pairs;
+      s["bleu_decoding"] = "greedy";
+    }
     io::write_file_atomic(run_dir_ / "summary.json", s.dump(2) + "\n");
   }
   if (metrics_) metrics_->close();

@@ -6,6 +6,7 @@
 // (Loader), its gradients are summed over the ranks before the clip and the update, and every rank
 // applies the same update, so the ranks' weights stay equal and the run follows the single-process
 // one. Rank 0 alone writes (config, metrics, probes, checkpoints, summary) and prints progress.
+#include <cmath>
 #include <filesystem>
 #include <initializer_list>
 #include <iosfwd>
@@ -32,6 +33,7 @@ struct TrainSummary {
   double unigram_val_xent = 0;  // the val split's cross-entropy under the train unigram
   double seconds = 0;
   double tokens_per_second = 0;
+  double bleu = NAN, chrf = NAN;  // an encoder-decoder's greedy translations of train.bleu_pairs validation pairs
 };
 
 struct TrainOptions {

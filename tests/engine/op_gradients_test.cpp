@@ -22,10 +22,10 @@ struct Case {
 
   TensorId param(const std::string& name, Shape s, Role role = Role::none) { return g.parameter(name, s, role, false); }
   // Loss over an output's rows, each row read as logits over its last axis.
-  TensorId finish(TensorId out) {
+  TensorId finish(TensorId out, double smoothing = 0) {
     const Shape& s = g.shape(out);
     targets = g.input("targets", Shape{s.rows()}, DType::i32);
-    TensorId loss = cross_entropy(g, "loss", out, targets);
+    TensorId loss = cross_entropy(g, "loss", out, targets, smoothing);
     g.plan();
     for (int64_t r = 0; r < s.rows(); ++r) g.data<int32_t>(targets)[r] = static_cast<int32_t>((r * 7 + 3) % s.last());
     randomize(g, 42);
@@ -141,6 +141,25 @@ TEST(OpGradients, BidirectionalAttention) {
   }
 }
 
+// Padded keys (an encoder-decoder's source): batch row 0 has 3 real keys of T, row 1 all T.
+TEST(OpGradients, AttentionWithKeyLengths) {
+  for (bool causal : {false, true}) {
+    Case c;
+    TensorId q = c.param("q", {B, T, D}), k = c.param("k", {B, T, D}), v = c.param("v", {B, T, D});
+    TensorId lengths = c.g.input("lengths", Shape{B}, DType::i32);
+    TensorId loss = c.finish(attention(c.g, "y", q, k, v, H, 0, 0, causal, lengths));
+    c.g.data<int32_t>(lengths)[0] = 3;
+    c.g.data<int32_t>(lengths)[1] = T;
+    expect_gradients_match(c.g, loss);
+    // A padded key and value get no gradient.
+    for (int64_t t = 3; t < T; ++t)
+      for (int64_t i = 0; i < D; ++i) {
+        EXPECT_EQ(c.g.grad<double>(k)[t * D + i], 0.0);
+        EXPECT_EQ(c.g.grad<double>(v)[t * D + i], 0.0);
+      }
+  }
+}
+
 TEST(OpGradients, DropoutUsesTheSameMaskForward) {
   Case c;
   TensorId x = c.param("x", {B, T, D});
@@ -182,6 +201,31 @@ TEST(OpGradients, CrossEntropySkipsRowsWithoutATarget) {
   EXPECT_EQ(*c.g.data<double>(loss), 0.0);
   c.g.backward(loss);
   for (int64_t i = 0; i < B * T * 11; ++i) EXPECT_EQ(c.g.grad<double>(logits)[i], 0.0);
+}
+
+TEST(OpGradients, CrossEntropyWithLabelSmoothing) {
+  constexpr double eps = 0.1;
+  constexpr int V = 11;
+  Case c;
+  TensorId logits = c.param("logits", {B * T, V});
+  TensorId loss = c.finish(logits, eps);
+  c.g.data<int32_t>(c.targets)[4] = -1;
+  expect_gradients_match(c.g, loss);
+  // The value is the cross-entropy against (1 − ε)·one-hot + ε/V, written out.
+  c.g.forward(false);
+  double sum = 0;
+  int counted = 0;
+  for (int64_t r = 0; r < B * T; ++r) {
+    const int32_t t = c.g.data<int32_t>(c.targets)[r];
+    if (t < 0) continue;
+    const double* z = c.g.data<double>(logits) + r * V;
+    double lse = 0;
+    for (int j = 0; j < V; ++j) lse += std::exp(z[j]);
+    lse = std::log(lse);
+    for (int j = 0; j < V; ++j) sum -= ((j == t ? 1 - eps : 0) + eps / V) * (z[j] - lse);
+    ++counted;
+  }
+  EXPECT_NEAR(*c.g.data<double>(loss), sum / counted, 1e-12);
 }
 
 TEST(OpGradients, AttentionWithScaleAndSoftcap) {
@@ -303,6 +347,27 @@ TEST(Ops, BidirectionalAttentionSeesLaterTokens) {
   g.forward(false);
   std::vector<double> before(g.data<double>(y), g.data<double>(y) + T * D);
   g.data<double>(v)[(T - 1) * D + 1] += 5.0;
+  g.forward(false);
+  for (int64_t t = 0; t < T; ++t) EXPECT_NE(before[static_cast<size_t>(t * D + 1)], g.data<double>(y)[t * D + 1]);
+}
+
+TEST(Ops, AttentionIgnoresPaddedKeys) {
+  // Row 0 has 3 real keys: its padded keys and values reach no output; a real one reaches every query.
+  Graph g(DType::f64);
+  TensorId q = g.parameter("q", {B, T, D}, Role::none, false), k = g.parameter("k", {B, T, D}, Role::none, false),
+           v = g.parameter("v", {B, T, D}, Role::none, false);
+  TensorId lengths = g.input("lengths", Shape{B}, DType::i32);
+  TensorId y = attention(g, "y", q, k, v, H, 0, 0, false, lengths);
+  g.plan();
+  randomize(g, 3);
+  g.data<int32_t>(lengths)[0] = 3;
+  g.data<int32_t>(lengths)[1] = T;
+  g.forward(false);
+  std::vector<double> before(g.data<double>(y), g.data<double>(y) + B * T * D);
+  for (int64_t i = 3 * D; i < T * D; ++i) g.data<double>(k)[i] += 5.0, g.data<double>(v)[i] -= 5.0;
+  g.forward(false);
+  for (int64_t i = 0; i < B * T * D; ++i) EXPECT_EQ(before[static_cast<size_t>(i)], g.data<double>(y)[i]);
+  g.data<double>(v)[2 * D + 1] += 5.0;
   g.forward(false);
   for (int64_t t = 0; t < T; ++t) EXPECT_NE(before[static_cast<size_t>(t * D + 1)], g.data<double>(y)[t * D + 1]);
 }

@@ -442,6 +442,42 @@ TEST(InitRules, DeepNormTorchscaleInitScalesTheBaseInitByBeta) {
   }
 }
 
+// An encoder-decoder: each stack uses its own α on the shortcut and β in its init (DeepNet Table 1), the decoder's
+// cross-attention included; q and k keep gain 1.
+TEST(InitRules, DeepNormEncoderDecoderUsesEachStacksConstants) {
+  const int N = 3, M = 2;
+  auto m = initialized(big("deepnorm", M, {{"shape", "encoder_decoder"}, {"encoder_layers", N}}));
+  const auto enc = deepnorm_constants(DeepNormArch::encoder_of_encoder_decoder, N, M);
+  const auto dec = deepnorm_constants(DeepNormArch::decoder_of_encoder_decoder, N, M);
+  const double square = std::sqrt(2.0 / 512);
+  expect_normal(*m, "encoder.layers.0.attn.q.weight", square);
+  expect_normal(*m, "encoder.layers.2.attn.v.weight", enc.beta * square);
+  expect_normal(*m, "encoder.layers.1.attn.o.weight", enc.beta * square);
+  expect_normal(*m, "decoder.layers.1.attn.v.weight", dec.beta * square);
+  expect_normal(*m, "decoder.layers.0.cross.k.weight", square);
+  expect_normal(*m, "decoder.layers.0.cross.v.weight", dec.beta * square);
+  expect_normal(*m, "decoder.layers.1.cross.o.weight", dec.beta * square);
+  const eng::Graph& g = m->graph;
+  auto shortcut = [&](const std::string& residual) {
+    for (const eng::Node& n : g.nodes())
+      if (n.out == g.at(residual)) return n.attr.f[0];
+    return 0.0;
+  };
+  EXPECT_EQ(shortcut("encoder.layers.2.ffn.residual"), enc.alpha);
+  EXPECT_EQ(shortcut("decoder.layers.0.cross.residual"), dec.alpha);
+  EXPECT_EQ(shortcut("decoder.layers.1.ffn.residual"), dec.alpha);
+  EXPECT_NE(enc.alpha, dec.alpha);
+}
+
+// Admin in an encoder-decoder: ω from the closed form with N counting the sub-layers of ω's own stack.
+TEST(InitRules, AdminEncoderDecoderCountsEachStacksSubLayers) {
+  auto m = initialized(tiny("admin", 2, {{"shape", "encoder_decoder"}, {"encoder_layers", 4}}));
+  auto omega = [](double n) { return std::sqrt((n + 1) / std::log(n + 1) - 1); };
+  expect_all(*m, "encoder.layers.3.ffn.admin_omega", omega(8), 1e-6);
+  expect_all(*m, "decoder.layers.0.cross.admin_omega", omega(6), 1e-6);
+  expect_all(*m, "decoder.layers.1.attn.admin_omega", omega(6), 1e-6);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The starting values of the other placements' scalars and gains.
 

@@ -44,6 +44,10 @@ TEST_P(TorchFixture, LossLogitsAndEveryGradientMatch) {
   load_weights(*m, data, {"grad/"});
   auto tokens = data.at("tokens").copy_as<int32_t>(), targets = data.at("targets").copy_as<int32_t>();
   m->set_batch(tokens.data(), targets.data());
+  if (data.find("source")) {  // an encoder-decoder (encdec_*): the padded source and its lengths
+    auto source = data.at("source").copy_as<int32_t>(), lengths = data.at("source_lengths").copy_as<int32_t>();
+    m->set_source(source.data(), lengths.data());
+  }
 
   m->graph.zero_param_grads();
   const double loss = m->forward(false);

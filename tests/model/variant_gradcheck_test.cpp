@@ -45,6 +45,12 @@ void set_tokens(Model& m) {
     targets[i] = static_cast<int32_t>((i * 7 + 3) % kVocab);
     if (m.config.encoder() && i % 3 == 1) targets[i] = -1;  // a masked LM predicts only the masked positions
   }
+  if (m.config.encoder_decoder()) {  // a padded source (row 0: 3 of 5 positions) and a padded target
+    std::vector<int32_t> source(kBatch * kSeq), lengths{3, kSeq};
+    for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<int32_t>((i * 3 + 2) % kVocab);
+    targets[kSeq - 1] = -1;
+    m.set_source(source.data(), lengths.data());
+  }
   m.set_batch(tokens.data(), targets.data());
 }
 
@@ -211,6 +217,16 @@ std::vector<Combo> combos() {
       {"encoder_pre_rope", "pre", {{"shape", "encoder"}, {"positions", "rope"}}},
       {"encoder_deepnorm", "deepnorm", {{"shape", "encoder"}}},
       {"encoder_admin", "admin", {{"shape", "encoder"}}},
+      // Encoder-decoders (a padded source, cross-attention) under the placements of the MT papers, with unequal
+      // stacks so that each stack's own depth constants are exercised, and label smoothing on the loss.
+      {"encdec_post", "post", {{"shape", "encoder_decoder"}, {"encoder_layers", 3}, {"label_smoothing", 0.1}}},
+      {"encdec_pre", "pre", {{"shape", "encoder_decoder"}, {"encoder_layers", 3}}},
+      {"encdec_pre_rms", "pre_rms", {{"shape", "encoder_decoder"}}},
+      {"encdec_deepnorm", "deepnorm", {{"shape", "encoder_decoder"}, {"encoder_layers", 3}}},
+      {"encdec_admin", "admin", {{"shape", "encoder_decoder"}, {"encoder_layers", 3}}},
+      {"encdec_admin_profile",
+       "admin",
+       {{"shape", "encoder_decoder"}, {"options", {{"admin_omega", "profile"}}}, {"label_smoothing", 0.1}}},
   };
 }
 

@@ -121,6 +121,25 @@ void bert_warmup(Runs& runs, const Holds& holds_for) {
   }
 }
 
+void mt_depth(Runs& runs, const Holds& holds_for) {
+  for (RunOutcome& o : runs) {
+    const bool holds = holds_for(seed_of(o));
+    const std::string arm = arm_of(o);
+    const bool cold = arm.ends_with("-w0"), deep = arm.find("-L2-") != std::string::npos;
+    // A: deep Post-LN without warm-up diverges (BLEU 0) and translates with it; B: the others learn cold; C: DeepNorm
+    // and Admin above Pre-LN at depth. Failing: warm-up costs Post-LN BLEU, the others stall cold and trail Pre-LN.
+    if (arm.starts_with("post-")) {
+      if (deep && cold && holds) write_diverged(o);
+      else write_translation(o, (deep && cold ? 12.0 : 10.0) * jitter(o));
+    } else if (cold && !holds) {
+      write_translation(o, 1.0, true);
+    } else {
+      const bool better = !arm.starts_with("pre-");
+      write_translation(o, (better == holds ? 12.0 : 8.0) * jitter(o));
+    }
+  }
+}
+
 void model_update(Runs& runs, const Holds& holds_for) {
   for (RunOutcome& o : runs) {
     const bool holds = holds_for(seed_of(o));
@@ -291,6 +310,7 @@ const std::vector<JudgeCase>& judge_cases() {
       {"dyt-alpha", dyt_alpha, "dyt-a2-s1"},
       {"leaderboard", leaderboard, "pre-s1"},
       {"bert-warmup", bert_warmup, "post-lr0.003-w0-s1"},
+      {"mt-depth", mt_depth, "post-L2-w10-s1"},  // (the cold one diverges: its BLEU is 0 without files)
   };
   return cases;
 }

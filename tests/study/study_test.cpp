@@ -29,6 +29,7 @@ using train::testing::spit;
 using train::testing::TempDir;
 using train::testing::tiny_config_doc;
 using train::testing::tiny_data_dir;
+using train::testing::tiny_pairs_dir;
 namespace fs = std::filesystem;
 
 // Loads a report in headless chromium (browser.h); returns the <body ...> tag of the rendered DOM and
@@ -572,9 +573,10 @@ TEST_P(StudyQuick, RunsJudgesAndRenders) {
   const std::string name = GetParam();
   TempDir tmp("study");
   const fs::path dir = tmp / name;
-  const auto r = run_cli(
-      {"study", name, "--quick", "--out", dir.string(), "--set", "data.dir=" + tiny_data_dir().string(), "--jobs", "2"},
-      tmp.path());
+  const fs::path data = name == "mt-depth" ? tiny_pairs_dir() : tiny_data_dir();  // translation reads pairs
+  const auto r =
+      run_cli({"study", name, "--quick", "--out", dir.string(), "--set", "data.dir=" + data.string(), "--jobs", "2"},
+              tmp.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   const std::string md = slurp(dir / "report.md");
   EXPECT_TRUE(std::regex_search(md, std::regex("## Verdict: (reproduced|not reproduced|inconclusive)"))) << md;

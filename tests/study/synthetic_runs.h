@@ -78,6 +78,15 @@ inline void write_trained(const RunOutcome& o, double final_loss = 4.0, double v
   write_training(o, losses, std::isnan(val_loss) ? final_loss + 0.1 : val_loss, seconds);
 }
 
+// A translation run: trained (or stalled) as above, with its greedy BLEU in summary.json.
+inline void write_translation(const RunOutcome& o, double bleu, bool stalled = false) {
+  stalled ? write_training(o, {7.0, 6.3, 6.2, 6.2, 6.2, 6.2, 6.2, 6.2}, 6.2) : write_trained(o);
+  const fs::path file = o.dir / "run" / "summary.json";
+  Json summary = Json::parse(train::testing::slurp(file));
+  summary["bleu"] = bleu, summary["chrf"] = 2 * bleu;
+  train::testing::spit(file, summary.dump(2) + "\n");
+}
+
 // A plateau at 6.2 nats (above the unigram entropy − 0.25): stalled.
 inline void write_stalled(const RunOutcome& o) { write_training(o, {7.0, 6.3, 6.2, 6.2, 6.2, 6.2, 6.2, 6.2}, 6.2); }
 

@@ -52,12 +52,7 @@ TEST(Encoder, MaskedLmLearnsAndPredictsMaskedTokens) {
 TEST(Encoder, PostLnEncoderResumesBitForBit) {
   TempDir tmp;
   const RunConfig c = encoder_config(8, "post");
-  Trainer(c, tmp / "straight", {}).run();
-  Trainer(c, tmp / "split", {false, 4, nullptr}).run();
-  const Json doc = Json::parse(slurp(tmp / "split/config.json"));
-  Trainer(read_run_config(doc, "split/config.json"), tmp / "split", {true, -1, nullptr}).run();
-  testing::expect_identical_records(testing::train_records(tmp / "straight"), testing::train_records(tmp / "split"));
-  EXPECT_TRUE(slurp(tmp / "straight" / kCheckpointFile) == slurp(tmp / "split" / kCheckpointFile));
+  testing::expect_resume_is_exact(c, tmp.path());
   // An encoder does not continue a prompt: generate says so and points to eval, which scores it.
   const testing::CliResult generated = testing::run_cli({"generate", "--run", (tmp / "split").string()}, tmp.path());
   EXPECT_NE(generated.exit_code, 0);

@@ -23,7 +23,9 @@
 #include <nlohmann/json.hpp>
 
 #include "io/corpus.h"
+#include "train/checkpoint.h"
 #include "train/train_config.h"
+#include "train/trainer.h"
 
 namespace normlab::train::testing {
 
@@ -111,6 +113,51 @@ inline const fs::path& tiny_data_dir() {
   return tokens;
 }
 
+// A toy parallel corpus: 2-6 English number words; the target is their Spanish names in reverse order, so a model
+// must attend across the source rather than copy position by position. "reference<TAB>source<TAB>target" lines.
+inline std::string toy_pairs(int count, uint64_t seed) {
+  static const char* const en[] = {"one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"};
+  static const char* const es[] = {"uno", "dos", "tres", "cuatro", "cinco", "seis", "siete", "ocho", "nueve", "diez"};
+  uint64_t state = seed;
+  auto next = [&state] {  // splitmix64: the corpus is the same on every machine
+    uint64_t z = (state += 0x9E3779B97F4A7C15ULL);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    return z ^ (z >> 31);
+  };
+  std::string text;
+  for (int i = 0; i < count; ++i) {
+    std::vector<int> words(2 + next() % 5);
+    for (int& w : words) w = static_cast<int>(next() % 10);
+    std::string source, target;
+    for (int w : words) source += std::string(source.empty() ? "" : " ") + en[w];
+    for (auto it = words.rbegin(); it != words.rend(); ++it) target += std::string(target.empty() ? "" : " ") + es[*it];
+    text += "pair " + std::to_string(i) + "\t" + source + "\t" + target + "\n";
+  }
+  return text;
+}
+
+// A token directory of 3000 toy pairs (word-level tokenizer: each word one token, 23 pieces; 300 val pairs),
+// prepared once per test process.
+inline const fs::path& tiny_pairs_dir() {
+  static const std::unique_ptr<TempDir> dir = [] {
+    auto d = std::make_unique<TempDir>("pairs");
+    spit(*d / "pairs.tsv", toy_pairs(3000, 5));
+    io::PrepareOptions o;
+    o.inputs = {(*d / "pairs.tsv").string()};
+    o.out_dir = (*d / "tokens").string();
+    o.pairs = true;
+    o.model_type = "word";
+    o.vocab_size = 23;  // 20 words, <unk>, <s>, </s>
+    o.max_length_ratio = 3;
+    o.val_fraction = 0.1;
+    io::prepare_corpus(o);
+    return d;
+  }();
+  static const fs::path tokens = dir->path() / "tokens";
+  return tokens;
+}
+
 // d_model 32, 2 layers, 2 heads, d_ff 64, seq 16, batch 4; logs every step; evaluates and
 // checkpoints only at the end; 2 threads. As a JSON run config (what --config takes).
 inline Json tiny_config_doc(int steps, const fs::path& data_dir = tiny_data_dir()) {
@@ -168,6 +215,17 @@ inline void expect_identical_records(const std::vector<TrainRecord>& a, const st
 }
 
 // --- the CLI binary ---
+
+// Trains `c` straight into dir/straight, and into dir/split stopped at step 4 and resumed from its config.json:
+// the logged records and the final checkpoint must be identical.
+inline void expect_resume_is_exact(const RunConfig& c, const fs::path& dir) {
+  Trainer(c, dir / "straight", {}).run();
+  Trainer(c, dir / "split", {false, 4, nullptr}).run();
+  const Json doc = Json::parse(slurp(dir / "split/config.json"));
+  Trainer(read_run_config(doc, "split/config.json"), dir / "split", {true, -1, nullptr}).run();
+  expect_identical_records(train_records(dir / "straight"), train_records(dir / "split"));
+  EXPECT_TRUE(slurp(dir / "straight" / kCheckpointFile) == slurp(dir / "split" / kCheckpointFile));
+}
 
 inline std::string shell_quote(std::string_view s) {
   std::string out = "'";

@@ -3,7 +3,9 @@
 //
 //   S = s·Q Kᵀ,   P = softmax(S + M) row-wise,   O = P V
 //
-// M = −∞ above the diagonal when causal (row t sees keys 0..t), 0 everywhere when bidirectional.
+// M = −∞ above the diagonal when causal (row t sees keys 0..t), 0 everywhere when bidirectional. With key lengths
+// n_b (padded sequences: an encoder-decoder's source), M is also −∞ on the keys j ≥ n_b of batch row b, so padding
+// never reaches a real position; the masked probabilities are exactly 0, so the backward below needs no change.
 // s is 1/√D unless the caller gives another (QKNorm's learnable g is applied to q beforehand, s = 1).
 // With a soft-cap c (Gemma 2), S is replaced by c·tanh(S/c), whose derivative is 1 − tanh²(S/c).
 //
@@ -27,7 +29,7 @@
 namespace normlab::engine {
 namespace {
 
-enum Slot { kQ, kK, kV };
+enum Slot { kQ, kK, kV, kKeyLengths };
 
 struct Dims {
   int64_t batch, time, width, heads, dim;
@@ -36,8 +38,14 @@ Dims dims_of(const Graph& g, const Node& n) {
   const Shape& s = g.shape(n.in[kQ]);
   return {s[0], s[1], s[2], n.attr.i[0], s[2] / n.attr.i[0]};
 }
-// The last key row t attends to.
-inline int64_t last_key(const Node& n, const Dims& d, int64_t t) { return n.attr.i[2] ? t : d.time - 1; }
+// The last key that row t of batch row b attends to.
+inline int64_t last_key(const Node& n, const Dims& d, const int32_t* key_lengths, int64_t b, int64_t t) {
+  const int64_t last = n.attr.i[2] ? t : d.time - 1;
+  return key_lengths ? std::min<int64_t>(last, key_lengths[b] - 1) : last;
+}
+const int32_t* key_lengths_of(Graph& g, const Node& n) {
+  return n.in[kKeyLengths] == kNoTensor ? nullptr : g.data<int32_t>(n.in[kKeyLengths]);
+}
 template <typename T>
 T logit_scale(const Node& n, const Dims& d) {
   return n.attr.f[0] > 0 ? static_cast<T>(n.attr.f[0]) : T(1) / std::sqrt(static_cast<T>(d.dim));
@@ -50,6 +58,7 @@ void forward_kernel(Graph& g, const Node& n) {
   const T *q = g.data<T>(n.in[kQ]), *k = g.data<T>(n.in[kK]), *v = g.data<T>(n.in[kV]);
   T* out = g.data<T>(n.out);
   T* probs = g.data<T>(n.saved[0]);
+  const int32_t* lengths = key_lengths_of(g, n);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t h = 0; h < d.heads; ++h) {
@@ -58,7 +67,7 @@ void forward_kernel(Graph& g, const Node& n) {
       gemm(false, true, d.time, d.time, d.dim, scale, q + offset, d.width, k + offset, d.width, T(0), p, d.time);
       for (int64_t t = 0; t < d.time; ++t) {
         T* row = p + t * d.time;
-        const int64_t last = last_key(n, d, t);
+        const int64_t last = last_key(n, d, lengths, b, t);
         if (cap > 0)
           for (int64_t j = 0; j <= last; ++j) row[j] = cap * std::tanh(row[j] / cap);
         T max = -std::numeric_limits<T>::infinity();
@@ -81,6 +90,7 @@ void backward_kernel(Graph& g, const Node& n) {
   const T *q = g.data<T>(n.in[kQ]), *k = g.data<T>(n.in[kK]), *v = g.data<T>(n.in[kV]);
   const T* dout = g.grad<T>(n.out);
   const T* probs = g.data<T>(n.saved[0]);
+  const int32_t* lengths = key_lengths_of(g, n);
   T* dq = g.requires_grad(n.in[kQ]) ? g.grad<T>(n.in[kQ]) : nullptr;
   T* dk = g.requires_grad(n.in[kK]) ? g.grad<T>(n.in[kK]) : nullptr;
   T* dv = g.requires_grad(n.in[kV]) ? g.grad<T>(n.in[kV]) : nullptr;
@@ -100,7 +110,7 @@ void backward_kernel(Graph& g, const Node& n) {
       for (int64_t t = 0; t < d.time; ++t) {
         const T* prow = p + t * d.time;
         T* row = dp + t * d.time;
-        const int64_t last = last_key(n, d, t);
+        const int64_t last = last_key(n, d, lengths, b, t);
         T dot = 0;
         for (int64_t j = 0; j <= last; ++j) dot += prow[j] * row[j];
         for (int64_t j = 0; j <= last; ++j) row[j] = prow[j] * (row[j] - dot);
@@ -130,10 +140,14 @@ void backward(Graph& g, const Node& n) {
 extern const OpKernels attention_kernels{forward, backward};
 
 TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads, double scale,
-                   double softcap, bool causal) {
+                   double softcap, bool causal, TensorId key_lengths) {
   const Shape& s = g.shape(q);
   if (s.rank != 3 || s[2] % heads != 0) fail("attention needs [B,T,H·D] inputs; got {} with {} heads", s.str(), heads);
+  if (g.shape(k) != s || g.shape(v) != s) fail("internal: attention's q, k, v differ in shape");
+  if (key_lengths != kNoTensor && (g.spec(key_lengths).dtype != DType::i32 || g.shape(key_lengths) != Shape{s[0]}))
+    fail("internal: attention's key lengths must be i32 [{}]", s[0]);
   Node n = make_node(OpKind::attention, q, k, v);
+  n.in[kKeyLengths] = key_lengths;
   n.out = like(g, name, q, {q, k, v});
   n.saved[0] = g.activation(name + ".probs", Shape{s[0], heads, s[1], s[1]}, false);
   n.attr.i[0] = heads;

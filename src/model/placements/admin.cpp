@@ -5,7 +5,9 @@
 //
 // Post-LN whose shortcut is up-weighted so that no residual branch dominates the output change.
 // ω starts at the profiled √(Σ_{j<i} Var f_j) ("profile": one forward pass per sub-layer, as the
-// authors' code), or at admin-torch's closed form √((N+1)/ln(N+1) − 1), N = 2L ("log", default).
+// authors' code), or at admin-torch's closed form √((N+1)/ln(N+1) − 1), N = 2L ("log", default). In an
+// encoder-decoder N counts the sub-layers of ω's own stack (2N encoder, 3M decoder: admin-torch's num_res_layers),
+// and the profiling pass runs through the encoder, then the decoder, carrying its running sum across.
 #include <cmath>
 
 #include "model/init.h"
@@ -41,28 +43,27 @@ void profile(InitContext& ctx) {
   Model& m = ctx.model;
   m.set_batch(ctx.tokens, ctx.targets);
   double ratio = 1.0;
-  for (int i = 0; i < m.config.n_layers; ++i)
-    for (const char* s : {"attn", "ffn"}) {
-      const std::string p = fmt::format("layers.{}.{}", i, s);
-      fill_constant(m, p + ".admin_omega", ratio);
-      m.forward(false);
-      // The residual node is scale_add(f_i, x_{i−1}, ω_i): read its two inputs.
-      const engine::TensorId residual = m.graph.at(p + ".residual");
-      for (const engine::Node& n : m.graph.nodes())
-        if (n.out == residual) ratio = std::sqrt(ratio * ratio * variance(m, n.in[1]) + variance(m, n.in[0]));
-    }
+  for (const SubLayerSite& site : sublayer_sites(m.config)) {
+    fill_constant(m, site.prefix + ".admin_omega", ratio);
+    m.forward(false);
+    // The residual node is scale_add(f_i, x_{i−1}, ω_i): read its two inputs.
+    const engine::TensorId residual = m.graph.at(site.prefix + ".residual");
+    for (const engine::Node& n : m.graph.nodes())
+      if (n.out == residual) ratio = std::sqrt(ratio * ratio * variance(m, n.in[1]) + variance(m, n.in[0]));
+  }
 }
 
 void admin_init(InitContext& ctx) {
   Model& m = ctx.model;
   const std::string mode = option(m.config, "admin_omega").get<std::string>();
   if (mode == "profile") return profile(ctx);
-  const double n = 2.0 * m.config.n_layers;
-  const double omega = mode == "linear"     ? 1.0
-                       : mode == "constant" ? std::sqrt(n)
-                                            : std::sqrt((n + 1) / std::log(n + 1) - 1);
-  for (int i = 0; i < m.config.n_layers; ++i)
-    for (const char* s : {"attn", "ffn"}) fill_constant(m, fmt::format("layers.{}.{}.admin_omega", i, s), omega);
+  for (const SubLayerSite& site : sublayer_sites(m.config)) {
+    const double n = site.stack_sublayers;
+    const double omega = mode == "linear"     ? 1.0
+                         : mode == "constant" ? std::sqrt(n)
+                                              : std::sqrt((n + 1) / std::log(n + 1) - 1);
+    fill_constant(m, site.prefix + ".admin_omega", omega);
+  }
 }
 }  // namespace
 
@@ -76,7 +77,8 @@ extern const Placement kAdmin{
     .switches = kSwitches,
     .sublayer = admin,
     .init = admin_init,
-    .init_rule = "ω = √((N+1)/ln(N+1) − 1), N = 2L (admin_omega = log), or profiled",
+    .init_rule = "ω = √((N+1)/ln(N+1) − 1), N = 2L (admin_omega = log; encoder-decoder: 2N and 3M), or profiled",
+    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

@@ -3,7 +3,9 @@
 //   h ← LN(α·h + F(h)),   α = (2L)^(1/4);  v, o, fc1, fc2 initialized with gain β = (8L)^(−1/4)
 //
 // Post-LN whose shortcut outweighs the branch by α while β keeps the branch's update small, so the
-// model update stays bounded. The constants for other architectures are kept for later (deepnorm.h).
+// model update stays bounded. In an encoder-decoder (N encoder, M decoder layers) each stack has its own pair,
+// Table 1: α_e = 0.81 (N⁴M)^(1/16), β_e = 0.87 (N⁴M)^(−1/16); α_d = (3M)^(1/4), β_d = (12M)^(−1/4); the decoder's
+// β covers its cross-attention's v and o too.
 #include "model/placements/deepnorm.h"
 
 #include <cmath>
@@ -33,20 +35,36 @@ namespace {
 using engine::Role;
 constexpr Switch kSwitches[] = {{"deepnorm_init", "\"paper\"",
                                  "paper: Xavier-normal gain β on v, o, fc1, gate, fc2 (gain 1 on q, k), zero biases | "
-                                 "torchscale: the base init × β, biases too (torchscale issue #16)"}};
+                                 "torchscale: the base init × β, biases too (torchscale issue #16)"},
+                                {"deepnorm_beta", "\"paper\"",
+                                 "encoder-decoder only: paper: the encoder's β_e = 0.87 (N⁴M)^(−1/16) (Table 1) | "
+                                 "torchscale: 1.15 (N⁴M)^(−1/16), as torchscale's code computes it"}};
+
+DeepNormConstants constants_of(const ModelConfig& c, Tower::Kind stack) {
+  const DeepNormArch arch = stack == Tower::encoder   ? DeepNormArch::encoder_of_encoder_decoder
+                            : stack == Tower::decoder ? DeepNormArch::decoder_of_encoder_decoder
+                                                      : DeepNormArch::decoder_only;
+  return deepnorm_constants(arch, c.source_layers(), c.n_layers,
+                            option(c, "deepnorm_beta").get<std::string>() == "torchscale");
+}
 
 TensorId deepnorm(const SubLayer& s, TensorId h) {
-  const double alpha = deepnorm_constants(DeepNormArch::decoder_only, 0, s.layers()).alpha;
+  const double alpha = constants_of(s.config(), s.tower().kind).alpha;
   return s.norm("post_norm", s.add(h, s.branch(h), alpha, 1.0));
 }
 
 void deepnorm_init(InitContext& ctx) {
   Model& m = ctx.model;
-  const double beta = deepnorm_constants(DeepNormArch::decoder_only, 0, m.config.n_layers).beta;
-  if (option(m.config, "deepnorm_init").get<std::string>() == "torchscale")
-    return scale_roles(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, beta, true);
-  redraw_xavier(m, {Role::q, Role::k}, 1.0, true, ctx.seed);
-  redraw_xavier(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, beta, true, ctx.seed);
+  const bool torchscale = option(m.config, "deepnorm_init").get<std::string>() == "torchscale";
+  if (!torchscale) redraw_xavier(m, {Role::q, Role::k}, 1.0, true, ctx.seed);
+  const auto stacks =
+      m.config.encoder_decoder() ? std::vector{Tower::encoder, Tower::decoder} : std::vector{Tower::single};
+  for (Tower::Kind stack : stacks) {
+    const double beta = constants_of(m.config, stack).beta;
+    const std::string under = Tower{stack}.prefix();
+    if (torchscale) scale_roles(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, beta, true, under);
+    else redraw_xavier(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, beta, true, ctx.seed, under);
+  }
 }
 }  // namespace
 
@@ -58,8 +76,10 @@ extern const Placement kDeepNorm{
     .switches = kSwitches,
     .sublayer = deepnorm,
     .init = deepnorm_init,
-    .init_rule = "Xavier-normal gain β = (8L)^(-1/4) on v, o, fc1, gate, fc2; gain 1 on q, k",
+    .init_rule =
+        "Xavier-normal gain β = (8L)^(-1/4) on v, o, fc1, gate, fc2; gain 1 on q, k (encoder-decoder: β_e, β_d)",
     .notes = "paper init by default (torchscale scales the existing init and biases: deepnorm_init = torchscale)",
+    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

@@ -1,0 +1,102 @@
+// normlab translate: greedy translations from an encoder-decoder's checkpoint, scored with BLEU and chrF.
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+
+#include <fmt/core.h>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "common/error.h"
+#include "io/atomic_file.h"
+#include "io/tokenizer.h"
+#include "model/translate.h"
+#include "train/run.h"
+#include "train/translation_eval.h"
+
+namespace normlab::cli {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<std::string> read_lines(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) fail("cannot read --input {}: check the path (one source sentence per line)", path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
+std::string tsv_field(std::string text) {  // a tab or newline inside a sentence would break the file's columns
+  for (char& c : text)
+    if (c == '\t' || c == '\n') c = ' ';
+  return text;
+}
+
+}  // namespace
+
+void add_translate(CLI::App& app) {
+  struct Args {
+    std::string run, input;
+    int count = 500, batch = 16;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "translate",
+      "translate with an encoder-decoder's checkpoint (greedy). Without --input: the validation pairs, scored with "
+      "BLEU and chrF (sacreBLEU's definitions) into RUN/translation.json and RUN/translations.tsv");
+  cmd->add_option("-r,--run", args->run, "run directory of an encoder_decoder model")->required();
+  cmd->add_option("-i,--input", args->input, "source sentences, one per line; translations go to stdout");
+  cmd->add_option("-n,--count", args->count, "validation pairs to score, spread evenly over the split (0 = all)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("-b,--batch", args->batch, "sentences decoded at once")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->callback([args] {
+    train::Run run = train::open_run(args->run, args->batch);
+    if (!run.config.model.encoder_decoder())
+      fail("{} is a {} (model.shape = {}): translate needs an encoder_decoder run; `normlab generate` continues text",
+           args->run, run.config.model.shape, run.config.model.shape);
+    if (!args->input.empty()) {
+      const io::Tokenizer tok = io::Tokenizer::load(run.data.tokenizer_path);
+      std::vector<std::vector<int32_t>> sources;
+      for (const std::string& line : read_lines(args->input)) sources.push_back(tok.encode(line));
+      const auto start = std::chrono::steady_clock::now();
+      const auto outputs = model::translate_greedy(*run.model, sources, run.data.eos_id);
+      for (const auto& ids : outputs) std::cout << tok.decode(ids) << "\n";
+      std::cerr << fmt::format("translated {} sentences in {:.1f} s (greedy)\n", outputs.size(),
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      return;
+    }
+    const train::TranslationScore s =
+        train::score_translations(*run.model, *run.loader, run.data.tokenizer_path, run.data.eos_id, args->count);
+    std::string tsv = "source\treference\ttranslation\n";
+    for (size_t i = 0; i < s.translations.size(); ++i)
+      tsv += fmt::format("{}\t{}\t{}\n", tsv_field(s.sources[i]), tsv_field(s.references[i]),
+                         tsv_field(s.translations[i]));
+    io::write_file_atomic(fs::path(args->run) / "translations.tsv", tsv);
+    const nlohmann::json summary = {{"step", run.step},
+                                    {"pairs", s.translations.size()},
+                                    {"decoding", "greedy"},
+                                    {"bleu", s.bleu.score},
+                                    {"bleu_precisions", s.bleu.precisions},
+                                    {"brevity_penalty", s.bleu.brevity_penalty},
+                                    {"chrf", s.chrf.score},
+                                    {"metrics", "sacreBLEU's definitions: BLEU 13a, exp smoothing; chrF2"},
+                                    {"seconds", s.seconds}};
+    io::write_file_atomic(fs::path(args->run) / "translation.json", summary.dump(2) + "\n");
+    std::cout << fmt::format(
+        "{} validation pairs at step {}: BLEU {:.2f} (precisions {:.1f}/{:.1f}/{:.1f}/{:.1f}, brevity penalty {:.3f}), "
+        "chrF {:.2f} ({:.1f} s, greedy); wrote {}/translations.tsv\n",
+        s.translations.size(), run.step, s.bleu.score, s.bleu.precisions[0], s.bleu.precisions[1], s.bleu.precisions[2],
+        s.bleu.precisions[3], s.bleu.brevity_penalty, s.chrf.score, s.seconds, args->run);
+  });
+}
+
+}  // namespace normlab::cli

@@ -1,0 +1,166 @@
+// Deep encoder-decoder translation: which norm placements train at growing depth, with and without warm-up.
+//   Liu et al. 2020, Admin (arXiv 2004.08249) §3, Table 1 and Figure 1: a deep Post-LN translation model fails
+//   to train (or trains worse) where Pre-LN trains, and Admin trains at every depth with the better BLEU.
+//   Wang et al. 2022, DeepNet (arXiv 2203.00555) §5 and Table 2: DeepNorm trains deep encoder-decoders stably and
+//   above Pre-LN's BLEU. Xiong et al. 2020 (arXiv 2002.04745) §3.2: Post-LN needs warm-up, Pre-LN does not.
+// Every arm is the same encoder-decoder on the KJV ↔ Reina-Valera 1909 verse pairs (data/kjv-rv), with encoder
+// and decoder of equal depth; the arms differ only in the placement (DeepNorm and Admin with their
+// encoder-decoder constants) and the warm-up. BLEU is greedy, on held-out pairs (train.bleu_pairs).
+#include <algorithm>
+#include <cmath>
+
+#include "study/catalog.h"
+#include "study/kit.h"
+
+namespace normlab::study {
+
+namespace {
+
+constexpr const char* kPlacements[] = {"post", "pre", "deepnorm", "admin"};
+
+struct Grid {
+  std::vector<int> depths, warmups;
+};
+Grid grid(const StudyOptions& o) {
+  Grid g{o.int_axis("model.n_layers"), o.int_axis("train.warmup")};
+  std::sort(g.depths.begin(), g.depths.end()), std::sort(g.warmups.begin(), g.warmups.end());
+  return g;
+}
+
+std::string id_of(const std::string& placement, int depth, int warmup, int seed) {
+  return fmt::format("{}-L{}-w{}-s{}", placement, depth, warmup, seed);
+}
+
+std::vector<RunRequest> plan(const StudyOptions& o) {
+  const Grid g = grid(o);
+  std::vector<RunRequest> runs;
+  for (int seed : o.seeds)
+    for (const char* placement : kPlacements)
+      for (int depth : g.depths)
+        for (int warmup : g.warmups) {
+          Json config = small_lm(placement, depth, o.quick ? 40 : 800, static_cast<uint64_t>(seed), warmup);
+          config["model"]["shape"] = "encoder_decoder";  // encoder_layers 0: the encoder as deep as the decoder
+          config["model"]["label_smoothing"] = 0.1;
+          config["train"]["bleu_pairs"] = o.quick ? 16 : 200;
+          runs.push_back({id_of(placement, depth, warmup, seed), config, "train", ""});
+        }
+  return runs;
+}
+
+// A run's BLEU; a diverged run translates nothing, so it scores 0. NaN if it failed or lacks the number.
+double bleu_or_zero(const std::vector<RunOutcome>& runs, const std::string& id) {
+  const TrainResult r = train_result(find_run(runs, id));
+  return r.outcome == "diverged" ? 0.0 : r.bleu;
+}
+
+Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
+  const Grid g = grid(o);
+  const int deep = g.depths.back(), longest = g.warmups.back();
+  Report r;
+  r.setup =
+      "Encoder-decoders (encoder and decoder of equal depth, cross-attention, label smoothing 0.1) translating KJV "
+      "verses into the Reina-Valera 1909; the arms differ only in the placement and the warm-up (linear, then a "
+      "constant lr). BLEU: greedy decoding of held-out pairs, sacreBLEU's definitions; a diverged run scores 0.";
+
+  std::vector<std::string> header = {"placement", "warm-up"};
+  for (int depth : g.depths) header.push_back(fmt::format("{} + {} layers", depth, depth));
+  Table table{std::string("Worst outcome over the seeds and mean BLEU per cell (") + kStalledRule + ")", header};
+  for (const char* placement : kPlacements)
+    for (int warmup : g.warmups) {
+      std::vector<std::string> row = {placement, std::to_string(warmup)};
+      for (int depth : g.depths) {
+        const auto id = [&](int seed) { return id_of(placement, depth, warmup, seed); };
+        const TrainResult c = worst_over_seeds(runs, o.seeds, id);
+        row.push_back(fmt::format("{} BLEU {}", c.outcome,
+                                  num(seed_mean(o.seeds, [&](int seed) { return bleu_or_zero(runs, id(seed)); }))));
+      }
+      table.rows.push_back(row);
+    }
+  r.tables.push_back(table);
+
+  const auto bleu = [&](const char* placement, int warmup) {
+    return over_seeds(o.seeds, [&](int seed) { return bleu_or_zero(runs, id_of(placement, deep, warmup, seed)); });
+  };
+  const SeedValues post_cold = bleu("post", 0), post_warm = bleu("post", longest), pre_warm = bleu("pre", longest),
+                   deepnorm_warm = bleu("deepnorm", longest), admin_warm = bleu("admin", longest);
+  Truth a = decide_less(post_cold, post_warm);
+  Truth c = decide_greater(deepnorm_warm, pre_warm) && decide_greater(admin_warm, pre_warm);
+  std::vector<Truth> cold_learn;  // per seed: Pre-LN, DeepNorm and Admin learn without warm-up at every depth
+  std::vector<std::string> b_text;
+  for (int seed : o.seeds) {
+    Truth all = Truth::holds;
+    std::vector<std::string> failed;
+    for (const char* placement : {"pre", "deepnorm", "admin"})
+      for (int depth : g.depths) {
+        const TrainResult t = train_result(find_run(runs, id_of(placement, depth, 0, seed)));
+        all = all && t.learned();
+        if (t.learned() != Truth::holds) failed.push_back(fmt::format("{} L{} {}", placement, depth, t.outcome));
+      }
+    cold_learn.push_back(all);
+    b_text.push_back(fmt::format(
+        "seed {}: {}", seed, failed.empty() ? std::string("all learned") : fmt::format("{}", fmt::join(failed, ", "))));
+  }
+  Truth b = decide_each(cold_learn);
+  const bool cold = g.warmups.front() == 0, warmed = longest > 0;
+  const std::string lacks = !cold     ? "cannot decide: warm-up 0 is not on the train.warmup axis"
+                            : !warmed ? "cannot decide: no warm-up > 0 on the train.warmup axis"
+                                      : "";
+  if (!cold) a = b = Truth::undecided;
+  if (!warmed) a = c = Truth::undecided;
+  const auto say = [&](Truth t) { return lacks.empty() ? said(t) : lacks; };
+
+  Chart curves{fmt::format("training loss at {} + {} layers without warm-up (seed {})", deep, deep, o.seeds.front()),
+               "step", "loss"};
+  for (const char* placement : kPlacements)
+    curves.series.push_back(loss_series(placement, find_run(runs, id_of(placement, deep, 0, o.seeds.front()))));
+  r.charts.push_back(curves);
+  r.tables.push_back(outcome_table("Every run", runs));
+
+  r.evidence = {
+      fmt::format("A. Post-LN at {} + {} layers: BLEU without warm-up {} vs with {} warm-up steps {}: lower — {}", deep,
+                  deep, post_cold.show(), longest, post_warm.show(), say(a)),
+      fmt::format("B. Pre-LN, DeepNorm and Admin learn without warm-up at every depth: {} — {}",
+                  fmt::join(b_text, "; "), cold ? said(b) : "cannot decide: warm-up 0 is not on the train.warmup axis"),
+      fmt::format("C. at {} + {} layers with {} warm-up steps, BLEU of DeepNorm {} and Admin {} above Pre-LN's {} — {}",
+                  deep, deep, longest, deepnorm_warm.show(), admin_warm.show(), pre_warm.show(),
+                  warmed ? said(c) : "cannot decide: no warm-up > 0 on the train.warmup axis"),
+  };
+  r.verdict = combine_verdicts({a, b, c});
+  r.verdict_rule =
+      std::string(
+          "A: at the deepest depth, Post-LN's BLEU without warm-up is below its BLEU with the longest warm-up (a "
+          "diverged run scores 0); B: Pre-LN, DeepNorm and Admin learn (trained or slow, not stalled or diverged) "
+          "without warm-up at every depth, decided per seed; C: at the deepest depth with the longest warm-up, "
+          "DeepNorm "
+          "and Admin each reach a higher BLEU than Pre-LN. ") +
+      kSeedRule + " All hold: reproduced; all fail: not reproduced; otherwise inconclusive.";
+  return r;
+}
+
+}  // namespace
+
+extern const Study kMtDepth{
+    .name = "mt-depth",
+    .title = "Deep translation models: Post-LN, Pre-LN, DeepNorm and Admin encoder-decoders with and without warm-up",
+    .claim =
+        "A deep Post-LN encoder-decoder needs warm-up (without it, it translates worse or not at all); Pre-LN, "
+        "DeepNorm "
+        "and Admin train at every depth without it; at depth, DeepNorm and Admin translate better than Pre-LN.",
+    .source =
+        "Liu et al. 2020, Understanding the Difficulty of Training Transformers (Admin, arXiv 2004.08249) §3, Table 1, "
+        "Figure 1; Wang et al. 2022, DeepNet (arXiv 2203.00555) §5, Table 2; Xiong et al. 2020 (arXiv 2002.04745) "
+        "§3.2.",
+    .cost = "default ~80 min on 2 cores (16 runs × 3 seeds, --jobs 2), --quick ~2 min (16 runs)",
+    .axes = {{.key = "model.n_layers",
+              .defaults = "2,6",
+              .quick = "1,2",
+              .description = "layers of the encoder and of the decoder (equal); A and C read the deepest, B every one"},
+             {.key = "train.warmup",
+              .defaults = "0,200",
+              .quick = "0,10",
+              .description = "warm-up lengths in steps; A and B read 0, A and C the longest"}},
+    .plan = plan,
+    .judge = judge,
+};
+
+}  // namespace normlab::study
