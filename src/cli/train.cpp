@@ -2,6 +2,7 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <vector>
 
 #include <fmt/core.h>
 
@@ -99,8 +100,9 @@ void add_eval(CLI::App& app) {
   cmd->add_option("-r,--run", args->run, "run directory")->required();
   cmd->add_option("--batches", args->batches, "evaluation batches")->capture_default_str();
   cmd->add_option("--logits", args->logits,
-                  "also write the first evaluation batch's tokens, targets and logits (fp32) to this safetensors file, "
-                  "e.g. to compare with the PyTorch module of tools/to_torch.py");
+                  "also write the first evaluation batch's tokens, targets and logits (fp32) to this safetensors file "
+                  "(an encoder-decoder's also its source and source_lengths), e.g. to compare with the PyTorch module "
+                  "of tools/to_torch.py");
   cmd->callback([args] {
     train::Run run = train::open_run(args->run);
     const train::Evaluation evaluation = train::evaluate(*run.model, *run.loader, args->batches);
@@ -114,9 +116,16 @@ void add_eval(CLI::App& app) {
       if (m.graph.float_type() != engine::DType::f32)
         fail("--logits writes fp32 logits; this run computes in another type");
       const int64_t b = m.batch, t = m.seq, v = run.config.model.vocab_size;
-      const io::TensorToWrite tensors[] = {{"tokens", io::Dtype::I32, {b, t}, batch.tokens.data()},
-                                           {"targets", io::Dtype::I32, {b, t}, batch.targets.data()},
-                                           {"logits", io::Dtype::F32, {b, t, v}, m.graph.data<float>(m.logits)}};
+      std::vector<io::TensorToWrite> tensors = {{"tokens", io::Dtype::I32, {b, t}, batch.tokens.data()},
+                                                {"targets", io::Dtype::I32, {b, t}, batch.targets.data()},
+                                                {"logits", io::Dtype::F32, {b, t, v}, m.graph.data<float>(m.logits)}};
+      if (run.config.model.encoder_decoder()) {  // the encoder's input: the padded source and each row's length
+        if (batch.source.size() != static_cast<size_t>(b * t) || batch.source_lengths.size() != static_cast<size_t>(b))
+          fail("--logits: the batch's source holds {} ids and {} lengths, not {} x {} and {}", batch.source.size(),
+               batch.source_lengths.size(), b, t, b);
+        tensors.push_back({"source", io::Dtype::I32, {b, t}, batch.source.data()});
+        tensors.push_back({"source_lengths", io::Dtype::I32, {b}, batch.source_lengths.data()});
+      }
       io::write_safetensors(args->logits, tensors, {{"run", args->run}, {"step", std::to_string(run.step)}});
     }
     if (!std::isfinite(loss))

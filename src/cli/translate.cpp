@@ -38,27 +38,39 @@ std::string tsv_field(std::string text) {  // a tab or newline inside a sentence
   return text;
 }
 
+std::string decoding(int beam) { return beam == 1 ? "greedy" : fmt::format("beam {}", beam); }
+
 }  // namespace
 
 void add_translate(CLI::App& app) {
   struct Args {
     std::string run, input;
-    int count = 500, batch = 16;
+    int count = 500, batch = 16, beam = 1;
+    double length_penalty = 1.0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
       "translate",
-      "translate with an encoder-decoder's checkpoint (greedy). Without --input: the validation pairs, scored with "
+      "translate with an encoder-decoder's checkpoint (greedy, or beam search with --beam). Without --input: the "
+      "validation pairs, scored with "
       "BLEU and chrF (sacreBLEU's definitions) into RUN/translation.json and RUN/translations.tsv");
   cmd->add_option("-r,--run", args->run, "run directory of an encoder_decoder model")->required();
   cmd->add_option("-i,--input", args->input, "source sentences, one per line; translations go to stdout");
   cmd->add_option("-n,--count", args->count, "validation pairs to score, spread evenly over the split (0 = all)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  cmd->add_option("-b,--batch", args->batch, "sentences decoded at once")
+  cmd->add_option("-b,--batch", args->batch, "rows decoded at once (each sentence takes --beam rows)")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--beam", args->beam, "beam size; 1 = greedy search")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--length-penalty", args->length_penalty,
+                  "beam search ranks ended hypotheses by log p / (length + 1)^this (fairseq's lenpen)")
+      ->capture_default_str();
   cmd->callback([args] {
+    if (args->beam > args->batch)
+      fail("--beam {} needs at least as many rows: give --batch {} or more", args->beam, args->beam);
     train::Run run = train::open_run(args->run, args->batch);
     if (!run.config.model.encoder_decoder())
       fail("{} is a {} (model.shape = {}): translate needs an encoder_decoder run; `normlab generate` continues text",
@@ -68,14 +80,17 @@ void add_translate(CLI::App& app) {
       std::vector<std::vector<int32_t>> sources;
       for (const std::string& line : read_lines(args->input)) sources.push_back(tok.encode(line));
       const auto start = std::chrono::steady_clock::now();
-      const auto outputs = model::translate_greedy(*run.model, sources, run.data.eos_id);
+      const auto outputs =
+          model::translate_beam(*run.model, sources, run.data.eos_id, args->beam, args->length_penalty);
       for (const auto& ids : outputs) std::cout << tok.decode(ids) << "\n";
-      std::cerr << fmt::format("translated {} sentences in {:.1f} s (greedy)\n", outputs.size(),
-                               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      std::cerr << fmt::format("translated {} sentences in {:.1f} s ({})\n", outputs.size(),
+                               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+                               decoding(args->beam));
       return;
     }
     const train::TranslationScore s =
-        train::score_translations(*run.model, *run.loader, run.data.tokenizer_path, run.data.eos_id, args->count);
+        train::score_translations(*run.model, *run.loader, run.data.tokenizer_path, run.data.eos_id, args->count,
+                                  args->beam, args->length_penalty);
     std::string tsv = "source\treference\ttranslation\n";
     for (size_t i = 0; i < s.translations.size(); ++i)
       tsv += fmt::format("{}\t{}\t{}\n", tsv_field(s.sources[i]), tsv_field(s.references[i]),
@@ -83,7 +98,8 @@ void add_translate(CLI::App& app) {
     io::write_file_atomic(fs::path(args->run) / "translations.tsv", tsv);
     const nlohmann::json summary = {{"step", run.step},
                                     {"pairs", s.translations.size()},
-                                    {"decoding", "greedy"},
+                                    {"decoding", decoding(args->beam)},
+                                    {"length_penalty", args->length_penalty},
                                     {"bleu", s.bleu.score},
                                     {"bleu_precisions", s.bleu.precisions},
                                     {"brevity_penalty", s.bleu.brevity_penalty},
@@ -93,9 +109,9 @@ void add_translate(CLI::App& app) {
     io::write_file_atomic(fs::path(args->run) / "translation.json", summary.dump(2) + "\n");
     std::cout << fmt::format(
         "{} validation pairs at step {}: BLEU {:.2f} (precisions {:.1f}/{:.1f}/{:.1f}/{:.1f}, brevity penalty {:.3f}), "
-        "chrF {:.2f} ({:.1f} s, greedy); wrote {}/translations.tsv\n",
+        "chrF {:.2f} ({:.1f} s, {}); wrote {}/translations.tsv\n",
         s.translations.size(), run.step, s.bleu.score, s.bleu.precisions[0], s.bleu.precisions[1], s.bleu.precisions[2],
-        s.bleu.precisions[3], s.bleu.brevity_penalty, s.chrf.score, s.seconds, args->run);
+        s.bleu.precisions[3], s.bleu.brevity_penalty, s.chrf.score, s.seconds, decoding(args->beam), args->run);
   });
 }
 

@@ -1,6 +1,7 @@
 #include "model/translate.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/error.h"
 
@@ -16,6 +17,24 @@ int32_t argmax_row(const Model& m, int64_t row) {
     best = static_cast<int32_t>(std::max_element(z, z + vocab) - z);
   });
   return best;
+}
+
+struct Hypothesis {
+  std::vector<int32_t> tokens;  // without the leading EOS
+  double score = 0;             // Σ log p
+};
+// log softmax(z)[v] for one row of logits, into out.
+void log_softmax_row(const Model& m, int64_t row, std::vector<double>& out) {
+  const int64_t vocab = m.config.vocab_size;
+  out.resize(static_cast<size_t>(vocab));
+  engine::dispatch_float(m.graph.float_type(), [&]<typename T>() {
+    const T* z = m.graph.data<T>(m.logits) + row * vocab;
+    const double max = *std::max_element(z, z + vocab);
+    double sum = 0;
+    for (int64_t v = 0; v < vocab; ++v) sum += std::exp(double(z[v]) - max);
+    const double lse = max + std::log(sum);
+    for (int64_t v = 0; v < vocab; ++v) out[static_cast<size_t>(v)] = double(z[v]) - lse;
+  });
 }
 }  // namespace
 
@@ -55,6 +74,91 @@ std::vector<std::vector<int32_t>> translate_greedy(Model& m, const std::vector<s
         out[static_cast<size_t>(first + b)].push_back(next);
         if (t + 1 < T) tokens[static_cast<size_t>(b * T + t + 1)] = next;
       }
+    }
+  }
+  return out;
+}
+
+std::vector<std::vector<int32_t>> translate_beam(Model& m, const std::vector<std::vector<int32_t>>& sources,
+                                                 int32_t eos, int beam, double length_penalty) {
+  if (beam < 1 || beam > m.batch)
+    fail("beam size {} must be between 1 and the model's batch of {} rows", beam, m.batch);
+  const int B = m.batch, T = m.seq, per_pass = B / beam;  // sources decoded at once, `beam` rows each
+  const auto n = static_cast<int64_t>(sources.size());
+  const auto normalized = [&](const Hypothesis& h) {
+    return h.score / std::pow(static_cast<double>(h.tokens.size() + 1), length_penalty);
+  };
+  std::vector<std::vector<int32_t>> out(sources.size());
+  std::vector<int32_t> source(static_cast<size_t>(B * T)), lengths(static_cast<size_t>(B)), tokens(source.size()),
+      targets(source.size(), -1);
+  std::vector<double> logp;
+  struct Candidate {
+    double score;
+    int from;
+    int32_t token;
+  };
+  std::vector<Candidate> candidates;
+  for (int64_t first = 0; first < n; first += per_pass) {
+    const int count = static_cast<int>(std::min<int64_t>(per_pass, n - first));
+    std::fill(source.begin(), source.end(), eos);
+    for (int b = 0; b < B; ++b) {
+      const auto& s = sources[static_cast<size_t>(first + std::min(b / beam, count - 1))];
+      if (static_cast<int>(s.size()) + 1 > T)
+        fail("source {} has {} tokens; this model reads at most {} (train.seq_len − 1): shorten it", first + b / beam,
+             s.size(), T - 1);
+      std::copy(s.begin(), s.end(), source.begin() + static_cast<std::ptrdiff_t>(b) * T);
+      lengths[static_cast<size_t>(b)] = static_cast<int32_t>(s.size() + 1);
+    }
+    m.set_source(source.data(), lengths.data());
+    // Per source: its live hypotheses (at most `beam`, all of length t) and the finished ones.
+    std::vector<std::vector<Hypothesis>> live(static_cast<size_t>(count), std::vector<Hypothesis>(1));
+    std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(count));
+    for (int t = 0; t < T; ++t) {
+      bool any = false;
+      std::fill(tokens.begin(), tokens.end(), eos);
+      for (int g = 0; g < count; ++g)
+        for (size_t j = 0; j < live[static_cast<size_t>(g)].size(); ++j) {
+          const auto& h = live[static_cast<size_t>(g)][j].tokens;
+          std::copy(h.begin(), h.end(), tokens.begin() + static_cast<std::ptrdiff_t>((g * beam + int(j)) * T + 1));
+          any = true;
+        }
+      if (!any) break;
+      m.set_batch(tokens.data(), targets.data());
+      m.forward(false);
+      for (int g = 0; g < count; ++g) {
+        auto& alive = live[static_cast<size_t>(g)];
+        if (alive.empty()) continue;
+        candidates.clear();
+        for (size_t j = 0; j < alive.size(); ++j) {
+          log_softmax_row(m, static_cast<int64_t>(g * beam + int(j)) * T + t, logp);
+          for (size_t v = 0; v < logp.size(); ++v)
+            candidates.push_back({alive[j].score + logp[v], static_cast<int>(j), static_cast<int32_t>(v)});
+        }
+        // The 2·beam best extensions: enough that `beam` of them continue even if up to `beam` end here.
+        const size_t keep = std::min(candidates.size(), static_cast<size_t>(2 * beam));
+        std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep), candidates.end(),
+                          [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
+        std::vector<Hypothesis> next;
+        auto& done = finished[static_cast<size_t>(g)];
+        for (size_t c = 0; c < keep && static_cast<int>(next.size()) < beam; ++c) {
+          Hypothesis h{alive[static_cast<size_t>(candidates[c].from)].tokens, candidates[c].score};
+          if (candidates[c].token == eos) done.push_back(std::move(h));
+          else h.tokens.push_back(candidates[c].token), next.push_back(std::move(h));
+        }
+        // A source is done once `beam` hypotheses ended (fairseq's rule) or the target is full.
+        if (static_cast<int>(done.size()) >= beam || t + 1 == T) {
+          if (t + 1 == T) done.insert(done.end(), next.begin(), next.end());
+          next.clear();
+        }
+        alive = std::move(next);
+      }
+    }
+    for (int g = 0; g < count; ++g) {
+      const auto& done = finished[static_cast<size_t>(g)];
+      const auto best = std::max_element(done.begin(), done.end(), [&](const Hypothesis& a, const Hypothesis& b) {
+        return normalized(a) < normalized(b);
+      });
+      if (best != done.end()) out[static_cast<size_t>(first + g)] = best->tokens;
     }
   }
   return out;

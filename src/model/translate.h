@@ -1,5 +1,5 @@
 #pragma once
-// Decoding an encoder-decoder: greedy search, kept beside the model as generate() is.
+// Decoding an encoder-decoder: greedy and beam search, kept beside the model as generate() is.
 #include <cstdint>
 #include <vector>
 
@@ -13,5 +13,13 @@ namespace normlab::model {
 // forward passes. A source longer than m.seq − 1 tokens is an error naming it. Returns the targets without EOS.
 std::vector<std::vector<int32_t>> translate_greedy(Model& m, const std::vector<std::vector<int32_t>>& sources,
                                                    int32_t eos);
+
+// Beam search (as fairseq's): each source keeps the `beam` best prefixes by Σ log p; every step extends each by every
+// token and keeps the best `beam` that do not end, setting aside those that end in EOS; a source is done once `beam`
+// hypotheses ended (or the target is full: then the live ones count too), and the answer is the ended hypothesis
+// with the best Σ log p / (length + 1)^length_penalty (length without EOS). Each source takes `beam` rows of the
+// model's batch (beam ≤ m.batch); beam 1 is greedy search. Returns the targets without EOS.
+std::vector<std::vector<int32_t>> translate_beam(Model& m, const std::vector<std::vector<int32_t>>& sources,
+                                                 int32_t eos, int beam, double length_penalty = 1.0);
 
 }  // namespace normlab::model

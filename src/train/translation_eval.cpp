@@ -8,7 +8,7 @@
 namespace normlab::train {
 
 TranslationScore score_translations(model::Model& m, const Loader& loader, const std::string& tokenizer_path,
-                                    int32_t eos, int count) {
+                                    int32_t eos, int count, int beam, double length_penalty) {
   const io::Tokenizer tok = io::Tokenizer::load(tokenizer_path);
   const std::vector<Pair>& pairs = loader.val_pairs();
   const std::span<const int32_t> val = loader.val();
@@ -23,7 +23,9 @@ TranslationScore score_translations(model::Model& m, const Loader& loader, const
         tok.decode(val.subspan(static_cast<size_t>(p.target), static_cast<size_t>(p.target_length))));
   }
   const auto start = std::chrono::steady_clock::now();
-  for (const auto& ids : model::translate_greedy(m, sources, eos)) score.translations.push_back(tok.decode(ids));
+  const auto outputs = beam == 1 ? model::translate_greedy(m, sources, eos)
+                                 : model::translate_beam(m, sources, eos, beam, length_penalty);
+  for (const auto& ids : outputs) score.translations.push_back(tok.decode(ids));
   score.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   score.bleu = corpus_bleu(score.translations, score.references);
   score.chrf = corpus_chrf(score.translations, score.references);

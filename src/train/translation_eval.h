@@ -18,8 +18,9 @@ struct TranslationScore {
   double seconds = 0;                                          // of the decoding
 };
 
-// Translates `count` validation pairs, spread evenly over the split (0 = all), with the model's batch.
+// Translates `count` validation pairs, spread evenly over the split (0 = all), with the model's batch: greedy
+// search, or beam search for beam > 1 (model/translate.h).
 TranslationScore score_translations(model::Model& m, const Loader& loader, const std::string& tokenizer_path,
-                                    int32_t eos, int count);
+                                    int32_t eos, int count, int beam = 1, double length_penalty = 1.0);
 
 }  // namespace normlab::train

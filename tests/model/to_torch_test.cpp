@@ -3,12 +3,47 @@
 // it the test skips and says so.
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <iostream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "io/safetensors.h"
 #include "train/tiny_corpus.h"
 
 namespace normlab::train::testing {
 namespace {
 
 bool torch_available() { return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0; }
+
+CliResult check_logits(const fs::path& run, const fs::path& logits, const fs::path& scratch) {
+  return run_captured("/usr/bin/python3 " + shell_quote(NORMLAB_SOURCE_DIR "/tools/to_torch.py") + " " +
+                          shell_quote(run.string()) + " --check " + shell_quote(logits.string()),
+                      scratch);
+}
+
+// The relative L2 error `to_torch.py --check` printed; NaN if it printed none.
+double printed_error(const CliResult& check) {
+  std::smatch m;
+  return std::regex_search(check.out, m, std::regex(R"(relative L2 error ([0-9.eE+-]+))")) ? std::stod(m[1].str())
+                                                                                           : NAN;
+}
+
+// Trains with `train_args` into `run`, then writes its first evaluation batch and logits to `logits`; false (with
+// the failing command's output reported) if either command fails.
+bool train_and_dump_logits(const std::vector<std::string>& train_args, const fs::path& run, const fs::path& logits,
+                           const fs::path& scratch) {
+  for (const auto& args : {train_args, std::vector<std::string>{"eval", "--run", run.string(), "--batches", "1",
+                                                                "--logits", logits.string()}}) {
+    const CliResult r = run_cli(args, scratch);
+    if (r.exit_code != 0) {
+      ADD_FAILURE() << describe(r);
+      return false;
+    }
+  }
+  return true;
+}
 
 TEST(ToTorch, ACheckpointLoadedIntoPyTorchGivesNormlabsLogits) {
   if (!torch_available()) GTEST_SKIP() << "python3-torch is not installed (scripts/setup.sh --with-torch)";
@@ -28,19 +63,67 @@ TEST(ToTorch, ACheckpointLoadedIntoPyTorchGivesNormlabsLogits) {
           "train.seq_len=16", "train.batch_size=4", "train.steps=5", "train.eval_batches=1"})
       args.insert(args.end(), {"--set", s});
     args.insert(args.end(), extra.begin(), extra.end());
-    const CliResult trained = run_cli(args, tmp.path());
-    ASSERT_EQ(trained.exit_code, 0) << describe(trained);
     const fs::path logits = tmp / "logits.safetensors";
-    const CliResult eval =
-        run_cli({"eval", "--run", run.string(), "--batches", "1", "--logits", logits.string()}, tmp.path());
-    ASSERT_EQ(eval.exit_code, 0) << describe(eval);
-    const CliResult check =
-        run_captured("/usr/bin/python3 " + shell_quote(NORMLAB_SOURCE_DIR "/tools/to_torch.py") + " " +
-                         shell_quote(run.string()) + " --check " + shell_quote(logits.string()),
-                     tmp.path());
+    ASSERT_TRUE(train_and_dump_logits(args, run, logits, tmp.path()));
+    const CliResult check = check_logits(run, logits, tmp.path());
     EXPECT_EQ(check.exit_code, 0) << describe(check);
     EXPECT_NE(check.out.find("relative L2 error"), std::string::npos) << describe(check);
+    std::cout << run.filename().string() << ": relative L2 error " << printed_error(check) << "\n";
   }
+}
+
+// An encoder-decoder (DeepNorm, N = 3 encoder and M = 2 decoder layers, label smoothing 0.1) trained on the toy
+// parallel corpus: the file `eval --logits` writes holds the batch's source and source lengths, and the PyTorch
+// module given them computes normlab's logits. Tampering with either makes the check fail, so the source and its
+// padding mask are compared too.
+TEST(ToTorch, AnEncoderDecoderCheckpointGivesNormlabsLogitsFromTheSource) {
+  if (!torch_available()) GTEST_SKIP() << "python3-torch is not installed (scripts/setup.sh --with-torch)";
+  TempDir tmp("to_torch_encdec");
+  const fs::path run = tmp / "run";
+  std::vector<std::string> args = {"train", "--run", run.string(), "--set", "data.dir=" + tiny_pairs_dir().string()};
+  for (const char* s :
+       {"model.shape=encoder_decoder", "model.placement=deepnorm", "model.encoder_layers=3", "model.n_layers=2",
+        "model.label_smoothing=0.1", "model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.max_seq_len=16",
+        "train.seq_len=16", "train.batch_size=4", "train.steps=5", "train.eval_batches=1", "train.bleu_pairs=4"})
+    args.insert(args.end(), {"--set", s});
+  const fs::path logits = tmp / "logits.safetensors";
+  ASSERT_TRUE(train_and_dump_logits(args, run, logits, tmp.path()));
+
+  const io::SafetensorsFile file = io::SafetensorsFile::read(logits);
+  const std::vector<int32_t> source = file.at("source").copy_as<int32_t>();
+  const std::vector<int32_t> lengths = file.at("source_lengths").copy_as<int32_t>();
+  ASSERT_EQ(file.at("source").shape, (std::vector<int64_t>{4, 16}));
+  ASSERT_EQ(file.at("source_lengths").shape, (std::vector<int64_t>{4}));
+  for (int32_t n : lengths) EXPECT_TRUE(n >= 2 && n <= 16) << n;  // 2-6 words and the EOS
+
+  const CliResult check = check_logits(run, logits, tmp.path());
+  EXPECT_EQ(check.exit_code, 0) << describe(check);
+  EXPECT_NE(check.out.find("encoder_decoder (3 encoder, 2 decoder layers)"), std::string::npos) << describe(check);
+  const double error = printed_error(check);
+  EXPECT_LE(error, 1e-5) << describe(check);  // to_torch.py's tolerance, as for the one-stack models
+  std::cout << "encoder-decoder: relative L2 error " << error << "\n";
+
+  // The same file with one thing changed: the check must fail (exit status 1) and say by how much.
+  const auto tampered = [&](const std::string& what, const std::vector<int32_t>& src, const std::vector<int32_t>& len) {
+    const fs::path path = tmp / ("tampered_" + what + ".safetensors");
+    std::vector<io::TensorToWrite> tensors;
+    for (const io::SafetensorsFile::Entry& e : file.entries())
+      tensors.push_back({e.name, e.dtype, e.shape,
+                         e.name == "source"           ? static_cast<const void*>(src.data())
+                         : e.name == "source_lengths" ? static_cast<const void*>(len.data())
+                                                      : static_cast<const void*>(e.data.data())});
+    io::write_safetensors(path, tensors, file.metadata());
+    const CliResult bad = check_logits(run, path, tmp.path());
+    EXPECT_EQ(bad.exit_code, 1) << what << "\n" << describe(bad);
+    EXPECT_GT(printed_error(bad), 1e-5) << what << "\n" << describe(bad);
+  };
+  std::vector<int32_t> shorter = lengths;
+  for (int32_t& n : shorter) n -= 1;  // each row's EOS masked out as if it were padding
+  tampered("source_lengths", source, shorter);
+  std::vector<int32_t> other = source;
+  const auto vocab = static_cast<int32_t>(file.at("logits").shape[2]);
+  other[0] = (other[0] + 1) % vocab;  // another first source word in row 0
+  tampered("source", other, lengths);
 }
 
 }  // namespace

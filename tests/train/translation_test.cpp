@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "io/corpus.h"
+#include "model/translate.h"
 #include "tiny_corpus.h"
 #include "train/checkpoint.h"
 #include "train/run.h"
@@ -69,7 +70,7 @@ TEST(Translation, TheLoaderLaysOutEachPairAsTheModelReadsIt) {
   EXPECT_NEAR(a.weight, double(counted) / double(targets), 1e-12);
 }
 
-TEST(Translation, AToyTaskIsLearnedAndTranslatedGreedily) {
+TEST(Translation, AToyTaskIsLearnedAndTranslatedGreedilyAndByBeamSearch) {
   TempDir tmp;
   const RunConfig c = read_run_config(translation_doc(400), "translation test");
   const TrainSummary s = Trainer(c, tmp / "run", {}).run();
@@ -86,6 +87,28 @@ TEST(Translation, AToyTaskIsLearnedAndTranslatedGreedily) {
       {"translate", "--run", (tmp / "run").string(), "--input", (tmp / "in.txt").string()}, tmp.path());
   ASSERT_EQ(typed.exit_code, 0) << testing::describe(typed);
   EXPECT_EQ(typed.out, "tres dos uno\nnueve diez\n");
+  const testing::CliResult beamed = testing::run_cli(
+      {"translate", "--run", (tmp / "run").string(), "--input", (tmp / "in.txt").string(), "--beam", "3"}, tmp.path());
+  ASSERT_EQ(beamed.exit_code, 0) << testing::describe(beamed);
+  EXPECT_EQ(beamed.out, "tres dos uno\nnueve diez\n");
+  EXPECT_NE(beamed.err.find("beam 3"), std::string::npos) << beamed.err;
+  // Beam search of width 1 is greedy search, token for token.
+  train::Run run = open_run(tmp / "run", 16);
+  std::vector<std::vector<int32_t>> sources;
+  for (const Pair& p : run.loader->val_pairs())
+    sources.emplace_back(run.data.val.begin() + p.source, run.data.val.begin() + p.source + p.source_length);
+  sources.resize(40);
+  EXPECT_EQ(model::translate_beam(*run.model, sources, run.data.eos_id, 1),
+            model::translate_greedy(*run.model, sources, run.data.eos_id));
+  // A wider beam still finds the translations (every source of the toy task has one right answer).
+  const auto wide = model::translate_beam(*run.model, sources, run.data.eos_id, 4);
+  int exact = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const Pair& p = run.loader->val_pairs()[i];
+    exact += wide[i] ==
+             std::vector<int32_t>(run.data.val.begin() + p.target, run.data.val.begin() + p.target + p.target_length);
+  }
+  EXPECT_GE(exact, 36) << "of 40";
 }
 
 TEST(Translation, APostLnRunResumesBitForBitAndGenerateRefusesIt) {
