@@ -80,8 +80,7 @@ void add_translate(CLI::App& app) {
       std::vector<std::vector<int32_t>> sources;
       for (const std::string& line : read_lines(args->input)) sources.push_back(tok.encode(line));
       const auto start = std::chrono::steady_clock::now();
-      const auto outputs =
-          model::translate_beam(*run.model, sources, run.data.eos_id, args->beam, args->length_penalty);
+      const auto outputs = model::translate(*run.model, sources, run.data.eos_id, args->beam, args->length_penalty);
       for (const auto& ids : outputs) std::cout << tok.decode(ids) << "\n";
       std::cerr << fmt::format("translated {} sentences in {:.1f} s ({})\n", outputs.size(),
                                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),

@@ -36,7 +36,28 @@ void log_softmax_row(const Model& m, int64_t row, std::vector<double>& out) {
     for (int64_t v = 0; v < vocab; ++v) out[static_cast<size_t>(v)] = double(z[v]) - lse;
   });
 }
+// Feeds sources[first ..] to the encoder, `per_source` rows each (a beam's rows share their source), `count` sources;
+// spare rows repeat the last one so that every row has a valid length. A source longer than T − 1 is an error.
+void set_sources(Model& m, const std::vector<std::vector<int32_t>>& sources, int64_t first, int count, int per_source,
+                 int32_t eos, std::vector<int32_t>& source, std::vector<int32_t>& lengths) {
+  const int T = m.seq;
+  std::fill(source.begin(), source.end(), eos);
+  for (int b = 0; b < m.batch; ++b) {
+    const int64_t i = first + std::min(b / per_source, count - 1);
+    const auto& s = sources[static_cast<size_t>(i)];
+    if (static_cast<int>(s.size()) + 1 > T)
+      fail("source {} has {} tokens; this model reads at most {} (train.seq_len − 1): shorten it", i, s.size(), T - 1);
+    std::copy(s.begin(), s.end(), source.begin() + static_cast<std::ptrdiff_t>(b) * T);
+    lengths[static_cast<size_t>(b)] = static_cast<int32_t>(s.size() + 1);
+  }
+  m.set_source(source.data(), lengths.data());
+}
 }  // namespace
+
+std::vector<std::vector<int32_t>> translate(Model& m, const std::vector<std::vector<int32_t>>& sources, int32_t eos,
+                                            int beam, double length_penalty) {
+  return beam == 1 ? translate_greedy(m, sources, eos) : translate_beam(m, sources, eos, beam, length_penalty);
+}
 
 std::vector<std::vector<int32_t>> translate_greedy(Model& m, const std::vector<std::vector<int32_t>>& sources,
                                                    int32_t eos) {
@@ -48,19 +69,10 @@ std::vector<std::vector<int32_t>> translate_greedy(Model& m, const std::vector<s
       targets(source.size(), -1);
   for (int64_t first = 0; first < n; first += B) {
     const int rows = static_cast<int>(std::min<int64_t>(B, n - first));
-    std::fill(source.begin(), source.end(), eos);
+    set_sources(m, sources, first, rows, 1, eos, source, lengths);
     std::fill(tokens.begin(), tokens.end(), eos);
     std::vector<bool> done(static_cast<size_t>(B), false);
-    for (int b = 0; b < B; ++b) {
-      const auto& s = sources[static_cast<size_t>(b < rows ? first + b : first)];  // spare rows repeat the first
-      if (static_cast<int>(s.size()) + 1 > T)
-        fail("source {} has {} tokens; this model reads at most {} (train.seq_len − 1): shorten it", first + b,
-             s.size(), T - 1);
-      std::copy(s.begin(), s.end(), source.begin() + static_cast<std::ptrdiff_t>(b) * T);
-      lengths[static_cast<size_t>(b)] = static_cast<int32_t>(s.size() + 1);
-      done[static_cast<size_t>(b)] = b >= rows;
-    }
-    m.set_source(source.data(), lengths.data());
+    std::fill(done.begin() + rows, done.end(), true);  // spare rows
     for (int t = 0; t < T && !std::all_of(done.begin(), done.end(), [](bool d) { return d; }); ++t) {
       m.set_batch(tokens.data(), targets.data());
       m.forward(false);
@@ -100,16 +112,7 @@ std::vector<std::vector<int32_t>> translate_beam(Model& m, const std::vector<std
   std::vector<Candidate> candidates;
   for (int64_t first = 0; first < n; first += per_pass) {
     const int count = static_cast<int>(std::min<int64_t>(per_pass, n - first));
-    std::fill(source.begin(), source.end(), eos);
-    for (int b = 0; b < B; ++b) {
-      const auto& s = sources[static_cast<size_t>(first + std::min(b / beam, count - 1))];
-      if (static_cast<int>(s.size()) + 1 > T)
-        fail("source {} has {} tokens; this model reads at most {} (train.seq_len − 1): shorten it", first + b / beam,
-             s.size(), T - 1);
-      std::copy(s.begin(), s.end(), source.begin() + static_cast<std::ptrdiff_t>(b) * T);
-      lengths[static_cast<size_t>(b)] = static_cast<int32_t>(s.size() + 1);
-    }
-    m.set_source(source.data(), lengths.data());
+    set_sources(m, sources, first, count, beam, eos, source, lengths);
     // Per source: its live hypotheses (at most `beam`, all of length t) and the finished ones.
     std::vector<std::vector<Hypothesis>> live(static_cast<size_t>(count), std::vector<Hypothesis>(1));
     std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(count));

@@ -22,4 +22,8 @@ std::vector<std::vector<int32_t>> translate_greedy(Model& m, const std::vector<s
 std::vector<std::vector<int32_t>> translate_beam(Model& m, const std::vector<std::vector<int32_t>>& sources,
                                                  int32_t eos, int beam, double length_penalty = 1.0);
 
+// Greedy search for beam 1, beam search otherwise: what `normlab translate` and the trainer's final BLEU call.
+std::vector<std::vector<int32_t>> translate(Model& m, const std::vector<std::vector<int32_t>>& sources, int32_t eos,
+                                            int beam = 1, double length_penalty = 1.0);
+
 }  // namespace normlab::model

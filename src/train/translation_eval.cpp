@@ -23,9 +23,8 @@ TranslationScore score_translations(model::Model& m, const Loader& loader, const
         tok.decode(val.subspan(static_cast<size_t>(p.target), static_cast<size_t>(p.target_length))));
   }
   const auto start = std::chrono::steady_clock::now();
-  const auto outputs = beam == 1 ? model::translate_greedy(m, sources, eos)
-                                 : model::translate_beam(m, sources, eos, beam, length_penalty);
-  for (const auto& ids : outputs) score.translations.push_back(tok.decode(ids));
+  for (const auto& ids : model::translate(m, sources, eos, beam, length_penalty))
+    score.translations.push_back(tok.decode(ids));
   score.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   score.bleu = corpus_bleu(score.translations, score.references);
   score.chrf = corpus_chrf(score.translations, score.references);
