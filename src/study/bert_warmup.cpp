@@ -48,12 +48,6 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
   return runs;
 }
 
-// A run's final validation loss, a diverged run counting as +∞ (it reached no loss at all); NaN if it failed.
-double val_or_infinity(const std::vector<RunOutcome>& runs, const std::string& id) {
-  const TrainResult r = train_result(find_run(runs, id));
-  return r.outcome == "diverged" ? INFINITY : r.val_loss;
-}
-
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const Grid g = grid(o);
   const double high = g.lrs.back();
@@ -82,7 +76,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.tables.push_back(table);
 
   const auto val = [&](const char* placement, double lr, int warmup) {
-    return over_seeds(o.seeds, [&](int seed) { return val_or_infinity(runs, id_of(placement, lr, warmup, seed)); });
+    return over_seeds(
+        o.seeds, [&](int seed) { return val_loss_or_infinity(find_run(runs, id_of(placement, lr, warmup, seed))); });
   };
   const SeedValues post_cold = val("post", high, 0), post_warm = val("post", high, longest),
                    pre_cold = val("pre", high, 0);

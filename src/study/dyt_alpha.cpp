@@ -69,10 +69,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       fmt::join(p.alphas, ", "));
   // Final validation loss per seed; a diverged run counts as ∞.
   const auto val = [&](double alpha) {
-    return over_seeds(o.seeds, [&](int seed) -> double {
-      const TrainResult t = train_result(find_run(runs, id_of(alpha, seed)));
-      return t.outcome == "diverged" ? INFINITY : t.val_loss;
-    });
+    return over_seeds(o.seeds,
+                      [&](int seed) -> double { return val_loss_or_infinity(find_run(runs, id_of(alpha, seed))); });
   };
   const SeedValues ln = val(0);
   Chart sweep{"final validation loss against α₀, mean over seeds (flat line: LayerNorm)", "α₀", "val loss"};

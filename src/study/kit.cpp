@@ -335,6 +335,11 @@ std::string finished_outcome(const TrainCurve& curve, double unigram) {
   return curve.recent_drop() < 0.1 ? "stalled" : "slow";
 }
 
+double val_loss_or_infinity(const RunOutcome* run) {
+  const TrainResult r = train_result(run);
+  return r.outcome == "diverged" ? INFINITY : r.val_loss;
+}
+
 Truth TrainResult::learned() const {
   if (outcome == "trained" || outcome == "slow") return Truth::holds;
   return outcome == "stalled" || outcome == "diverged" ? Truth::fails : Truth::undecided;

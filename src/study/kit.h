@@ -149,6 +149,9 @@ struct TrainResult {
 // still learning, only short of budget. Measured on the warm-up grid: stalled runs moved < 0.04 nats,
 // slow ones 0.35–0.39. A finished run without those numbers (no logged loss, no summary.json) failed.
 TrainResult train_result(const RunOutcome* run);
+// A run's final validation loss, a diverged run counting as +∞ (it reached no loss at all); NaN if it failed or is
+// missing, so the decide_* rules leave the claim undecided.
+double val_loss_or_infinity(const RunOutcome* run);
 // A cell of a grid over seeds: its worst outcome (missing > diverged > failed > stalled > slow > trained) and the
 // mean final training and validation losses (NaN unless every seed has them); id_of_seed names each seed's run.
 TrainResult worst_over_seeds(const std::vector<RunOutcome>& runs, const std::vector<int>& seeds,

@@ -126,10 +126,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   }
   // B: final validation loss per seed, a diverged run counting as ∞.
   const auto val = [&](const std::string& placement) {
-    return over_seeds(o.seeds, [&](int seed) {
-      const TrainResult t = train_result(find_run(runs, seed_id(placement, seed)));
-      return t.outcome == "diverged" ? INFINITY : t.val_loss;
-    });
+    return over_seeds(o.seeds,
+                      [&](int seed) { return val_loss_or_infinity(find_run(runs, seed_id(placement, seed))); });
   };
   const SeedValues pre = val("pre"), post = val("post");
   const Truth a = decide_each(every_trains), b = decide_less(pre, post);

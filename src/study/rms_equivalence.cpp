@@ -89,10 +89,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
                        number(run->config["train"], "seq_len") / train_result(run).seconds
                  : NAN;
     });
-    val[a.id] = over_seeds(o.seeds, [&](int seed) -> double {
-      const TrainResult t = train_result(find_run(runs, seed_id(a.id, seed)));
-      return t.outcome == "diverged" ? INFINITY : t.val_loss;
-    });
+    val[a.id] = over_seeds(
+        o.seeds, [&](int seed) -> double { return val_loss_or_infinity(find_run(runs, seed_id(a.id, seed))); });
   }
   // A form that diverged, or a Pre-LN that diverged, matches nothing (its gap is ∞).
   const auto gap = [&](const std::string& id) {

@@ -126,8 +126,9 @@ void mt_depth(Runs& runs, const Holds& holds_for) {
     const bool holds = holds_for(seed_of(o));
     const std::string arm = arm_of(o);
     const bool cold = arm.ends_with("-w0"), deep = arm.find("-L2-") != std::string::npos;
-    // A: deep Post-LN without warm-up diverges (BLEU 0) and translates with it; B: the others learn cold; C: DeepNorm
-    // and Admin above Pre-LN at depth. Failing: warm-up costs Post-LN BLEU, the others stall cold and trail Pre-LN.
+    // A: deep Post-LN without warm-up diverges (val loss ∞) and translates with it; B: the others learn cold; C:
+    // DeepNorm and Admin below Pre-LN's val loss at depth. Failing: warm-up costs Post-LN, the others stall cold and
+    // trail Pre-LN.
     if (arm.starts_with("post-")) {
       if (deep && cold && holds) write_diverged(o);
       else write_translation(o, (deep && cold ? 12.0 : 10.0) * jitter(o));
