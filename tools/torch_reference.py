@@ -530,7 +530,7 @@ BUILTIN = {
 MODEL_OPTIONS = {"qk_norm": "none", "v_norm": False, "attn_softcap": 0.0, "final_softcap": 0.0, "qkv_bias": False}
 # shape = "encoder_decoder" (docs/model.md "Encoder-decoder"): the placements whose rules are written for two
 # stacks, and the switches they have only in that shape (init-only: the fixtures draw their own weights).
-ENCODER_DECODER_SWITCHES = {"post": {}, "pre": {}, "pre_rms": {}, "admin": {},
+ENCODER_DECODER_SWITCHES = {"post": {}, "pre": {}, "pre_rms": {}, "admin": {}, "tfixup": {},
                             "deepnorm": {"deepnorm_beta": "paper"}}
 
 
@@ -855,10 +855,12 @@ def seeded_factory(case, salt=0, linear_std=0.3):
 INIT_SIZES = dict(vocab_size=256, d_model=256, n_layers=2, n_heads=4, d_ff=1024, max_seq_len=64,
                   tied_embeddings=False)
 INIT_PLACEMENTS = ["tfixup", "olmo2", "hybridnorm", "dyt"]
+# Encoder-decoder init rules (keyed by case name; the placement is in the config): T-Fixup's two-stack factors.
+INIT_ENCDEC = {"tfixup_encdec": {"placement": "tfixup", "shape": "encoder_decoder", "encoder_layers": 4}}
 
 
 def _role(name):
-    if name.startswith("embed.") and name.endswith(".weight") and "norm" not in name:
+    if name.split(".")[-3:-1] in (["embed", "tokens"], ["embed", "positions"]) and name.endswith(".weight"):
         return "embedding"
     if name == "lm_head.weight":
         return "head"
@@ -877,13 +879,20 @@ def paper_init(placement, cfg, name, shape):
     t = torch.empty(shape, dtype=torch.float64)
     if placement == "tfixup":
         # Huang et al. 2020 / layer6ai-labs T-Fixup on fairseq: Xavier-uniform (gain 1 after undoing V's
-        # 1/√2), embeddings N(0, d^-1/2); decoder: v, out_proj, fc1, fc2 × (9M)^(-1/4), embeddings too
+        # 1/√2), embeddings N(0, d^-1/2); decoder: v, out_proj, fc1, fc2 × (9M)^(-1/4), embeddings too.
+        # Encoder-decoder (fixup_initialization): encoder v, out_proj, fc1, fc2 × 0.67 N^(-1/4), its embeddings
+        # × (9N)^(-1/4); the decoder's as above, cross-attention included; embeddings shared by both stacks (the
+        # token table) take the encoder's factor only.
         if role == "embedding":
             torch.nn.init.normal_(t, 0.0, d ** -0.5)
         else:
             torch.nn.init.xavier_uniform_(t)
-        if role in ("embedding", "v", "o", "fc1", "gate", "fc2"):
-            t *= (9.0 * L) ** -0.25
+        encoder = cfg["shape"] == "encoder_decoder" and not name.startswith("decoder.")
+        N = cfg.get("encoder_layers", L)
+        if role == "embedding":
+            t *= (9.0 * N) ** -0.25 if encoder else (9.0 * L) ** -0.25
+        elif role in ("v", "o", "fc1", "gate", "fc2"):
+            t *= 0.67 * N ** -0.25 if encoder else (9.0 * L) ** -0.25
     elif placement == "olmo2":
         # OLMo 2: init_fn normal, std 0.02 for every weight, truncated at ±3σ, no depth scaling
         torch.nn.init.trunc_normal_(t, 0.0, 0.02, -0.06, 0.06)
@@ -914,26 +923,32 @@ def init_moments(t):
 
 def write_init_fixture(out_dir):
     out = {"sizes": INIT_SIZES, "placements": {}}
-    for placement in INIT_PLACEMENTS:
-        cfg = resolve({**INIT_SIZES, "placement": placement})
-        factory = seeded_factory("init/" + placement)
+    cases = {p: {"placement": p} for p in INIT_PLACEMENTS} | INIT_ENCDEC
+    for case, over in cases.items():
+        cfg = resolve({**INIT_SIZES, **over})
+        placement = cfg["placement"]
+        factory = seeded_factory("init/" + case)
         params = {}
         with torch.no_grad():
             tokens = torch.zeros((1, 4), dtype=torch.int32)
-            Model(cfg, params, factory).loss(tokens, tokens)
+            model = Model(cfg, params, factory)
+            if cfg["shape"] == "encoder_decoder":
+                model.loss(tokens, tokens, source=(tokens, torch.full((1,), 4, dtype=torch.int32)))
+            else:
+                model.loss(tokens, tokens)
         stats = {}
         for name in sorted(params):
             # torch.nn.init takes no generator in torch 1.13: the global one, seeded per parameter
-            torch.manual_seed(zlib.crc32(f"init/{placement}/{name}".encode("utf-8")))
+            torch.manual_seed(zlib.crc32(f"init/{case}/{name}".encode("utf-8")))
             t = paper_init(placement, cfg, name, list(params[name].shape))
             if t is not None:
                 stats[name] = init_moments(t)
-        out["placements"][placement] = {"config": cfg, "params": stats}
+        out["placements"][case] = {"config": cfg, "params": stats}
     path = os.path.join(out_dir, "init_rules.json")
     with open(path, "w") as f:
         json.dump(out, f, indent=1)
         f.write("\n")
-    print(f"init_rules.json: {', '.join(INIT_PLACEMENTS)}")
+    print(f"init_rules.json: {', '.join(cases)}")
 
 
 def legacy_order(name):
@@ -1079,8 +1094,8 @@ for _name, _model in PRESETS.items():
 ENCDEC = dict(TINY, shape="encoder_decoder", n_layers=2, encoder_layers=3)
 
 
-def encdec(placement, salt=0, **over):
-    return Case(merge({**ENCDEC, "placement": placement}, over), salt=salt,
+def encdec(placement, salt=0, linear_std=0.3, **over):
+    return Case(merge({**ENCDEC, "placement": placement}, over), salt=salt, linear_std=linear_std,
                 source_lengths=[3, 6], target_lengths=[6, 4])
 
 
@@ -1089,6 +1104,7 @@ CASES.update({
     "encdec_pre": encdec("pre"),
     "encdec_deepnorm": encdec("deepnorm", salt=1, label_smoothing=0.1),
     "encdec_admin": encdec("admin", salt=1, label_smoothing=0.1),
+    "encdec_tfixup": encdec("tfixup", linear_std=0.2, label_smoothing=0.1),  # norm-free: as variant_tfixup
     "encdec_pre_rms_rope": encdec("pre_rms", positions="rope", label_smoothing=0.1),
 })
 

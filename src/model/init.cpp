@@ -117,8 +117,13 @@ void scale_roles(Model& m, RoleSet roles, double factor, bool with_biases, std::
       under);
 }
 
-void redraw_normal(Model& m, RoleSet roles, double std, uint64_t seed) {
-  for_roles(m, roles, [&](eng::TensorId id) { draw_into(m, id, {Draw::normal, std}, seed); });
+void redraw_normal(Model& m, RoleSet roles, double std, uint64_t seed, std::string_view under) {
+  for_roles(
+      m, roles,
+      [&](eng::TensorId id) {
+        draw_into(m, id, {Draw::normal, std}, seed);
+      },
+      under);
 }
 
 void redraw_truncated_normal(Model& m, RoleSet roles, double std, uint64_t seed) {

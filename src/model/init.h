@@ -32,8 +32,8 @@ using RoleSet = std::initializer_list<engine::Role>;
 // with it (one stack of an encoder-decoder, "encoder." or "decoder.").
 void scale_roles(Model& m, RoleSet roles, double factor, bool with_biases = false, std::string_view under = "");
 // Redraw every parameter with one of `roles` from N(0, std), U(−bound, bound), or Xavier (normal or
-// uniform, with a gain, from each matrix's own fan-in and fan-out).
-void redraw_normal(Model& m, RoleSet roles, double std, uint64_t seed);
+// uniform, with a gain, from each matrix's own fan-in and fan-out); `under` as for scale_roles.
+void redraw_normal(Model& m, RoleSet roles, double std, uint64_t seed, std::string_view under = "");
 // N(0, std²) truncated at ±3·std by redrawing (torch's trunc_normal_(std, a = −3std, b = 3std), as
 // OLMo's and Megatron's code call it): std is σ before truncation; the realized variance is 0.9733·σ².
 void redraw_truncated_normal(Model& m, RoleSet roles, double std, uint64_t seed);

@@ -469,6 +469,29 @@ TEST(InitRules, DeepNormEncoderDecoderUsesEachStacksConstants) {
   EXPECT_NE(enc.alpha, dec.alpha);
 }
 
+// T-Fixup in an encoder-decoder: each stack's own factor (encoder 0.67·N^(−1/4), decoder (9M)^(−1/4), cross-attention
+// too); the shared token table and the encoder's positions take (9N)^(−1/4), the decoder's positions (9M)^(−1/4).
+TEST(InitRules, TFixupEncoderDecoderScalesEachStackByItsOwnFactor) {
+  const int N = 4, M = 2;
+  auto m = initialized(big("tfixup", M, {{"shape", "encoder_decoder"}, {"encoder_layers", N}}));
+  const double enc = 0.67 * std::pow(N, -0.25), dec = std::pow(9.0 * M, -0.25);
+  const double square = std::sqrt(6.0 / 512), wide = std::sqrt(6.0 / 1280);
+  expect_uniform(*m, "encoder.layers.0.attn.q.weight", square);
+  expect_uniform(*m, "encoder.layers.3.attn.v.weight", square * enc);
+  expect_uniform(*m, "encoder.layers.1.attn.o.weight", square * enc);
+  expect_uniform(*m, "encoder.layers.2.ffn.fc1.weight", wide * enc);
+  expect_uniform(*m, "encoder.layers.0.ffn.fc2.weight", wide * enc);
+  expect_uniform(*m, "decoder.layers.1.attn.v.weight", square * dec);
+  expect_uniform(*m, "decoder.layers.0.cross.k.weight", square);
+  expect_uniform(*m, "decoder.layers.0.cross.v.weight", square * dec);
+  expect_uniform(*m, "decoder.layers.1.cross.o.weight", square * dec);
+  expect_uniform(*m, "decoder.layers.1.ffn.fc2.weight", wide * dec);
+  expect_normal(*m, "embed.tokens.weight", std::pow(9.0 * N, -0.25) / std::sqrt(256.0));
+  expect_normal(*m, "encoder.embed.positions.weight", std::pow(9.0 * N, -0.25) / std::sqrt(256.0));
+  expect_normal(*m, "decoder.embed.positions.weight", dec / std::sqrt(256.0));
+  EXPECT_EQ(m->graph.find("decoder.final_norm.weight"), eng::kNoTensor);
+}
+
 // Admin in an encoder-decoder: ω from the closed form with N counting the sub-layers of ω's own stack.
 TEST(InitRules, AdminEncoderDecoderCountsEachStacksSubLayers) {
   auto m = initialized(tiny("admin", 2, {{"shape", "encoder_decoder"}, {"encoder_layers", 4}}));
@@ -576,7 +599,8 @@ TEST(InitRules, HeadInitOptionsAreValidated) {
 
 // The independent reference: tools/torch_reference.py draws the training init of T-Fixup, OLMo 2,
 // HybridNorm and DyT with torch.nn.init (xavier_uniform_, trunc_normal_, normal_) from the papers' rules
-// and records each matrix's moments (tests/fixtures/init_rules.json, d = 256, L = 2, untied head).
+// and records each matrix's moments (tests/fixtures/init_rules.json, d = 256, L = 2, untied head; case
+// tfixup_encdec: T-Fixup's two-stack rule in an encoder-decoder with N = 4, M = 2).
 // normlab's init of the same config must realize the same distribution: std within 3% (two samples of
 // ≥ 16k entries), the same kurtosis (2.83 truncated, 1.8 uniform, 3 normal), and for the bounded ones
 // (truncated, uniform) the same largest |w|.
@@ -584,17 +608,18 @@ TEST(InitRules, MatchTheTorchReferenceInitRules) {
   const auto path = std::filesystem::path(NORMLAB_SOURCE_DIR) / "tests/fixtures/init_rules.json";
   const Json fixture = Json::parse(std::ifstream(path));
   ASSERT_FALSE(fixture["placements"].empty());
-  for (const auto& [placement, entry] : fixture["placements"].items()) {
+  for (const auto& [name_of_case, entry] : fixture["placements"].items()) {
     auto m = initialized(entry["config"]);
-    ASSERT_EQ(m->config.placement, placement);
+    ASSERT_EQ(m->config.placement, entry["config"]["placement"].get<std::string>()) << name_of_case;
     for (const auto& [name, want] : entry["params"].items()) {
-      ASSERT_NE(m->graph.find(name), eng::kNoTensor) << placement << ": " << name;
+      ASSERT_NE(m->graph.find(name), eng::kNoTensor) << name_of_case << ": " << name;
       const Moments got = moments(values(*m, name));
       const double std = want["std"].get<double>(), kurtosis = want["kurtosis"].get<double>();
-      EXPECT_NEAR(got.std / std, 1.0, 0.03) << placement << " " << name << ": std " << got.std << " vs torch " << std;
-      EXPECT_NEAR(got.kurtosis, kurtosis, 0.2) << placement << " " << name;
+      EXPECT_NEAR(got.std / std, 1.0, 0.03)
+          << name_of_case << " " << name << ": std " << got.std << " vs torch " << std;
+      EXPECT_NEAR(got.kurtosis, kurtosis, 0.2) << name_of_case << " " << name;
       if (kurtosis < 2.9) {  // bounded: truncated normal or uniform
-        EXPECT_NEAR(got.max_abs / want["max_abs"].get<double>(), 1.0, 0.03) << placement << " " << name;
+        EXPECT_NEAR(got.max_abs / want["max_abs"].get<double>(), 1.0, 0.03) << name_of_case << " " << name;
       }
     }
   }

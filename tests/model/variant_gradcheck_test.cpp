@@ -224,6 +224,7 @@ std::vector<Combo> combos() {
       {"encdec_pre_rms", "pre_rms", {{"shape", "encoder_decoder"}}},
       {"encdec_deepnorm", "deepnorm", {{"shape", "encoder_decoder"}, {"encoder_layers", 3}}},
       {"encdec_admin", "admin", {{"shape", "encoder_decoder"}, {"encoder_layers", 3}}},
+      {"encdec_tfixup", "tfixup", {{"shape", "encoder_decoder"}, {"encoder_layers", 3}, {"label_smoothing", 0.1}}},
       {"encdec_admin_profile",
        "admin",
        {{"shape", "encoder_decoder"}, {"options", {{"admin_omega", "profile"}}}, {"label_smoothing", 0.1}}},
