@@ -345,14 +345,21 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
     const auto unk_tokens = [&](const std::vector<std::int32_t>& ids) {
       return std::count(ids.begin(), ids.end(), tokenizer.unk_id());
     };
+    const auto train_unk = unk_tokens(train_ids);
+    // A tokenizer is trained on the train lines only, so characters seen only in the validation lines stay unknown
+    // at any coverage; a coverage below 1 also drops rare train characters.
+    const std::string why = !train                             ? "the reused tokenizer lacks them"
+                            : train_unk == 0                   ? "they occur only in the validation lines"
+                            : options.character_coverage < 1.0 ? fmt::format(
+                                                                     "the tokenizer covers --character-coverage {} of "
+                                                                     "the text's characters; give --character-coverage "
+                                                                     "1 to keep every character of the train lines",
+                                                                     options.character_coverage)
+                                                               : std::string("SentencePiece left them out");
     say(fmt::format(
         "note: {} distinct characters of the text are not in the tokenizer and become <unk> ({} train and {} val "
         "tokens): {}; {}",
-        unknown.size(), unk_tokens(train_ids), unk_tokens(val_ids), fmt::join(unknown, " "),
-        train ? fmt::format("the tokenizer covers --character-coverage {} of the text's characters; give "
-                            "--character-coverage 1 to keep every character of the train lines",
-                            options.character_coverage)
-              : std::string("the reused tokenizer lacks them")));
+        unknown.size(), train_unk, unk_tokens(val_ids), fmt::join(unknown, " "), why));
   }
   const UnigramStats stats = unigram_stats(train_ids, val_ids, vocab);
   say(fmt::format("unigram entropy {:.4f} nats (train), cross-entropy {:.4f} nats (val)", stats.entropy,

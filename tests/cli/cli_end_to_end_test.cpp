@@ -204,6 +204,19 @@ TEST(CliPrepare, SaysWhichCharactersBecomeUnknownAndOffersFullCoverage) {
 
   train::testing::expect_cli_error(prepare("bad", {"--character-coverage", "0"}),
                                    {"character_coverage 0 is out of range", "--character-coverage"});
+
+  // A character only in the validation lines (the last 5%) is unknown at any coverage: the note says why, and
+  // does not offer a coverage that cannot help.
+  std::string val_only = tiny_corpus_text(400, 5);
+  val_only.insert(val_only.rfind('\n', val_only.size() - 2), " ζ");
+  spit(tmp / "corpus.txt", val_only);
+  const auto late = prepare("late", {"--character-coverage", "1"});
+  ASSERT_EQ(late.exit_code, 0) << describe(late);
+  EXPECT_NE(late.err.find("1 distinct characters of the text are not in the tokenizer and become <unk> (0 train and 1 "
+                          "val tokens): ζ; they occur only in the validation lines"),
+            std::string::npos)
+      << describe(late);
+  EXPECT_EQ(late.err.find("give --character-coverage"), std::string::npos) << describe(late);
 }
 
 }  // namespace
