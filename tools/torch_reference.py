@@ -234,7 +234,7 @@ def step_pre(m, i, s, h):
 
 def step_rezero(m, i, s, h):
     # §2.4 rezero: h ← h + α_ℓ·F(h); one α per layer unless rezero_per_sublayer
-    name = f"layers.{i}.{s}.rezero_alpha" if m.opt("rezero_per_sublayer") else f"layers.{i}.rezero_alpha"
+    name = f"{m.prefix}layers.{i}.{s}.rezero_alpha" if m.opt("rezero_per_sublayer") else f"{m.prefix}layers.{i}.rezero_alpha"
     return h + m.param(name, [1], "rezero_alpha") * m.F(i, s, h)
 
 
@@ -328,8 +328,8 @@ def step_olmo2(m, i, s, h):
 
 
 def step_mixln(m, i, s, h):
-    # §2.19 mixln: layers i < ⌊ρL⌋ are post, the others pre
-    P = math.floor(m.opt("mixln_ratio") * m.cfg["n_layers"])
+    # §2.19 mixln: layers i < ⌊ρL⌋ are post, the others pre (an encoder-decoder: L of the layer's own stack)
+    P = math.floor(m.opt("mixln_ratio") * m.stack_depth())
     return step_post(m, i, s, h) if i < P else step_pre(m, i, s, h)
 
 
@@ -356,7 +356,7 @@ def step_lns(m, i, s, h):
 
 def step_gpas(m, i, s, h):
     # §2.23 gpas (Pre-LN + GPAS): h ← G(h + F(Norm_in(h))), G(z) = z − SiLU(a)·sg(z)
-    name = f"layers.{i}.{s}.gpas_gate" if m.opt("gpas_per_sublayer") else f"layers.{i}.gpas_gate"
+    name = f"{m.prefix}layers.{i}.{s}.gpas_gate" if m.opt("gpas_per_sublayer") else f"{m.prefix}layers.{i}.gpas_gate"
     a = m.param(name, [1], "gpas_gate")
     z = h + m.F(i, s, m.N(i, s, "in_norm", h))
     return z - silu(a) * m.sg(z)
@@ -531,7 +531,10 @@ MODEL_OPTIONS = {"qk_norm": "none", "v_norm": False, "attn_softcap": 0.0, "final
 # shape = "encoder_decoder" (docs/model.md "Encoder-decoder"): the placements whose rules are written for two
 # stacks, and the switches they have only in that shape (init-only: the fixtures draw their own weights).
 ENCODER_DECODER_SWITCHES = {"post": {}, "pre": {}, "pre_rms": {}, "admin": {}, "tfixup": {},
-                            "deepnorm": {"deepnorm_beta": "paper"}}
+                            "deepnorm": {"deepnorm_beta": "paper"},
+                            # the placements whose equation and init count no layers (Mix-LN: ⌊ρL⌋ of each stack)
+                            **{p: {} for p in ("dyt", "gemma2", "gpas", "lipschitz", "mixln", "olmo2", "peri",
+                                               "qknorm", "rezero", "scalenorm", "lns")}}
 
 
 def merge(base, over):
@@ -619,6 +622,10 @@ class Model:
     def encoder_layers(self):
         """N of an encoder-decoder (encoder_layers, 0 = n_layers)."""
         return self.cfg.get("encoder_layers", 0) or self.cfg["n_layers"]
+
+    def stack_depth(self):
+        """L of the stack being run: N in an encoder-decoder's encoder, else n_layers."""
+        return self.encoder_layers() if self.tower == "encoder" else self.cfg["n_layers"]
 
     def sg(self, x):
         if self.frozen is not None:
@@ -741,7 +748,6 @@ class Model:
         assert self.placement.step is not None and not self.placement.narrow
         # Not written for two stacks in docs/model.md: refused here rather than guessed.
         assert not c["embed_norm"] and c["embed_scale"] != "learned", "no per-side embed_norm / embed.scale"
-        assert c["options"]["qk_norm"] == "none" and not c["options"]["v_norm"] and not c["options"]["attn_softcap"]
         ids, lengths = source
         self.key_lengths = lengths
         self.prefix, self.tower = "encoder.", "encoder"
@@ -1107,12 +1113,19 @@ CASES.update({
     "encdec_tfixup": encdec("tfixup", linear_std=0.2, label_smoothing=0.1),  # norm-free: as variant_tfixup
     "encdec_pre_rms_rope": encdec("pre_rms", positions="rope", label_smoothing=0.1),
 })
+# The placements whose rules count no layers, each in the same setting (N = 3, M = 2, a padded source, ε = 0.1);
+# qknorm, olmo2 and gemma2 put their QK-norm and soft-cap into cross-attention too, mixln its ⌊ρL⌋ per stack.
+# Mix-LN at ρ = 0.67: 2 Post-LN layers of the encoder's 3, 1 of the decoder's 2 (one L for both would give 1 and 1).
+for _p in ("dyt", "gemma2", "gpas", "lipschitz", "mixln", "olmo2", "peri", "qknorm", "rezero", "scalenorm", "lns"):
+    CASES[f"encdec_{_p}"] = encdec(_p, label_smoothing=0.1,
+                                   **({"options": {"mixln_ratio": 0.67}} if _p == "mixln" else {}))
 
 # Weight re-draws chosen with --find-salts (salt 0 left a gradient that is small by cancellation,
 # e.g. a scalar gain, with float32 relative error above FP32_SEARCH).
 for _c, _s in {"variant_scalenorm": 2, "variant_qknorm": 1, "variant_subln": 1, "variant_hybridnorm": 1,
                "variant_gpas": 1, "variant_normformer_fairseq": 4, "variant_pre_scalenorm_norm": 1,
-               "variant_post_geglu": 2, "variant_dyt_nobias": 1}.items():
+               "variant_post_geglu": 2, "variant_dyt_nobias": 1, "encdec_dyt": 3, "encdec_gpas": 1,
+               "encdec_qknorm": 7, "encdec_scalenorm": 9}.items():
     CASES[_c].salt = _s
 
 

@@ -169,7 +169,7 @@ struct Combo {
 void PrintTo(const Combo& c, std::ostream* os) { *os << c.name << " (" << c.placement << " " << c.extra.dump() << ")"; }
 
 std::vector<Combo> combos() {
-  return {
+  std::vector<Combo> all = {
       {"qk_full_v_norm", "pre", {{"options", {{"qk_norm", "full"}, {"v_norm", true}}}}},
       {"qk_per_head_v_norm", "pre", {{"options", {{"qk_norm", "per_head"}, {"v_norm", true}}}}},
       {"qk_l2", "pre", {{"options", {{"qk_norm", "l2"}, {"qk_scale_init", 2.5}}}}},
@@ -225,10 +225,17 @@ std::vector<Combo> combos() {
       {"encdec_deepnorm", "deepnorm", {{"shape", "encoder_decoder"}, {"encoder_layers", 3}}},
       {"encdec_admin", "admin", {{"shape", "encoder_decoder"}, {"encoder_layers", 3}}},
       {"encdec_tfixup", "tfixup", {{"shape", "encoder_decoder"}, {"encoder_layers", 3}, {"label_smoothing", 0.1}}},
+      {"encdec_mixln",
+       "mixln",
+       {{"shape", "encoder_decoder"}, {"encoder_layers", 3}, {"options", {{"mixln_ratio", 0.67}}}}},
       {"encdec_admin_profile",
        "admin",
        {{"shape", "encoder_decoder"}, {"options", {{"admin_omega", "profile"}}}, {"label_smoothing", 0.1}}},
   };
+  // The placements whose rules count no layers, in encoder-decoders (QK-norm and soft-caps reach cross-attention).
+  for (const char* p : {"dyt", "gemma2", "gpas", "lipschitz", "olmo2", "peri", "qknorm", "rezero", "scalenorm", "lns"})
+    all.push_back({fmt::format("encdec_{}", p), p, {{"shape", "encoder_decoder"}, {"encoder_layers", 3}}});
+  return all;
 }
 
 class VariantGradcheckSwitches : public ::testing::TestWithParam<Combo> {};

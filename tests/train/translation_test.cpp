@@ -140,10 +140,10 @@ TEST(Translation, DataAndShapeMustAgree) {
   Json defaults{{"model", {{"shape", "encoder_decoder"}}}};
   EXPECT_EQ(read_run_config(defaults, "t.json").data_dir, "data/kjv-rv");
   EXPECT_EQ(read_run_config(Json::object(), "t.json").data_dir, "data/kjv");
-  Json unsupported = translation_doc(2, "mixln");
+  Json unsupported = translation_doc(2, "normformer");
   try {
     read_run_config(unsupported, "t.json");
-    FAIL() << "mixln accepted for an encoder-decoder";
+    FAIL() << "normformer accepted for an encoder-decoder";
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("deepnorm"), std::string::npos) << e.what();  // the list of those defined
   }
