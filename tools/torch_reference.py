@@ -309,7 +309,10 @@ def step_deepnorm(m, i, s, h):
 def step_subln(m, i, s, h):
     # §2.13 attn: h ← h + W_O Norm_inner(MHA(Norm_in(h)))
     #       ffn:  h ← h + fc2(Norm_mid(φ(fc1 Norm_in(h))))
+    #       cross: h ← h + F(Norm_in(h))   (torchscale: the inner norm only `if subln and self_attention`)
     x = m.N(i, s, "in_norm", h)
+    if s == "cross":
+        return h + m.F(i, s, x)
     if s == "attn":
         heads = m.attn_heads(i, x)
         B, T, H, D = heads.shape
@@ -534,7 +537,8 @@ ENCODER_DECODER_SWITCHES = {"post": {}, "pre": {}, "pre_rms": {}, "admin": {}, "
                             "deepnorm": {"deepnorm_beta": "paper"},
                             # the placements whose equation and init count no layers (Mix-LN: ⌊ρL⌋ of each stack)
                             **{p: {} for p in ("dyt", "gemma2", "gpas", "lipschitz", "mixln", "olmo2", "peri",
-                                               "qknorm", "rezero", "scalenorm", "lns")}}
+                                               "qknorm", "rezero", "scalenorm", "lns", "subln")},
+                            "sandwich": {"pb_relax": False}}
 
 
 def merge(base, over):
@@ -1113,10 +1117,12 @@ CASES.update({
     "encdec_tfixup": encdec("tfixup", linear_std=0.2, label_smoothing=0.1),  # norm-free: as variant_tfixup
     "encdec_pre_rms_rope": encdec("pre_rms", positions="rope", label_smoothing=0.1),
 })
-# The placements whose rules count no layers, each in the same setting (N = 3, M = 2, a padded source, ε = 0.1);
-# qknorm, olmo2 and gemma2 put their QK-norm and soft-cap into cross-attention too, mixln its ⌊ρL⌋ per stack.
-# Mix-LN at ρ = 0.67: 2 Post-LN layers of the encoder's 3, 1 of the decoder's 2 (one L for both would give 1 and 1).
-for _p in ("dyt", "gemma2", "gpas", "lipschitz", "mixln", "olmo2", "peri", "qknorm", "rezero", "scalenorm", "lns"):
+# The other placements defined for two stacks, each in the same setting (N = 3, M = 2, a padded source, ε = 0.1):
+# qknorm, olmo2 and gemma2 put their QK-norm and soft-cap into cross-attention too; Mix-LN at ρ = 0.67 has 2
+# Post-LN layers of the encoder's 3 and 1 of the decoder's 2 (one L for both stacks would give 1 and 1); Sub-LN has
+# no inner norm in cross-attention; Sandwich has Peri-LN's sub-layer form (its init, per stack, is not drawn here).
+for _p in ("dyt", "gemma2", "gpas", "lipschitz", "mixln", "olmo2", "peri", "qknorm", "rezero", "scalenorm", "lns",
+           "subln", "sandwich"):
     CASES[f"encdec_{_p}"] = encdec(_p, label_smoothing=0.1,
                                    **({"options": {"mixln_ratio": 0.67}} if _p == "mixln" else {}))
 

@@ -39,19 +39,20 @@ Json option(const ModelConfig& c, const std::string& name) {
 
 std::string_view branch_name(Branch b) { return b == Branch::attn ? "attn" : b == Branch::cross ? "cross" : "ffn"; }
 
+std::vector<Tower> stacks(const ModelConfig& c) {
+  if (!c.encoder_decoder()) return {Tower{.kind = Tower::single, .layers = c.n_layers}};
+  return {Tower{.kind = Tower::encoder, .layers = c.source_layers()},
+          Tower{.kind = Tower::decoder, .layers = c.n_layers}};
+}
+
 std::vector<SubLayerSite> sublayer_sites(const ModelConfig& c) {
   std::vector<SubLayerSite> sites;
-  auto add_stack = [&](const std::string& prefix, int layers, std::vector<Branch> branches) {
-    for (int i = 0; i < layers; ++i)
+  for (const Tower& t : stacks(c)) {
+    const std::vector<Branch> branches = t.branches();
+    for (int i = 0; i < t.layers; ++i)
       for (Branch b : branches)
-        sites.push_back(
-            {fmt::format("{}layers.{}.{}", prefix, i, branch_name(b)), layers * static_cast<int>(branches.size())});
-  };
-  if (c.encoder_decoder()) {
-    add_stack("encoder.", c.source_layers(), {Branch::attn, Branch::ffn});
-    add_stack("decoder.", c.n_layers, {Branch::attn, Branch::cross, Branch::ffn});
-  } else {
-    add_stack("", c.n_layers, {Branch::attn, Branch::ffn});
+        sites.push_back({fmt::format("{}layers.{}.{}", t.prefix(), i, branch_name(b)),
+                         t.layers * static_cast<int>(branches.size())});
   }
   return sites;
 }

@@ -41,6 +41,9 @@ struct Tower {
                            : std::vector{Branch::attn, Branch::ffn};
   }
 };
+// The stacks of a model, each with its depth: one (`single`, n_layers), or an encoder-decoder's encoder (N) and
+// decoder (M). Init rules that count layers run once per stack, over the parameters under its prefix.
+std::vector<Tower> stacks(const ModelConfig& c);
 std::string_view branch_name(Branch b);
 enum class HeadScale { none, paper, fairseq };
 

@@ -492,6 +492,33 @@ TEST(InitRules, TFixupEncoderDecoderScalesEachStackByItsOwnFactor) {
   EXPECT_EQ(m->graph.find("decoder.final_norm.weight"), eng::kNoTensor);
 }
 
+// Sub-LN in an encoder-decoder (Magneto §2.13): encoder γ = √(ln(3M)·ln(2N)/3), decoder γ = √(ln 3M), weights and
+// biases, cross-attention's v and o with the decoder's; Sandwich's σ/√(2L) with each stack's own L.
+TEST(InitRules, SubLnAndSandwichEncoderDecoderUseEachStacksDepth) {
+  const int N = 6, M = 2;
+  const Json shape = {{"shape", "encoder_decoder"}, {"encoder_layers", N}};
+  auto plain = initialized(big("pre", M, shape));
+  auto sub = initialized(big("subln", M, shape));
+  const double enc = std::sqrt(std::log(3.0 * M) * std::log(2.0 * N) / 3), dec = std::sqrt(std::log(3.0 * M));
+  const auto ratio = [&](const std::string& name) {
+    return moments(values(*sub, name)).std / moments(values(*plain, name)).std;
+  };
+  EXPECT_NEAR(ratio("encoder.layers.5.attn.v.weight"), enc, 1e-6);
+  EXPECT_NEAR(ratio("encoder.layers.0.ffn.fc2.weight"), enc, 1e-6);
+  EXPECT_NEAR(ratio("decoder.layers.1.attn.o.weight"), dec, 1e-6);
+  EXPECT_NEAR(ratio("decoder.layers.0.cross.v.weight"), dec, 1e-6);
+  EXPECT_NEAR(ratio("decoder.layers.0.cross.q.weight"), 1.0, 1e-6);
+  EXPECT_NE(sub->graph.find("decoder.layers.0.attn.inner_norm.weight"), eng::kNoTensor);
+  EXPECT_EQ(sub->graph.find("decoder.layers.0.cross.inner_norm.weight"), eng::kNoTensor);  // torchscale: self only
+
+  auto sandwich = initialized(big("sandwich", M, shape));
+  const double std = sandwich->config.init.std;
+  expect_normal(*sandwich, "encoder.layers.3.attn.o.weight", std / std::sqrt(2.0 * N));
+  expect_normal(*sandwich, "encoder.layers.0.ffn.fc2.weight", std / std::sqrt(2.0 * N));
+  expect_normal(*sandwich, "decoder.layers.1.cross.o.weight", std / std::sqrt(2.0 * M));
+  expect_normal(*sandwich, "decoder.layers.0.ffn.fc2.weight", std / std::sqrt(2.0 * M));
+}
+
 // Admin in an encoder-decoder: ω from the closed form with N counting the sub-layers of ω's own stack.
 TEST(InitRules, AdminEncoderDecoderCountsEachStacksSubLayers) {
   auto m = initialized(tiny("admin", 2, {{"shape", "encoder_decoder"}, {"encoder_layers", 4}}));

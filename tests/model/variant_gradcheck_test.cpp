@@ -232,8 +232,10 @@ std::vector<Combo> combos() {
        "admin",
        {{"shape", "encoder_decoder"}, {"options", {{"admin_omega", "profile"}}}, {"label_smoothing", 0.1}}},
   };
-  // The placements whose rules count no layers, in encoder-decoders (QK-norm and soft-caps reach cross-attention).
-  for (const char* p : {"dyt", "gemma2", "gpas", "lipschitz", "olmo2", "peri", "qknorm", "rezero", "scalenorm", "lns"})
+  // The other placements defined for encoder-decoders (QK-norm and soft-caps reach cross-attention; Sub-LN's has no
+  // inner norm).
+  for (const char* p : {"dyt", "gemma2", "gpas", "lipschitz", "olmo2", "peri", "qknorm", "rezero", "scalenorm", "lns",
+                        "subln", "sandwich"})
     all.push_back({fmt::format("encdec_{}", p), p, {{"shape", "encoder_decoder"}, {"encoder_layers", 3}}});
   return all;
 }

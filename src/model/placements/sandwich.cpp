@@ -13,10 +13,12 @@
 namespace normlab::model {
 
 namespace {
+// L is the depth of the stack that holds the matrix (an encoder-decoder: N in the encoder, M in the decoder).
 void scaled_outputs(InitContext& ctx) {
   Model& m = ctx.model;
-  redraw_normal(m, {engine::Role::o, engine::Role::fc2}, m.config.init.std / std::sqrt(2.0 * m.config.n_layers),
-                ctx.seed);
+  for (const Tower& t : stacks(m.config))
+    redraw_normal(m, {engine::Role::o, engine::Role::fc2}, m.config.init.std / std::sqrt(2.0 * t.layers), ctx.seed,
+                  t.prefix());
 }
 }  // namespace
 
@@ -26,9 +28,10 @@ extern const Placement kSandwich{
     .equations = "h = x + LN(Attn(LN(x)));  x' = h + LN(FFN(LN(h)))",
     .sublayer = peri_ln,
     .init = scaled_outputs,
-    .init_rule = "o, fc2: N(0, std/√(2L))",
+    .init_rule = "o, fc2: N(0, std/√(2L)), L the depth of their stack",
     .notes =
         "PB-relax (options.pb_relax) follows the code (÷ max|x|/8); the attention relaxation is off, as in the code",
+    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

@@ -4,7 +4,8 @@
 //   ffn:   h ← h + fc2(LN_mid(φ(fc1 LN_in(h))))
 //
 // Pre-LN plus a norm inside each sub-layer, right before its output projection, and an init that
-// scales v, o and the FFN (weights and biases) up by γ = √(ln 2L).
+// scales v, o and the FFN (weights and biases) up by γ = √(ln 2L). Cross-attention has no inner norm: torchscale
+// adds it only where `subln and self_attention`.
 #include <cmath>
 
 #include "model/init.h"
@@ -20,10 +21,17 @@ TensorId subln(const SubLayer& s, TensorId h) {
       h, s.branch(s.norm("in_norm", h), {.inner_norm = s.kind() == Branch::attn, .mid_norm = s.kind() == Branch::ffn}));
 }
 
+// γ per stack (§2.13, torchscale's encoder.py / decoder.py): one stack of L layers √(ln 2L); an encoder-decoder's
+// encoder √(ln(3M)·ln(2N)/3) and decoder √(ln 3M), the decoder's covering its cross-attention's v and o.
 void subln_init(InitContext& ctx) {
   Model& m = ctx.model;
-  scale_roles(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, std::sqrt(std::log(2.0 * m.config.n_layers)),
-              true);
+  const double n = m.config.source_layers(), M = m.config.n_layers;
+  for (const Tower& t : stacks(m.config)) {
+    const double gamma = t.kind == Tower::single    ? std::sqrt(std::log(2.0 * t.layers))
+                         : t.kind == Tower::encoder ? std::sqrt(std::log(3.0 * M) * std::log(2.0 * n) / 3.0)
+                                                    : std::sqrt(std::log(3.0 * M));
+    scale_roles(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, gamma, true, t.prefix());
+  }
 }
 }  // namespace
 
@@ -33,7 +41,10 @@ extern const Placement kSubLn{
     .equations = "h = x + W_O·LN(MHA(LN(x)));  x' = h + W2·LN(φ(W1·LN(h)))",
     .sublayer = subln,
     .init = subln_init,
-    .init_rule = "v, o, fc1, gate, fc2 (weights and biases) × γ = √(ln 2L)",
+    .init_rule =
+        "v, o, fc1, gate, fc2 (weights and biases) × γ = √(ln 2L); encoder-decoder: encoder γ = √(ln(3M)·ln(2N)/3), "
+        "decoder γ = √(ln 3M)",
+    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model
