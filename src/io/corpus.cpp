@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <iterator>
 #include <ostream>
 #include <set>
+#include <span>
 #include <system_error>
 #include <thread>
 #include <unordered_map>
@@ -345,21 +347,29 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
     const auto unk_tokens = [&](const std::vector<std::int32_t>& ids) {
       return std::count(ids.begin(), ids.end(), tokenizer.unk_id());
     };
-    const auto train_unk = unk_tokens(train_ids);
-    // A tokenizer is trained on the train lines only, so characters seen only in the validation lines stay unknown
-    // at any coverage; a coverage below 1 also drops rare train characters.
-    const std::string why = !train                             ? "the reused tokenizer lacks them"
-                            : train_unk == 0                   ? "they occur only in the validation lines"
-                            : options.character_coverage < 1.0 ? fmt::format(
-                                                                     "the tokenizer covers --character-coverage {} of "
-                                                                     "the text's characters; give --character-coverage "
-                                                                     "1 to keep every character of the train lines",
-                                                                     options.character_coverage)
-                                                               : std::string("SentencePiece left them out");
+    // A tokenizer is trained on the train lines only, so a character seen only in the validation lines stays
+    // unknown at any coverage; a coverage below 1 also drops rare train characters.
+    const std::vector<std::string> in_train = unknown_characters(
+        std::span<const std::string_view>(corpus.lines).first(static_cast<std::size_t>(n_train * per_unit)), tokenizer);
+    std::vector<std::string> val_only;
+    std::set_difference(unknown.begin(), unknown.end(), in_train.begin(), in_train.end(), std::back_inserter(val_only));
+    const std::string only_val =
+        val_only.empty() ? ""
+                         : fmt::format("{} occur only in the validation lines and stay unknown at any coverage",
+                                       fmt::join(val_only, " "));
+    std::string why;
+    if (!train) why = "the reused tokenizer lacks them";
+    else if (in_train.empty()) why = "they occur only in the validation lines";
+    else if (options.character_coverage < 1.0)
+      why = fmt::format(
+          "the tokenizer covers --character-coverage {} of the text's characters; give --character-coverage 1 to keep "
+          "every character of the train lines{}",
+          options.character_coverage, only_val.empty() ? "" : "; " + only_val);
+    else why = only_val.empty() ? "SentencePiece left them out" : "SentencePiece left out the others; " + only_val;
     say(fmt::format(
         "note: {} distinct characters of the text are not in the tokenizer and become <unk> ({} train and {} val "
         "tokens): {}; {}",
-        unknown.size(), train_unk, unk_tokens(val_ids), fmt::join(unknown, " "), why));
+        unknown.size(), unk_tokens(train_ids), unk_tokens(val_ids), fmt::join(unknown, " "), why));
   }
   const UnigramStats stats = unigram_stats(train_ids, val_ids, vocab);
   say(fmt::format("unigram entropy {:.4f} nats (train), cross-entropy {:.4f} nats (val)", stats.entropy,

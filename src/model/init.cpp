@@ -44,8 +44,11 @@ Draw base_draw(const Model& m, const eng::TensorSpec& p) {
   }
   if (init.scheme == "xavier") return xavier_draw(p, 1.0, init.xavier == "normal");
   const bool residual_output = p.role == Role::o || p.role == Role::fc2;
-  if (init.scheme == "scaled" && residual_output)  // GPT-2's 1/√(2L) on the projections into the stream
-    return {Draw::normal, init.std / std::sqrt(2.0 * m.config.n_layers)};
+  if (init.scheme == "scaled" && residual_output) {  // GPT-2's 1/√(2L) on the projections into the stream
+    // L of the stack that holds p: an encoder-decoder's encoder has its own depth N.
+    const bool in_encoder = m.config.encoder_decoder() && p.name.starts_with(Tower{Tower::encoder}.prefix());
+    return {Draw::normal, init.std / std::sqrt(2.0 * (in_encoder ? m.config.source_layers() : m.config.n_layers))};
+  }
   return {Draw::normal, init.std};
 }
 

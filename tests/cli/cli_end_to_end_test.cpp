@@ -217,6 +217,15 @@ TEST(CliPrepare, SaysWhichCharactersBecomeUnknownAndOffersFullCoverage) {
             std::string::npos)
       << describe(late);
   EXPECT_EQ(late.err.find("give --character-coverage"), std::string::npos) << describe(late);
+  // Both kinds at the default coverage: the offer names the train characters' fix and says which it cannot help.
+  val_only.insert(val_only.find('\n'), " #");
+  spit(tmp / "corpus.txt", val_only);
+  const auto mixed = prepare("mixed", {});
+  ASSERT_EQ(mixed.exit_code, 0) << describe(mixed);
+  EXPECT_NE(mixed.err.find("give --character-coverage 1 to keep every character of the train lines; ζ occur only in "
+                           "the validation lines and stay unknown at any coverage"),
+            std::string::npos)
+      << describe(mixed);
 }
 
 }  // namespace

@@ -493,8 +493,8 @@ TEST(InitRules, TFixupEncoderDecoderScalesEachStackByItsOwnFactor) {
 }
 
 // Sub-LN in an encoder-decoder (Magneto §2.13): encoder γ = √(ln(3M)·ln(2N)/3), decoder γ = √(ln 3M), weights and
-// biases, cross-attention's v and o with the decoder's; Sandwich's σ/√(2L) with each stack's own L.
-TEST(InitRules, SubLnAndSandwichEncoderDecoderUseEachStacksDepth) {
+// biases; cross-attention unscaled (torchscale's decoder skips encoder_attn); Sandwich's σ/√(2L) per stack.
+TEST(InitRules, SubLnSandwichAndScaledInitUseEachStacksDepthInAnEncoderDecoder) {
   const int N = 6, M = 2;
   const Json shape = {{"shape", "encoder_decoder"}, {"encoder_layers", N}};
   auto plain = initialized(big("pre", M, shape));
@@ -506,7 +506,9 @@ TEST(InitRules, SubLnAndSandwichEncoderDecoderUseEachStacksDepth) {
   EXPECT_NEAR(ratio("encoder.layers.5.attn.v.weight"), enc, 1e-6);
   EXPECT_NEAR(ratio("encoder.layers.0.ffn.fc2.weight"), enc, 1e-6);
   EXPECT_NEAR(ratio("decoder.layers.1.attn.o.weight"), dec, 1e-6);
-  EXPECT_NEAR(ratio("decoder.layers.0.cross.v.weight"), dec, 1e-6);
+  EXPECT_NEAR(ratio("decoder.layers.1.ffn.fc1.weight"), dec, 1e-6);
+  EXPECT_NEAR(ratio("decoder.layers.0.cross.v.weight"), 1.0, 1e-6);
+  EXPECT_NEAR(ratio("decoder.layers.1.cross.o.weight"), 1.0, 1e-6);
   EXPECT_NEAR(ratio("decoder.layers.0.cross.q.weight"), 1.0, 1e-6);
   EXPECT_NE(sub->graph.find("decoder.layers.0.attn.inner_norm.weight"), eng::kNoTensor);
   EXPECT_EQ(sub->graph.find("decoder.layers.0.cross.inner_norm.weight"), eng::kNoTensor);  // torchscale: self only
@@ -517,6 +519,13 @@ TEST(InitRules, SubLnAndSandwichEncoderDecoderUseEachStacksDepth) {
   expect_normal(*sandwich, "encoder.layers.0.ffn.fc2.weight", std / std::sqrt(2.0 * N));
   expect_normal(*sandwich, "decoder.layers.1.cross.o.weight", std / std::sqrt(2.0 * M));
   expect_normal(*sandwich, "decoder.layers.0.ffn.fc2.weight", std / std::sqrt(2.0 * M));
+
+  // The base init's GPT-2 scaled scheme counts each stack's own layers too.
+  auto scaled = initialized(
+      big("pre", M, {{"shape", "encoder_decoder"}, {"encoder_layers", N}, {"init", {{"scheme", "scaled"}}}}));
+  expect_normal(*scaled, "encoder.layers.2.attn.o.weight", 0.02 / std::sqrt(2.0 * N));
+  expect_normal(*scaled, "decoder.layers.1.cross.o.weight", 0.02 / std::sqrt(2.0 * M));
+  expect_normal(*scaled, "decoder.layers.0.attn.q.weight", 0.02);
 }
 
 // Admin in an encoder-decoder: ω from the closed form with N counting the sub-layers of ω's own stack.
@@ -627,7 +636,7 @@ TEST(InitRules, HeadInitOptionsAreValidated) {
 // The independent reference: tools/torch_reference.py draws the training init of T-Fixup, OLMo 2,
 // HybridNorm and DyT with torch.nn.init (xavier_uniform_, trunc_normal_, normal_) from the papers' rules
 // and records each matrix's moments (tests/fixtures/init_rules.json, d = 256, L = 2, untied head; case
-// tfixup_encdec: T-Fixup's two-stack rule in an encoder-decoder with N = 4, M = 2).
+// tfixup_encdec: T-Fixup's two-stack rule in an encoder-decoder with N = 16, M = 2).
 // normlab's init of the same config must realize the same distribution: std within 3% (two samples of
 // ≥ 16k entries), the same kurtosis (2.83 truncated, 1.8 uniform, 3 normal), and for the bounded ones
 // (truncated, uniform) the same largest |w|.

@@ -311,7 +311,7 @@ const std::vector<JudgeCase>& judge_cases() {
       {"dyt-alpha", dyt_alpha, "dyt-a2-s1"},
       {"leaderboard", leaderboard, "pre-s1"},
       {"bert-warmup", bert_warmup, "post-lr0.003-w0-s1"},
-      {"mt-depth", mt_depth, "post-L2-w10-s1"},  // (the cold one diverges: its BLEU is 0 without files)
+      {"mt-depth", mt_depth, "post-L2-w10-s1"},  // (the cold one diverges: ∞ loss without files)
   };
   return cases;
 }
@@ -436,6 +436,30 @@ TEST(StudyJudgeDyt, ADivergedLayerNormIsNoMatch) {
   EXPECT_TRUE(r.evidence[0].starts_with("A.")) << r.evidence[0];
   EXPECT_NE(r.evidence[0].find("does not hold"), std::string::npos) << r.evidence[0];
   EXPECT_NE(r.verdict, "reproduced");
+}
+
+// mt-depth reads the validation loss, not the BLEU: DeepNorm and Admin with the higher BLEU but the higher loss
+// than Pre-LN do not make C hold, and neither does a cold Post-LN with the lower BLEU but the lower loss make A.
+TEST(StudyJudgeMtDepth, JudgesTheValidationLossNotTheBleu) {
+  TempDir tmp("judge");
+  StudyOptions options{.quick = true, .dir = tmp.path()};
+  const Study& study = find_study("mt-depth");
+  Runs runs = planned_runs(study, options);
+  for (RunOutcome& o : runs) {
+    const std::string arm = arm_of(o);
+    const bool deep_warm = arm.find("-L2-w10") != std::string::npos;
+    if (arm == "post-L2-w0") write_translation(o, 1.0, false, 4.9);  // low BLEU, lower loss than warmed up
+    else if (arm == "post-L2-w10") write_translation(o, 20.0, false, 5.0);
+    else if (deep_warm && !arm.starts_with("pre-")) write_translation(o, 20.0, false, 5.4);
+    else if (deep_warm) write_translation(o, 1.0, false, 5.0);
+    else write_translation(o, 10.0);
+    write_status(o);
+  }
+  const Report r = judge_study(study, options, runs);
+  ASSERT_EQ(r.evidence.size(), 3u);
+  EXPECT_NE(r.evidence[0].find("does not hold"), std::string::npos) << r.evidence[0];
+  EXPECT_NE(r.evidence[2].find("does not hold"), std::string::npos) << r.evidence[2];
+  EXPECT_EQ(r.verdict, "inconclusive") << r.evidence[1];  // B (every arm learns) still holds
 }
 
 // Judges find their arms in the axes' values: with a user's grid they judge what is there, and a

@@ -79,9 +79,10 @@ inline void write_trained(const RunOutcome& o, double final_loss = 4.0, double v
 }
 
 // A translation run: trained (or stalled) as above, with its greedy BLEU in summary.json and a validation loss
-// that falls as the BLEU rises (5.5 − BLEU/20), as a better translation model's does.
-inline void write_translation(const RunOutcome& o, double bleu, bool stalled = false) {
-  stalled ? write_training(o, {7.0, 6.3, 6.2, 6.2, 6.2, 6.2, 6.2, 6.2}, 6.2) : write_trained(o, 4.0, 5.5 - bleu / 20);
+// that falls as the BLEU rises (5.5 − BLEU/20), as a better translation model's does, unless val_loss is given.
+inline void write_translation(const RunOutcome& o, double bleu, bool stalled = false, double val_loss = NAN) {
+  if (stalled) write_training(o, {7.0, 6.3, 6.2, 6.2, 6.2, 6.2, 6.2, 6.2}, 6.2);
+  else write_trained(o, 4.0, std::isnan(val_loss) ? 5.5 - bleu / 20 : val_loss);
   const fs::path file = o.dir / "run" / "summary.json";
   Json summary = Json::parse(train::testing::slurp(file));
   summary["bleu"] = bleu, summary["chrf"] = 2 * bleu;

@@ -22,7 +22,8 @@ TensorId subln(const SubLayer& s, TensorId h) {
 }
 
 // γ per stack (§2.13, torchscale's encoder.py / decoder.py): one stack of L layers √(ln 2L); an encoder-decoder's
-// encoder √(ln(3M)·ln(2N)/3) and decoder √(ln 3M), the decoder's covering its cross-attention's v and o.
+// encoder √(ln(3M)·ln(2N)/3) and decoder √(ln 3M). torchscale's decoder skips `encoder_attn` when it scales, so the
+// cross-attention's v and o keep their base init (its DeepNorm scaling, by contrast, covers them).
 void subln_init(InitContext& ctx) {
   Model& m = ctx.model;
   const double n = m.config.source_layers(), M = m.config.n_layers;
@@ -30,7 +31,10 @@ void subln_init(InitContext& ctx) {
     const double gamma = t.kind == Tower::single    ? std::sqrt(std::log(2.0 * t.layers))
                          : t.kind == Tower::encoder ? std::sqrt(std::log(3.0 * M) * std::log(2.0 * n) / 3.0)
                                                     : std::sqrt(std::log(3.0 * M));
-    scale_roles(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, gamma, true, t.prefix());
+    for (int i = 0; i < t.layers; ++i)
+      for (Branch b : {Branch::attn, Branch::ffn})
+        scale_roles(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, gamma, true,
+                    fmt::format("{}layers.{}.{}.", t.prefix(), i, branch_name(b)));
   }
 }
 }  // namespace
@@ -43,7 +47,7 @@ extern const Placement kSubLn{
     .init = subln_init,
     .init_rule =
         "v, o, fc1, gate, fc2 (weights and biases) × γ = √(ln 2L); encoder-decoder: encoder γ = √(ln(3M)·ln(2N)/3), "
-        "decoder γ = √(ln 3M)",
+        "decoder γ = √(ln 3M), cross-attention unscaled (torchscale)",
     .encoder_decoder = true,
 };
 
