@@ -3,7 +3,7 @@
 # See bench/README.md. Usage: bench/run.sh [--threads N] [--rounds R] [--steps S] [--warmup W] [--small]
 #                                         [--torch-env VAR=VAL]... [--normlab-env VAR=VAL]...
 #                                         [--build-dir DIR] [--no-build] [--out FILE] [--system-blas]
-#                                         [--wait-quiet SECONDS] [--normlab-plain]
+#                                         [--wait-quiet SECONDS] [--normlab-plain] [--bf16] [--torch-bf16]
 #        bench/run.sh --report FILE   (the table again, from the JSON lines an --out FILE saved)
 set -euo pipefail
 
@@ -12,6 +12,7 @@ BUILD_DIR=$ROOT/build
 PY=/usr/bin/python3          # Debian's python3 with python3-torch; not a pyenv/venv python on PATH
 THREADS=2 ROUNDS=3 STEPS=6 WARMUP=2
 BUILD=1 SYSTEM_BLAS=0 OUT="" WAIT_QUIET=120 NORMLAB_PLAIN=0 REPORT=""
+NORMLAB_PRECISION=() TORCH_PRECISION=()  # --bf16: normlab's train.precision = bf16; --torch-bf16: torch autocast
 MODEL_ARGS=()
 TORCH_ENV_EXTRA=() NORMLAB_ENV_EXTRA=()
 
@@ -33,6 +34,8 @@ while (($#)); do
     --wait-quiet) WAIT_QUIET=$2; shift 2 ;;
     --normlab-plain) NORMLAB_PLAIN=1; shift ;;
     --report) REPORT=$2; shift 2 ;;
+    --bf16) NORMLAB_PRECISION=(--bf16); shift ;;
+    --torch-bf16) TORCH_PRECISION=(--autocast-bf16); shift ;;
     -h|--help) usage 0 ;;
     *) echo "run.sh: unknown option $1" >&2; usage 2 ;;
   esac
@@ -49,8 +52,10 @@ by = {}
 for r in runs:
     by.setdefault(r["impl"], []).append(r)
 m, tok, threads = runs[0]["model"], runs[0]["tokens_per_step"], runs[0]["threads"]
+precision = {impl: rs[0].get("precision", rs[0]["model"].get("precision", "fp32")) for impl, rs in by.items()}
 print(f"model: vocab {m['vocab']}, d {m['d_model']}, {m['n_layers']} layers, {m['n_heads']} heads, d_ff {m['d_ff']}, "
-      f"T {m['seq']}, B {m['batch']} ({tok} tokens/step), fp32, AdamW + clip 1.0")
+      f"T {m['seq']}, B {m['batch']} ({tok} tokens/step), AdamW + clip 1.0; normlab {precision.get('normlab')}, "
+      f"torch {precision.get('torch')}")
 print(f"env: {threads} threads on {meta.get('cpus', '?')} CPUs ({meta.get('cpu', '?')}); normlab {meta.get('commit', '?')}; "
       f"torch {meta.get('torch', '?')} with {meta.get('blas', '?')}")
 print(f"normlab env: {meta.get('normlab_env') or '(inherited)'}")
@@ -65,7 +70,7 @@ def starved(r):
     return st.median(r["cpu_ms_per_step"]) < 0.75 * r["threads"] * st.median(r["ms_per_step"])
 
 print(f"{'impl':<8} {'median ms/step':>15} {'min ms/step':>12} {'tokens/s':>10} {'CPU ms/step':>12} {'outliers':>9} "
-      f"{'busy runs':>10} {'starved runs':>13}")
+      f"{'busy runs':>10} {'starved runs':>13} {'peak RSS MiB':>13}")
 for impl in ("normlab", "torch"):
     ms = [x for r in by[impl] for x in r["ms_per_step"]]
     cpu = st.median([x for r in by[impl] for x in r["cpu_ms_per_step"]])
@@ -74,8 +79,10 @@ for impl in ("normlab", "torch"):
     busy = sum(r["busy_at_start"] >= 25 for r in by[impl])
     hungry = sum(starved(r) for r in by[impl])
     n = len(by[impl])
+    rss = [r["peak_rss_mib"] for r in by[impl] if "peak_rss_mib" in r]  # absent in files saved before it was recorded
+    rss_text = f"{max(rss):.0f}" if rss else "-"
     print(f"{impl:<8} {med:>15.1f} {min(ms):>12.1f} {tok / med * 1e3:>10.0f} {cpu:>12.1f} {slow:>5}/{len(ms):<3} "
-          f"{busy:>6}/{n:<3} {hungry:>9}/{n:<3}")
+          f"{busy:>6}/{n:<3} {hungry:>9}/{n:<3} {rss_text:>13}")
 print()
 ratios, clean = [], []
 for a, b in zip(by["normlab"], by["torch"]):
@@ -96,7 +103,8 @@ else:
 print("(CPU ms/step: median CPU time of the process per step, all threads, spin-waiting included; outliers: timed"
       " steps slower than 1.5x their impl's median, kept; busy runs: started while other processes kept >= 25% of"
       " the CPUs busy; starved runs: the process kept < 75% of its threads busy: at full size, another process had a"
-      " core; a tiny model (--small) may not fill its threads by itself)")
+      " core; a tiny model (--small) may not fill its threads by itself; peak RSS: the largest peak resident set of"
+      " the impl's processes over the rounds, whole process: runtime, libraries, model, optimizer and activations)")
 EOF
 }
 if [[ -n $REPORT ]]; then report "$REPORT"; exit 0; fi
@@ -197,9 +205,9 @@ common=(--threads "$THREADS" --steps "$STEPS" --warmup "$WARMUP" "${MODEL_ARGS[@
 tag() { sed "s/^{/{\"round\":$1,\"busy_at_start\":$2,/"; }
 for ((r = 1; r <= ROUNDS; ++r)); do
   busy=$(wait_quiet); echo "round $r/$ROUNDS: normlab (machine ${busy}% busy before)" >&2
-  env "${NORMLAB_ENV[@]}" "$BENCH" "${common[@]}" | tag "$r" "$busy" >>"$RESULTS"
+  env "${NORMLAB_ENV[@]}" "$BENCH" "${common[@]}" "${NORMLAB_PRECISION[@]}" | tag "$r" "$busy" >>"$RESULTS"
   busy=$(wait_quiet); echo "round $r/$ROUNDS: torch (machine ${busy}% busy before)" >&2
-  env "${TORCH_ENV[@]}" "$PY" "$ROOT/bench/torch_train.py" "${common[@]}" | tag "$r" "$busy" >>"$RESULTS"
+  env "${TORCH_ENV[@]}" "$PY" "$ROOT/bench/torch_train.py" "${common[@]}" "${TORCH_PRECISION[@]}" | tag "$r" "$busy" >>"$RESULTS"
 done
 [[ -n $OUT ]] && cp "$RESULTS" "$OUT"
 report "$RESULTS"

@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import os
+import resource
 import sys
 import time
 
@@ -33,6 +34,8 @@ def parse_args():
     p.add_argument("--seq", type=int, default=256)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--autocast-bf16", action="store_true",
+                   help="forward under torch.autocast('cpu', bfloat16): bf16 matmuls, fp32 weights and optimizer")
     p.add_argument("--optimizer", choices=["foreach", "single"], default="single",
                    help="torch.optim.AdamW implementation (torch 1.13 CPU has no fused AdamW)")
     return p.parse_args()
@@ -119,7 +122,8 @@ def main():
         t0 = time.perf_counter()
         c0 = time.process_time()
         opt.zero_grad(set_to_none=True)
-        loss = model(x, y)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=a.autocast_bf16):
+            loss = model(x, y)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -133,7 +137,10 @@ def main():
 
     print(json.dumps({
         "impl": "torch", "threads": a.threads, "torch_threads": torch.get_num_threads(),
+        # the process's peak resident set (ru_maxrss is in KiB on Linux)
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0,
         "torch_version": torch.__version__, "optimizer": a.optimizer,
+        "precision": "bf16 autocast" if a.autocast_bf16 else "fp32",
         "ms_per_step": ms, "cpu_ms_per_step": cpu_ms, "tokens_per_step": B * T, "warmup": a.warmup, "loss": losses,
         "model": {"vocab": V, "d_model": d, "n_layers": L, "n_heads": H, "d_ff": d_ff, "seq": T, "batch": B},
     }, sort_keys=True))

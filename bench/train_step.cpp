@@ -4,6 +4,7 @@
 // Prints one JSON line; bench/torch_train.py prints the same line for the PyTorch peer and
 // bench/run.sh alternates the two.
 #include <omp.h>
+#include <sys/resource.h>
 
 #include <time.h>
 
@@ -11,6 +12,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "engine/gemm.h"
 #include "engine/parallel.h"
 #include "model/config.h"
 #include "model/init.h"
@@ -38,6 +41,7 @@ struct Options {
   bool marks = false;             // print CLOCK_MONOTONIC phase times to stderr (for `perf record -k CLOCK_MONOTONIC`)
   bool profile = false;           // time op kinds and phases over the timed steps (train/profile.h)
   bool fuse = true;               // engine.fuse: residual add + norm pairs as one kernel
+  bool bf16 = false;              // train.precision = bf16: GEMMs on bf16 operands, fp32 sums (engine/gemm.h)
 };
 
 // Seconds on CLOCK_MONOTONIC (steady_clock on Linux), the clock `perf record -k CLOCK_MONOTONIC` stamps.
@@ -72,6 +76,8 @@ int run(const Options& o) {
 
   auto m = model::build_unplanned_model(cfg, o.batch, o.seq);
   m->graph.set_fusion(o.fuse);
+  if (o.bf16 && !engine::cpu_has_bf16()) throw std::runtime_error("--bf16: this CPU has neither avx512_bf16 nor AMX");
+  const engine::ScopedGemmPrecision precision(o.bf16 ? engine::GemmPrecision::bf16 : engine::GemmPrecision::fp32);
   m->graph.plan();
   model::initialize(*m, o.seed);
   train::AdamW opt(m->graph);
@@ -115,8 +121,11 @@ int run(const Options& o) {
   }
   if (o.marks) std::fprintf(stderr, "mark timed_end %.6f\n", monotonic_s());
 
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);  // ru_maxrss: the process's peak resident set, in KiB on Linux
   nlohmann::json line{{"impl", "normlab"},
                       {"threads", o.threads},
+                      {"peak_rss_mib", static_cast<double>(usage.ru_maxrss) / 1024.0},
                       {"omp_max_threads", omp_get_max_threads()},
                       {"ms_per_step", ms},
                       {"cpu_ms_per_step", cpu_ms},
@@ -133,7 +142,8 @@ int run(const Options& o) {
                         {"batch", o.batch},
                         {"placement", cfg.placement},
                         {"norm", cfg.norm.type},
-                        {"fused_pairs", m->graph.fused_pairs()}}}};
+                        {"fused_pairs", m->graph.fused_pairs()},
+                        {"precision", o.bf16 ? "bf16" : "fp32"}}}};
   if (profile) {
     line["profile"] = profile->to_json();
     std::fprintf(stderr, "%s", profile->table().c_str());
@@ -164,6 +174,7 @@ int main(int argc, char** argv) {
   app.add_flag("--profile", o.profile,
                "time every op kind and the optimizer over the timed steps: a table on stderr, \"profile\" in the JSON");
   app.add_flag("!--no-fuse", o.fuse, "run every op on its own (engine.fuse = false): the unfused baseline");
+  app.add_flag("--bf16", o.bf16, "train.precision = bf16: bf16 GEMM operands, fp32 sums, weights and optimizer");
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);

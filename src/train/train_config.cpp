@@ -35,6 +35,7 @@ RunConfig read_run_config(const Json& doc, const std::string& where) {
     t.read("spike_skip", x.spike_skip);
     t.read("mask_prob", x.mask_prob, 0.0, 1.0);
     t.read("bleu_pairs", x.bleu_pairs, 0, 1 << 30);
+    t.read("precision", x.precision, {"fp32", "bf16"});
   });
   r.section("engine", [&](ConfigReader& e) { e.read("fuse", c.engine.fuse); });
   r.finish();
@@ -79,6 +80,7 @@ Json to_json(const RunConfig& c) {
              {"mask_prob", t.mask_prob}}},
            {"engine", {{"fuse", c.engine.fuse}}}};
   if (c.model.encoder_decoder()) out["train"]["bleu_pairs"] = t.bleu_pairs;
+  if (t.precision != "fp32") out["train"]["precision"] = t.precision;  // fp32 runs' config.json stays as it was
   return out;
 }
 

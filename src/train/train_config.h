@@ -29,6 +29,9 @@ struct TrainConfig {
   bool spike_skip = false;  // skip the optimizer update on a flagged spike
   double mask_prob = 0.15;  // an encoder's masked-LM rate (BERT's 15%, replaced 80/10/10); a decoder ignores it
   int bleu_pairs = 200;     // an encoder-decoder's final BLEU and chrF on this many validation pairs; 0 = none
+  // GEMM inputs: fp32, or bf16 (rounded to bfloat16, summed in fp32: engine/gemm.h); the weights, the optimizer
+  // and every non-GEMM op stay fp32. On a CPU without bf16 hardware a bf16 run says so and runs fp32.
+  std::string precision = "fp32";
 };
 
 // How the engine runs the model; nothing here changes what is computed (the tests compare the numbers bit for bit).

@@ -124,6 +124,12 @@ Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
   }
   optimizer_ = std::make_unique<AdamW>(run_.model->graph);
   if (options_.profile) profile_ = std::make_unique<TrainProfile>();
+  const bool bf16 = run_.config.train.precision == "bf16" && engine::cpu_has_bf16();
+  if (run_.config.train.precision == "bf16" && !bf16 && options_.progress)
+    *options_.progress << "note: train.precision = bf16, but this CPU has neither avx512_bf16 nor AMX (oneDNN would "
+                          "emulate bf16, slower than fp32): running fp32\n";
+  precision_ =
+      std::make_unique<engine::ScopedGemmPrecision>(bf16 ? engine::GemmPrecision::bf16 : engine::GemmPrecision::fp32);
 
   const fs::path checkpoint = run_dir_ / kCheckpointFile;
   if (!options_.resume && fs::exists(checkpoint))
@@ -403,6 +409,7 @@ TrainSummary Trainer::train() {
   }
   if (profile) write_profile(last, std::chrono::duration<double>(Clock::now() - begin).count());
   summary.steps = last;
+  summary.precision = engine::gemm_precision() == engine::GemmPrecision::bf16 ? "bf16" : "fp32";
   summary.train_loss = loss;
   summary.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
   if (last == t.steps && writer_ && m.config.encoder_decoder() && t.bleu_pairs > 0) {
@@ -421,7 +428,8 @@ TrainSummary Trainer::train() {
            {"unigram_entropy_nats", summary.unigram_entropy},
            {"seconds", summary.seconds},
            {"tokens_per_s", summary.tokens_per_second},
-           {"parameters", m.graph.parameter_count()}};
+           {"parameters", m.graph.parameter_count()},
+           {"precision", summary.precision}};
     if (std::isfinite(summary.bleu)) {
       s["bleu"] = summary.bleu, s["chrf"] = summary.chrf, s["bleu_pairs"] = t.bleu_pairs;
       s["bleu_decoding"] = "greedy";

@@ -11,8 +11,10 @@
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
+#include <string>
 #include <utility>
 
+#include "engine/gemm.h"
 #include "probe/guards.h"
 #include "train/adamw.h"
 #include "train/profile.h"
@@ -33,7 +35,8 @@ struct TrainSummary {
   double unigram_val_xent = 0;  // the val split's cross-entropy under the train unigram
   double seconds = 0;
   double tokens_per_second = 0;
-  double bleu = NAN, chrf = NAN;  // an encoder-decoder's greedy translations of train.bleu_pairs validation pairs
+  double bleu = NAN, chrf = NAN;   // an encoder-decoder's greedy translations of train.bleu_pairs validation pairs
+  std::string precision = "fp32";  // the GEMM precision the run used (bf16 asked on a CPU without it: fp32)
 };
 
 struct TrainOptions {
@@ -72,9 +75,10 @@ class Trainer {
   TrainOptions options_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<io::LogFile> metrics_;
-  std::unique_ptr<TrainProfile> profile_;  // with options.profile
-  int saved_step_ = 0;                     // the step of the checkpoint on disk; 0 = none yet
-  bool writer_ = true;                     // rank 0: the one process that writes the run's files
+  std::unique_ptr<TrainProfile> profile_;                   // with options.profile
+  int saved_step_ = 0;                                      // the step of the checkpoint on disk; 0 = none yet
+  bool writer_ = true;                                      // rank 0: the one process that writes the run's files
+  std::unique_ptr<engine::ScopedGemmPrecision> precision_;  // train.precision while this trainer lives
   // Loss and grad-norm spike detectors; their windows travel in the checkpoint.
   probe::SpikeDetector loss_spikes_, grad_spikes_;
 };
