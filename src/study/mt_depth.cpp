@@ -166,7 +166,7 @@ extern const Study kMtDepth{
         "Liu et al. 2020, Understanding the Difficulty of Training Transformers (Admin, arXiv 2004.08249) §3, Table 1, "
         "Figure 1; Wang et al. 2022, DeepNet (arXiv 2203.00555) §5, Table 2; Xiong et al. 2020 (arXiv 2002.04745) "
         "§3.2.",
-    .cost = "default ~90 min on 2 cores (16 runs × 3 seeds, --jobs 2), --quick ~2 min (16 runs)",
+    .cost = "default ~45 min on 2 cores (16 runs × 3 seeds, --jobs 2), --quick ~2 min (16 runs)",
     .axes = {{.key = "model.n_layers",
               .defaults = "2,6",
               .quick = "1,2",
