@@ -77,10 +77,10 @@ Json to_json(const RunConfig& c) {
              {"probe_every", t.probe_every},
              {"spike_z", t.spike_z},
              {"spike_skip", t.spike_skip},
-             {"mask_prob", t.mask_prob}}},
+             {"mask_prob", t.mask_prob},
+             {"precision", t.precision}}},
            {"engine", {{"fuse", c.engine.fuse}}}};
   if (c.model.encoder_decoder()) out["train"]["bleu_pairs"] = t.bleu_pairs;
-  if (t.precision != "fp32") out["train"]["precision"] = t.precision;  // fp32 runs' config.json stays as it was
   return out;
 }
 
