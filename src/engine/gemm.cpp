@@ -34,9 +34,6 @@ inline uint16_t bf16_bits(float x) {
 void to_bf16(int64_t rows, int64_t cols, const float* x, int64_t ld, std::vector<uint16_t>& out) {
   out.resize(static_cast<size_t>(rows * cols));  // grows once per thread to the largest operand, then reused
   uint16_t* o = out.data();
-  // A large operand is converted by every thread (inside a parallel region, e.g. per-head GEMMs, OpenMP runs
-  // this loop on the calling thread alone): a serial conversion left the second core idle on the small model.
-#pragma omp parallel for schedule(static) if (rows * cols >= (int64_t{1} << 15))
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < cols; ++c) o[r * cols + c] = bf16_bits(x[r * ld + c]);
 }
