@@ -1,7 +1,8 @@
 // Benchmark (not a test): the machine's limits and the norm kernels against them.
 //   - STREAM triad a = b + s·c (McCalpin's convention: 3 arrays × 4 bytes per element moved, write-allocate not
 //     counted), best of the repetitions: the memory bandwidth a streaming kernel can hope for;
-//   - fp32 GEMM through engine::gemm (oneDNN) at the training shapes of the bench's small model and at 1024³;
+//   - fp32 GEMM through engine::gemm (oneDNN), and bf16 beside it on bf16 hardware (train.precision = bf16), at
+//     the training shapes of the bench's small model, at 1024³, the LM head and one study-size attention head;
 //   - LayerNorm and RMSNorm, the engine's own kernels (op table), forward and backward on rows × d fp32, alone and
 //     with the residual add in front: s = a + b, y = Norm(s), as the fused pair (add_layer_norm, add_rms_norm) and
 //     as the two ops one after the other.
@@ -80,7 +81,9 @@ double triad_gb_per_s(const Options& o) {
   return 3.0 * 4.0 * static_cast<double>(n) / seconds / 1e9;
 }
 
-double gemm_gflops(const Options& o, int64_t m, int64_t n, int64_t k) {
+// x·Wᵀ at the given GEMM precision (bf16: the operands' conversion is included, as a training step pays it).
+double gemm_gflops(const Options& o, int64_t m, int64_t n, int64_t k, engine::GemmPrecision precision) {
+  const engine::ScopedGemmPrecision scope(precision);
   std::vector<float> a(static_cast<size_t>(m * k), 0.5f), b(static_cast<size_t>(k * n), 0.25f),
       c(static_cast<size_t>(m * n));
   const double seconds = best_seconds(o.repeats / 4 + 1, [&] {
@@ -140,10 +143,19 @@ int run(const Options& o) {
   engine::set_threads(o.threads);
   const double triad = triad_gb_per_s(o);
   nlohmann::json gemms = nlohmann::json::array();
-  // The small model's linear layers at B·T = 2048 rows (bench/README.md), and a square one.
-  for (auto [m, n, k] :
-       {std::array<int64_t, 3>{2048, 1024, 256}, {2048, 256, 1024}, {2048, 768, 256}, {1024, 1024, 1024}})
-    gemms.push_back({{"m", m}, {"n", n}, {"k", k}, {"gflops", gemm_gflops(o, m, n, k)}});
+  // The small model's linear layers at B·T = 2048 rows (bench/README.md), a square one, the small model's LM head
+  // and one attention head of the study-size model; bf16 beside fp32 where the CPU has bf16 hardware.
+  const bool bf16 = engine::cpu_has_bf16();
+  for (auto [m, n, k] : {std::array<int64_t, 3>{2048, 1024, 256},
+                         {2048, 256, 1024},
+                         {2048, 768, 256},
+                         {1024, 1024, 1024},
+                         {2048, 8192, 256},
+                         {64, 64, 16}}) {
+    nlohmann::json g{{"m", m}, {"n", n}, {"k", k}, {"gflops", gemm_gflops(o, m, n, k, engine::GemmPrecision::fp32)}};
+    if (bf16) g["bf16_gflops"] = gemm_gflops(o, m, n, k, engine::GemmPrecision::bf16);
+    gemms.push_back(g);
+  }
   nlohmann::json norms = nlohmann::json::array();
   for (Residual residual : {Residual::none, Residual::fused, Residual::unfused})
     for (bool rms : {false, true}) {
@@ -163,8 +175,10 @@ int run(const Options& o) {
                line["cpu"]["isa"].dump().c_str());
   std::fprintf(stderr, "STREAM triad: %.1f GB/s\n", triad);
   for (const auto& gm : gemms)
-    std::fprintf(stderr, "sgemm %ld x %ld x %ld: %.1f GFLOP/s\n", gm["m"].get<long>(), gm["n"].get<long>(),
-                 gm["k"].get<long>(), gm["gflops"].get<double>());
+    std::fprintf(stderr, "gemm %ld x %ld x %ld: fp32 %.1f GFLOP/s, bf16 %s\n", gm["m"].get<long>(), gm["n"].get<long>(),
+                 gm["k"].get<long>(), gm["gflops"].get<double>(),
+                 gm.contains("bf16_gflops") ? fmt::format("{:.1f} GFLOP/s", gm["bf16_gflops"].get<double>()).c_str()
+                                            : "(no bf16 hardware)");
   for (const auto& nm : norms)
     std::fprintf(stderr, "%-13s %ld x %ld: forward %.2f ms, backward %.2f ms, %.1f GB/s = %.2f of triad\n",
                  nm["norm"].get<std::string>().c_str(), static_cast<long>(o.rows), static_cast<long>(o.d),

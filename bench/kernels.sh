@@ -28,8 +28,9 @@ n, t = json.loads(sys.argv[1]), json.loads(sys.argv[2])
 triad = n["triad_gb_per_s"]
 bytes_total = 6 * 4 * n["rows"] * n["d"]  # a norm alone: read x, write y; read x, dy, read-modify-write dx
 print(f"{n['cpu']['model']} ({' '.join(n['cpu']['isa'])}), {n['threads']} threads")
-print(f"STREAM triad {triad:.1f} GB/s; sgemm " + ", ".join(
-    f"{g['m']}x{g['n']}x{g['k']} {g['gflops']:.0f}" for g in n["gemm"]) + " GFLOP/s")
+print(f"STREAM triad {triad:.1f} GB/s; GEMM GFLOP/s fp32 (bf16, operand conversion included) " + ", ".join(
+    f"{g['m']}x{g['n']}x{g['k']} {g['gflops']:.0f}" + (f" ({g['bf16_gflops']:.0f})" if "bf16_gflops" in g else "")
+    for g in n["gemm"]))
 print(f"{'norm':<14} {'impl':<8} {'fwd ms':>8} {'bwd ms':>8} {'GB/s':>7} {'of triad':>9}")
 torch_rows = {r["norm"]: r for r in t.get("norms", [])}
 for row in n["norms"]:

@@ -2,11 +2,8 @@
 
 #include <oneapi/dnnl/dnnl.h>
 
-#include <algorithm>
 #include <atomic>
 #include <bit>
-#include <cmath>
-#include <cstring>
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>

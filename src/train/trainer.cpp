@@ -105,10 +105,23 @@ Shard rank_shard(const RunConfig& config) {
 
 }  // namespace
 
+namespace {
+// train.precision as the engine runs it: bf16 where the CPU has bf16 hardware; elsewhere fp32, with a note.
+engine::GemmPrecision gemm_precision_for(const TrainConfig& t, std::ostream* progress) {
+  if (t.precision != "bf16") return engine::GemmPrecision::fp32;
+  if (engine::cpu_has_bf16()) return engine::GemmPrecision::bf16;
+  if (progress)
+    *progress << "note: train.precision = bf16, but this CPU has neither avx512_bf16 nor AMX (oneDNN would emulate "
+                 "bf16, slower than fp32): running fp32\n";
+  return engine::GemmPrecision::fp32;
+}
+}  // namespace
+
 Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
     : run_(build_run(config, rank_shard(config).rows, training_needs(config, run_dir, options))),
       run_dir_(std::move(run_dir)),
       options_(options),
+      precision_(gemm_precision_for(run_.config.train, options_.progress)),
       loss_spikes_(128, 20, run_.config.train.spike_z),
       grad_spikes_(128, 20, run_.config.train.spike_z) {
   run_.model->graph.set_seed(run_.config.train.seed);
@@ -124,12 +137,6 @@ Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
   }
   optimizer_ = std::make_unique<AdamW>(run_.model->graph);
   if (options_.profile) profile_ = std::make_unique<TrainProfile>();
-  const bool bf16 = run_.config.train.precision == "bf16" && engine::cpu_has_bf16();
-  if (run_.config.train.precision == "bf16" && !bf16 && options_.progress)
-    *options_.progress << "note: train.precision = bf16, but this CPU has neither avx512_bf16 nor AMX (oneDNN would "
-                          "emulate bf16, slower than fp32): running fp32\n";
-  precision_ =
-      std::make_unique<engine::ScopedGemmPrecision>(bf16 ? engine::GemmPrecision::bf16 : engine::GemmPrecision::fp32);
 
   const fs::path checkpoint = run_dir_ / kCheckpointFile;
   if (!options_.resume && fs::exists(checkpoint))

@@ -75,10 +75,10 @@ class Trainer {
   TrainOptions options_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<io::LogFile> metrics_;
-  std::unique_ptr<TrainProfile> profile_;                   // with options.profile
-  int saved_step_ = 0;                                      // the step of the checkpoint on disk; 0 = none yet
-  bool writer_ = true;                                      // rank 0: the one process that writes the run's files
-  std::unique_ptr<engine::ScopedGemmPrecision> precision_;  // train.precision while this trainer lives
+  std::unique_ptr<TrainProfile> profile_;  // with options.profile
+  int saved_step_ = 0;                     // the step of the checkpoint on disk; 0 = none yet
+  bool writer_ = true;                     // rank 0: the one process that writes the run's files
+  engine::ScopedGemmPrecision precision_;  // the GEMM precision (train.precision) while this trainer lives
   // Loss and grad-norm spike detectors; their windows travel in the checkpoint.
   probe::SpikeDetector loss_spikes_, grad_spikes_;
 };
