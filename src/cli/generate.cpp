@@ -20,6 +20,7 @@ void add_generate(CLI::App& app) {
     int tokens = 60, top_k = 40;
     double temperature = 0.8;
     uint64_t seed = 1;
+    bool no_cache = false;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("generate", "sample text from a run's checkpoint");
@@ -29,6 +30,9 @@ void add_generate(CLI::App& app) {
   cmd->add_option("-t,--temperature", args->temperature, "softmax temperature; 0 = greedy")->capture_default_str();
   cmd->add_option("-k,--top-k", args->top_k, "sample among the k most likely tokens; 0 = all")->capture_default_str();
   cmd->add_option("--seed", args->seed, "sampling seed")->capture_default_str();
+  cmd->add_flag("--no-cache", args->no_cache,
+                "rerun the whole window for every token instead of keeping each position's keys and values (slower; "
+                "the context then always holds the last train.seq_len tokens)");
   cmd->callback([args] {
     train::Run run = train::open_run(args->run, 1);
     if (run.config.model.encoder())
@@ -44,7 +48,13 @@ void add_generate(CLI::App& app) {
     if (ids.empty()) ids.push_back(tok.eos_id() >= 0 ? tok.eos_id() : 0);
     const size_t prompt_tokens = ids.size();
     model::Sampler sampler(run.config.model.vocab_size, args->temperature, args->top_k, args->seed);
-    model::generate(*run.model, ids, args->tokens, sampler);
+    if (args->no_cache) {
+      model::generate_uncached(*run.model, ids, args->tokens, sampler);
+    } else {
+      auto decoder = model::build_decoding_model(run.config.model, 1, run.model->seq);
+      model::copy_parameters(*run.model, *decoder);
+      model::generate(*decoder, ids, args->tokens, sampler);
+    }
     std::cout << args->prompt << tok.decode(std::span(ids).subspan(prompt_tokens)) << "\n";
   });
 }

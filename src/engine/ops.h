@@ -30,6 +30,7 @@ namespace normlab::engine {
   X(gated)         /* y = act(gate) ⊙ up, act = SiLU (SwiGLU) or GELU (GeGLU)          */ \
   X(rope)          /* rotary positions on q or k                                       */ \
   X(attention)     /* multi-head softmax attention, causal or bidirectional            */ \
+  X(cached_attention) /* causal attention of new positions over a key-value cache     */ \
   X(cross_entropy) /* mean −log softmax(logits)[target] over targets ≥ 0               */ \
   X(dropout)       /* inverted dropout, mask from a counter-based hash                 */ \
   X(scale_add)     /* y = a + s ⊙ b, s a learnable scalar, vector or per-head vector   */ \
@@ -68,7 +69,8 @@ const OpDef& op_def(OpKind kind);
 
 // --- builders (name = the output tensor's name; probes and tests look tensors up by it) ---
 TensorId embedding(Graph& g, const std::string& name, TensorId ids, TensorId table);
-TensorId position_add(Graph& g, const std::string& name, TensorId x, TensorId positions);
+// offset (i32 [1], optional): the chunk x starts at that position (decoding with a key-value cache).
+TensorId position_add(Graph& g, const std::string& name, TensorId x, TensorId positions, TensorId offset = kNoTensor);
 // centered: every output row minus its mean, folded into W and b (ops/linear.cpp; Pre-RMSNorm's efficient form).
 TensorId linear(Graph& g, const std::string& name, TensorId x, TensorId weight, TensorId bias, bool centered = false);
 TensorId layer_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, TensorId bias, double eps);
@@ -78,12 +80,17 @@ TensorId scale(Graph& g, const std::string& name, TensorId x, double c);
 TensorId gelu(Graph& g, const std::string& name, TensorId x);
 TensorId swiglu(Graph& g, const std::string& name, TensorId gate, TensorId up);
 TensorId geglu(Graph& g, const std::string& name, TensorId gate, TensorId up);
-TensorId rope(Graph& g, const std::string& name, TensorId x, int64_t heads, double base);
+TensorId rope(Graph& g, const std::string& name, TensorId x, int64_t heads, double base, TensorId offset = kNoTensor);
 // scale multiplies q·k (0 = the usual 1/√D); softcap > 0 applies c·tanh(s/c) to the scaled logits; causal = false:
 // every position attends to every position (an encoder); key_lengths (i32 [B], each in 1..T): batch row b attends
 // only to its first key_lengths[b] keys (padding). q, k, v share one shape: cross-attention pads both sides to T.
 TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads,
                    double scale = 0, double softcap = 0, bool causal = true, TensorId key_lengths = kNoTensor);
+// Decoding: causal attention of a chunk of new positions q, k, v [B, S, H·D] starting at position *position (i32 [1])
+// over every earlier position's keys and values, kept in the node's caches [B, capacity, H·D] between calls (see
+// ops/attention.cpp). Forward only.
+TensorId cached_attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, TensorId position,
+                          int64_t heads, int64_t capacity, double scale = 0, double softcap = 0);
 // smoothing ε: the target distribution is (1 − ε)·one-hot + ε/V (PyTorch's label_smoothing; Szegedy et al. 2016).
 TensorId cross_entropy(Graph& g, const std::string& name, TensorId logits, TensorId targets, double smoothing = 0);
 TensorId dropout(Graph& g, const std::string& name, TensorId x, double p);

@@ -31,6 +31,26 @@ int32_t Sampler::next(const float* logits) {
 }
 
 void generate(Model& m, std::vector<int32_t>& ids, int count, Sampler& sampler) {
+  if (m.batch != 1 || m.seq != 1 || m.cache_capacity < 1)
+    fail("internal: generate needs a decoding model for batch 1 and chunk 1");
+  if (m.graph.float_type() != engine::DType::f32) fail("internal: generate reads fp32 logits");
+  if (ids.empty()) fail("internal: generate needs at least one token to continue");
+  const size_t capacity = static_cast<size_t>(m.cache_capacity);
+  size_t start = ids.size() - std::min(ids.size(), capacity);  // ids[start] sits at position 0
+  size_t fed = start;                                          // ids[start..fed) are in the caches
+  const int32_t unused_target = 0;
+  for (int n = 0; n < count; ++n) {
+    if (ids.size() - start > capacity) fed = start = ids.size() - std::max<size_t>(capacity / 2, 1);
+    for (; fed < ids.size(); ++fed) {
+      m.set_position(static_cast<int>(fed - start));
+      m.set_batch(&ids[fed], &unused_target);
+      m.forward(false);
+    }
+    ids.push_back(sampler.next(m.graph.data<float>(m.logits)));
+  }
+}
+
+void generate_uncached(Model& m, std::vector<int32_t>& ids, int count, Sampler& sampler) {
   if (m.batch != 1) fail("internal: generate needs a model built for batch 1, got {}", m.batch);
   if (m.graph.float_type() != engine::DType::f32) fail("internal: generate reads fp32 logits");
   const size_t window = static_cast<size_t>(m.seq), vocab = static_cast<size_t>(m.config.vocab_size);

@@ -24,8 +24,16 @@ class Sampler {
   std::vector<double> weights_;
 };
 
-// Extends ids by `count` tokens from a model built for one row (batch 1). The context is the last
-// m.seq tokens; the window's tail padding cannot reach the last real position because the model is causal.
+// Extends ids by `count` tokens through a decoding model (build_decoding_model for batch 1, chunk 1): every token
+// is fed once, at its position, and the self-attention keys and values of the context stay in the model's caches,
+// so a new token costs one pass over one position. The context is the last m.cache_capacity tokens; absolute
+// positions cannot slide, so when the cache is full the last half of it is fed again from position 0 (the context
+// then holds between half and all of the window; generate_uncached always holds the whole window).
 void generate(Model& m, std::vector<int32_t>& ids, int count, Sampler& sampler);
+
+// The same by rerunning a model built for batch 1 on the last m.seq tokens for every new token (the tail padding of
+// the window cannot reach the last real position because the model is causal): `normlab generate --no-cache`, and
+// the reference the cached path is tested against.
+void generate_uncached(Model& m, std::vector<int32_t>& ids, int count, Sampler& sampler);
 
 }  // namespace normlab::model

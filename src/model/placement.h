@@ -35,6 +35,10 @@ struct Tower {
   bool causal = true;                        // self-attention sees only earlier positions
   TensorId key_lengths = engine::kNoTensor;  // the source's lengths [B]: padded keys are masked
   TensorId memory = engine::kNoTensor;       // decoder: the encoder's output, read by cross-attention
+  // Decoding with a key-value cache (build_decoding_model): self-attention keeps the keys and values of up to
+  // cache_capacity positions between forward passes, and the tokens of a pass start at position *position.
+  int cache_capacity = 0;
+  TensorId position = engine::kNoTensor;
   std::string prefix() const { return kind == single ? "" : kind == encoder ? "encoder." : "decoder."; }
   std::vector<Branch> branches() const {
     return kind == decoder ? std::vector{Branch::attn, Branch::cross, Branch::ffn}

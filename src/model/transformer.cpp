@@ -76,15 +76,19 @@ TensorId attention_branch(const SubLayer& s, TensorId x, const BranchStyle& styl
     logit_scale = 1.0;  // g replaces 1/√D
   }
   if (s.flag("v_norm")) v = per_head_norm(s, "v_norm", v);
+  const TensorId position = s.tower().position;
   if (c.positions == "rope" && !cross) {  // query and key positions are of different sequences across
-    q = eng::rope(g, p + ".q.rope", q, c.n_heads, c.rope_base);
-    k = eng::rope(g, p + ".k.rope", k, c.n_heads, c.rope_base);
+    q = eng::rope(g, p + ".q.rope", q, c.n_heads, c.rope_base, position);
+    k = eng::rope(g, p + ".k.rope", k, c.n_heads, c.rope_base, position);
   }
   // The source's padding is masked wherever its positions are keys: the encoder's self-attention and cross-attention.
   const bool causal = s.tower().causal && !cross;
   const TensorId key_lengths = causal ? eng::kNoTensor : s.tower().key_lengths;
-  TensorId heads =
-      eng::attention(g, p + ".heads", q, k, v, c.n_heads, logit_scale, s.number("attn_softcap"), causal, key_lengths);
+  const double softcap = s.number("attn_softcap");
+  TensorId heads = causal && s.tower().cache_capacity > 0
+                       ? eng::cached_attention(g, p + ".heads", q, k, v, position, c.n_heads, s.tower().cache_capacity,
+                                               logit_scale, softcap)
+                       : eng::attention(g, p + ".heads", q, k, v, c.n_heads, logit_scale, softcap, causal, key_lengths);
   auto head_scale = [&](TensorId t) {
     return eng::scale_add(g, p + ".head_scaled", eng::kNoTensor, t, s.vector("head_scale", c.n_heads, 1.0),
                           eng::ScaleMode::heads);
@@ -134,7 +138,7 @@ namespace {
 // tokens → embedding (× scale) (+ positions) (centered) (normed) (dropout). `stack` prefixes the names in an
 // encoder-decoder ("encoder." / "decoder."): each side has its own positions, the token table is shared.
 TensorId embed(Graph& g, const ModelConfig& c, const Placement& placement, TensorId tokens, TensorId table,
-               const std::string& stack = "") {
+               const std::string& stack = "", TensorId first_position = eng::kNoTensor) {
   const std::string e = stack + "embed";
   TensorId h = eng::embedding(g, e + ".tokens.out", tokens, table);
   const double sqrt_d = std::sqrt(static_cast<double>(c.d_model));
@@ -145,7 +149,7 @@ TensorId embed(Graph& g, const ModelConfig& c, const Placement& placement, Tenso
   }
   if (c.positions == "learned") {
     TensorId pos = g.parameter(e + ".positions.weight", Shape{c.max_seq_len, c.stream_width()}, Role::embedding, true);
-    h = eng::position_add(g, e + ".out", h, pos);
+    h = eng::position_add(g, e + ".out", h, pos, first_position);
   }
   if (placement.zero_mean_branch) h = eng::center(g, e + ".centered", h);
   if (c.embed_norm) h = make_norm(g, c, stack + "embed_norm", h);
@@ -174,17 +178,8 @@ TensorId run_stack(const Stack& stack, const Placement& placement, TensorId h, i
                    NormSpec{.dyt_alpha = alpha > 0 ? alpha : -1});
 }
 
-}  // namespace
-
-std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng::DType dtype, int skip_layer) {
-  auto m = build_unplanned_model(c, batch, seq, dtype, skip_layer);
-  m->graph.plan();
-  m->reset_source();
-  return m;
-}
-
-std::unique_ptr<Model> build_unplanned_model(const ModelConfig& c, int batch, int seq, eng::DType dtype,
-                                             int skip_layer) {
+std::unique_ptr<Model> build_graph(const ModelConfig& c, int batch, int seq, eng::DType dtype, int skip_layer,
+                                   int cache_capacity) {
   validate(c, "model");
   if (c.vocab_size <= 0) fail("model.vocab_size is not set (it normally comes from the prepared token data)");
   if (seq > c.max_seq_len) fail("sequence length {} exceeds model.max_seq_len = {}", seq, c.max_seq_len);
@@ -193,6 +188,10 @@ std::unique_ptr<Model> build_unplanned_model(const ModelConfig& c, int batch, in
   Graph& g = m->graph;
   m->tokens = g.input("tokens", Shape{batch, seq}, eng::DType::i32);
   m->targets = g.input("targets", Shape{batch, seq}, eng::DType::i32);
+  if (cache_capacity > 0) {
+    m->cache_capacity = cache_capacity;
+    m->position = g.input("position", Shape{1}, eng::DType::i32);
+  }
 
   TensorId table = g.parameter("embed.tokens.weight", Shape{c.vocab_size, c.stream_width()}, Role::embedding, true);
   TensorId h;
@@ -207,8 +206,13 @@ std::unique_ptr<Model> build_unplanned_model(const ModelConfig& c, int batch, in
     h = run_stack(Stack(g, c, m->landmarks, decoder), placement, embed(g, c, placement, m->tokens, table, "decoder."),
                   skip_layer);
   } else {
-    const Tower single{Tower::single, c.n_layers, !c.encoder()};
-    h = run_stack(Stack(g, c, m->landmarks, single), placement, embed(g, c, placement, m->tokens, table), skip_layer);
+    const Tower single{.kind = Tower::single,
+                       .layers = c.n_layers,
+                       .causal = !c.encoder(),
+                       .cache_capacity = cache_capacity,
+                       .position = m->position};
+    h = run_stack(Stack(g, c, m->landmarks, single), placement,
+                  embed(g, c, placement, m->tokens, table, "", m->position), skip_layer);
   }
   TensorId head = c.tied_embeddings
                       ? table
@@ -218,6 +222,31 @@ std::unique_ptr<Model> build_unplanned_model(const ModelConfig& c, int batch, in
   TensorId scored = cap > 0 ? eng::softcap(g, "logits.capped", m->logits, cap) : m->logits;
   m->loss = eng::cross_entropy(g, "loss", scored, m->targets, c.label_smoothing);
   if (cap > 0) m->logits = scored;
+  return m;
+}
+
+}  // namespace
+
+std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng::DType dtype, int skip_layer) {
+  auto m = build_unplanned_model(c, batch, seq, dtype, skip_layer);
+  m->graph.plan();
+  m->reset_source();
+  return m;
+}
+
+std::unique_ptr<Model> build_unplanned_model(const ModelConfig& c, int batch, int seq, eng::DType dtype,
+                                             int skip_layer) {
+  return build_graph(c, batch, seq, dtype, skip_layer, 0);
+}
+
+std::unique_ptr<Model> build_decoding_model(const ModelConfig& c, int batch, int capacity, int chunk,
+                                            eng::DType dtype) {
+  if (c.encoder() || c.encoder_decoder())
+    fail("internal: decoding with a key-value cache is defined for decoder-only models, not model.shape = {}", c.shape);
+  if (capacity > c.max_seq_len)
+    fail("a key-value cache of {} positions exceeds model.max_seq_len = {}", capacity, c.max_seq_len);
+  auto m = build_graph(c, batch, chunk, dtype, -1, capacity);
+  m->graph.plan();
   return m;
 }
 
@@ -254,6 +283,13 @@ void Model::set_source(const int32_t* source_ids, const int32_t* lengths) {
       fail("internal: source row {} has length {}; it must be in 1..{}", b, lengths[b], seq);
   std::copy_n(source_ids, static_cast<size_t>(batch) * static_cast<size_t>(seq), graph.data<int32_t>(source));
   std::copy_n(lengths, batch, graph.data<int32_t>(source_lengths));
+}
+
+void Model::set_position(int first) {
+  if (position == eng::kNoTensor) fail("internal: set_position on a model without a key-value cache");
+  if (first < 0 || first + seq > cache_capacity)
+    fail("internal: positions {}..{} do not fit a key-value cache of {}", first, first + seq - 1, cache_capacity);
+  *graph.data<int32_t>(position) = first;
 }
 
 void Model::reset_source() {

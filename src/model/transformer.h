@@ -30,12 +30,18 @@ struct Model {
   // encoder_decoder only: the source [batch, seq] (padded) and its lengths [batch].
   engine::TensorId source = engine::kNoTensor, source_lengths = engine::kNoTensor;
   engine::TensorId logits = engine::kNoTensor, loss = engine::kNoTensor;
+  // A decoding model only (build_decoding_model): how many positions its key-value caches hold, and the position of
+  // the first token of its input chunk (i32 [1]).
+  int cache_capacity = 0;
+  engine::TensorId position = engine::kNoTensor;
 
   Model(const ModelConfig& c, int b, int t, engine::DType dtype) : config(c), batch(b), seq(t), graph(dtype) {}
   // Copies B·T token ids and targets into the graph's inputs.
   void set_batch(const int32_t* token_ids, const int32_t* target_ids);
   // An encoder-decoder's source: B·T ids and B lengths, each in 1..T.
   void set_source(const int32_t* source_ids, const int32_t* lengths);
+  // A decoding model: the tokens of the next forward pass sit at positions first..first + seq − 1.
+  void set_position(int first);
   // Sets every source length to T, so that a freshly planned encoder-decoder runs before its first set_source.
   void reset_source();
   // Forward only, on the current inputs; returns the loss. training = true turns dropout on; the
@@ -52,6 +58,13 @@ std::unique_ptr<Model> build_model(const ModelConfig& config, int batch, int seq
 // is known to fit in memory. graph.plan() makes it usable.
 std::unique_ptr<Model> build_unplanned_model(const ModelConfig& config, int batch, int seq,
                                              engine::DType dtype = engine::DType::f32, int skip_layer = -1);
+// A decoder-only model for generation with a key-value cache: each forward pass reads `chunk` new tokens per row
+// (tokens [batch, chunk]) at positions p..p + chunk − 1 (Model::set_position(p)) and attends to every earlier
+// position's keys and values, kept from earlier passes in caches of `capacity` (≤ model.max_seq_len) positions.
+// Its logits equal the full model's at those positions as long as positions 0..p − 1 were fed before, in order.
+// Planned, with parameters at zero: copy_parameters() from a trained model. Inference only (no backward).
+std::unique_ptr<Model> build_decoding_model(const ModelConfig& config, int batch, int capacity, int chunk = 1,
+                                            engine::DType dtype = engine::DType::f32);
 // Copies every parameter of `to` from the parameter of the same name in `from`, converting between
 // precisions when the two models differ (an fp64 copy of an fp32 model).
 void copy_parameters(const Model& from, Model& to);

@@ -112,6 +112,14 @@ TEST(CliEndToEnd, PrepareTrainEvalGenerate) {
   EXPECT_EQ(again.out, r.out) << "sampling with a fixed seed is deterministic";
   r = run_cli({"generate", "--run", run.string(), "-n", "10", "-t", "0"}, tmp.path());
   EXPECT_EQ(r.exit_code, 0) << describe(r);
+  // Within the window of 16 tokens, greedy text is the same with and without the key-value cache.
+  const std::vector<std::string> greedy{"generate", "--run", run.string(), "-n", "8", "-t", "0", "-p", "And"};
+  r = run_cli(greedy, tmp.path());
+  std::vector<std::string> uncached = greedy;
+  uncached.push_back("--no-cache");
+  const auto recomputed = run_cli(uncached, tmp.path());
+  ASSERT_EQ(recomputed.exit_code, 0) << describe(recomputed);
+  EXPECT_EQ(recomputed.out, r.out);
 }
 
 TEST(CliResume, StopAfterThenResumeMatchesStraightRun) {

@@ -10,6 +10,7 @@
 
 #include "common/error.h"
 #include "model/crms_convert.h"
+#include "model/generic_weights.h"
 #include "model/init.h"
 #include "model/placement.h"
 #include "model/transformer.h"
@@ -41,25 +42,6 @@ std::unique_ptr<Model> build(const Json& config, eng::DType dtype) {
 
 std::vector<double> values(const eng::Graph& g, eng::TensorId id, bool grad = false) {
   return eng::to_f64(g, id, grad);
-}
-
-void set_values(eng::Graph& g, eng::TensorId id, const std::vector<double>& v) {
-  eng::dispatch_float(g.float_type(), [&]<typename T>() {
-    T* d = g.data<T>(id);
-    for (size_t i = 0; i < v.size(); ++i) d[i] = static_cast<T>(v[i]);
-  });
-}
-
-// Initialized by the placement's rule, then every parameter moved by N(0, 0.2), so gains, biases and
-// means are generic (a centered or unit-gain model would make some identities trivial).
-void init_generic(Model& m, uint64_t seed) {
-  initialize(m, seed);
-  for (eng::TensorId id : m.graph.parameters()) {
-    Rng rng(hash_string(m.graph.spec(id).name, seed + 1));
-    auto v = values(m.graph, id);
-    for (double& x : v) x += 0.2 * rng.normal();
-    set_values(m.graph, id, v);
-  }
 }
 
 void copy_weights(const Model& from, Model& to) {

@@ -29,7 +29,7 @@
 namespace normlab::engine {
 namespace {
 
-enum Slot { kQ, kK, kV, kKeyLengths };
+enum Slot { kQ, kK, kV, kKeyLengths, kPosition = kKeyLengths };
 
 struct Dims {
   int64_t batch, time, width, heads, dim;
@@ -51,6 +51,22 @@ T logit_scale(const Node& n, const Dims& d) {
   return n.attr.f[0] > 0 ? static_cast<T>(n.attr.f[0]) : T(1) / std::sqrt(static_cast<T>(d.dim));
 }
 
+// P's row from its logits S[0..width): the soft-cap (cap > 0), then the softmax over the keys 0..last; the masked keys
+// past `last` get probability 0.
+template <typename T>
+void softmax_row(T* row, int64_t last, int64_t width, T cap) {
+  if (cap > 0)
+    for (int64_t j = 0; j <= last; ++j) row[j] = cap * std::tanh(row[j] / cap);
+  T max = -std::numeric_limits<T>::infinity();
+#pragma omp simd reduction(max : max)
+  for (int64_t j = 0; j <= last; ++j) max = std::max(max, row[j]);
+  T sum = 0;
+#pragma omp simd reduction(+ : sum)
+  for (int64_t j = 0; j <= last; ++j) sum += (row[j] = fast_exp(row[j] - max));
+  for (int64_t j = 0; j <= last; ++j) row[j] /= sum;
+  std::fill(row + last + 1, row + width, T(0));
+}
+
 template <typename T>
 void forward_kernel(Graph& g, const Node& n) {
   const Dims d = dims_of(g, n);
@@ -65,20 +81,7 @@ void forward_kernel(Graph& g, const Node& n) {
       const int64_t offset = b * d.time * d.width + h * d.dim;
       T* p = probs + (b * d.heads + h) * d.time * d.time;
       gemm(false, true, d.time, d.time, d.dim, scale, q + offset, d.width, k + offset, d.width, T(0), p, d.time);
-      for (int64_t t = 0; t < d.time; ++t) {
-        T* row = p + t * d.time;
-        const int64_t last = last_key(n, d, lengths, b, t);
-        if (cap > 0)
-          for (int64_t j = 0; j <= last; ++j) row[j] = cap * std::tanh(row[j] / cap);
-        T max = -std::numeric_limits<T>::infinity();
-#pragma omp simd reduction(max : max)
-        for (int64_t j = 0; j <= last; ++j) max = std::max(max, row[j]);
-        T sum = 0;
-#pragma omp simd reduction(+ : sum)
-        for (int64_t j = 0; j <= last; ++j) sum += (row[j] = fast_exp(row[j] - max));
-        for (int64_t j = 0; j <= last; ++j) row[j] /= sum;
-        std::fill(row + last + 1, row + d.time, T(0));
-      }
+      for (int64_t t = 0; t < d.time; ++t) softmax_row(p + t * d.time, last_key(n, d, lengths, b, t), d.time, cap);
       gemm(false, false, d.time, d.dim, d.time, T(1), p, d.time, v + offset, d.width, T(0), out + offset, d.width);
     }
 }
@@ -135,9 +138,51 @@ void backward(Graph& g, const Node& n) {
   dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); });
 }
 
+// Decoding with a key-value cache (cached_attention): the node sees a chunk of S new positions, q, k, v [B, S, H·D],
+// whose first position is `pos` (the i32 [1] input). Their keys and values are written into the caches K̂, V̂
+// [B, C, H·D] at rows pos..pos+S−1 (rows before pos hold the earlier positions' keys and values, from earlier calls),
+// and the chunk's query t attends to cache rows 0..pos+t:
+//
+//   S = s·Q K̂[0..pos+S)ᵀ,   P = softmax(S + M) row-wise (M = −∞ on keys j > pos + t),   O = P V̂[0..pos+S)
+//
+// which is the causal attention above restricted to the chunk's rows: every position's keys and values are
+// computed once, so generating a token costs O(pos) attention instead of a whole forward pass over the window.
+// For decoding only: there is no backward (and nothing is saved for one).
+template <typename T>
+void cached_forward_kernel(Graph& g, const Node& n) {
+  const Dims d = dims_of(g, n);
+  const int64_t capacity = g.shape(n.saved[0])[1], pos = *g.data<int32_t>(n.in[kPosition]), keys = pos + d.time;
+  if (pos < 0 || keys > capacity)
+    fail("internal: cached attention at positions {}..{} overruns its cache of {}", pos, keys - 1, capacity);
+  const T scale = logit_scale<T>(n, d), cap = static_cast<T>(n.attr.f[1]);
+  const T *q = g.data<T>(n.in[kQ]), *k = g.data<T>(n.in[kK]), *v = g.data<T>(n.in[kV]);
+  T *k_cache = g.data<T>(n.saved[0]), *v_cache = g.data<T>(n.saved[1]), *out = g.data<T>(n.out);
+  for (int64_t b = 0; b < d.batch; ++b) {
+    const int64_t chunk = b * d.time * d.width, rows = (b * capacity + pos) * d.width;
+    std::copy_n(k + chunk, d.time * d.width, k_cache + rows);
+    std::copy_n(v + chunk, d.time * d.width, v_cache + rows);
+  }
+  const int threads = static_cast<int>(std::min<int64_t>(n.attr.i[1], omp_get_max_threads()));
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
+  for (int64_t b = 0; b < d.batch; ++b)
+    for (int64_t h = 0; h < d.heads; ++h) {
+      const int64_t offset = b * d.time * d.width + h * d.dim, cached = b * capacity * d.width + h * d.dim;
+      T* p = reinterpret_cast<T*>(g.workspace()) + omp_get_thread_num() * d.time * capacity;
+      gemm(false, true, d.time, keys, d.dim, scale, q + offset, d.width, k_cache + cached, d.width, T(0), p, keys);
+      for (int64_t t = 0; t < d.time; ++t) softmax_row(p + t * keys, pos + t, keys, cap);
+      gemm(false, false, d.time, d.dim, keys, T(1), p, keys, v_cache + cached, d.width, T(0), out + offset, d.width);
+    }
+}
+
+void cached_forward(Graph& g, const Node& n) {
+  dispatch_float(g.float_type(), [&]<typename T>() { cached_forward_kernel<T>(g, n); });
+}
+void cached_backward(Graph&, const Node&) { fail("internal: cached attention is for decoding; it has no backward"); }
+
 }  // namespace
 
 extern const OpKernels attention_kernels{forward, backward};
+extern const OpKernels cached_attention_kernels{cached_forward, cached_backward};
 
 TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads, double scale,
                    double softcap, bool causal, TensorId key_lengths) {
@@ -155,6 +200,31 @@ TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, Te
   n.attr.i[2] = causal;
   n.attr.f = {scale, softcap, 0, 0};
   n.workspace_bytes = static_cast<size_t>(n.attr.i[1] * 2 * s[1] * s[1]) * dtype_size(g.float_type());
+  g.record(n);
+  return n.out;
+}
+
+}  // namespace normlab::engine
+
+namespace normlab::engine {
+
+TensorId cached_attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, TensorId position,
+                          int64_t heads, int64_t capacity, double scale, double softcap) {
+  const Shape& s = g.shape(q);
+  if (s.rank != 3 || s[2] % heads != 0) fail("attention needs [B,T,H·D] inputs; got {} with {} heads", s.str(), heads);
+  if (g.shape(k) != s || g.shape(v) != s) fail("internal: attention's q, k, v differ in shape");
+  if (g.spec(position).dtype != DType::i32 || g.shape(position) != Shape{1})
+    fail("internal: cached attention's position must be i32 [1]");
+  if (capacity < s[1]) fail("internal: a key-value cache of {} positions cannot hold a chunk of {}", capacity, s[1]);
+  Node n = make_node(OpKind::cached_attention, q, k, v);
+  n.in[kPosition] = position;
+  n.out = g.activation(name, s, false);
+  n.saved[0] = g.activation(name + ".k_cache", Shape{s[0], capacity, s[2]}, false);
+  n.saved[1] = g.activation(name + ".v_cache", Shape{s[0], capacity, s[2]}, false);
+  n.attr.i[0] = heads;
+  n.attr.i[1] = omp_get_max_threads();  // workspace slices planned for this many threads
+  n.attr.f = {scale, softcap, 0, 0};
+  n.workspace_bytes = static_cast<size_t>(n.attr.i[1] * s[1] * capacity) * dtype_size(g.float_type());
   g.record(n);
   return n.out;
 }

@@ -1,7 +1,8 @@
 // Token embedding and learned absolute positions.
 //
 // embedding:     out[r] = E[id_r]                 ∂L/∂E[v] = Σ_{r: id_r = v} g[r]
-// position_add:  out[b,t] = x[b,t] + P[t]         ∂L/∂x = g,  ∂L/∂P[t] = Σ_b g[b,t]
+// position_add:  out[b,t] = x[b,t] + P[o+t]       ∂L/∂x = g,  ∂L/∂P[o+t] = Σ_b g[b,t]
+//   (o = 0, or the chunk's first position when decoding with a key-value cache)
 //
 // The scatter-add into E is parallel over column blocks (each thread owns a slice of every row),
 // so it needs no atomics and its sums do not depend on the thread count.
@@ -37,11 +38,21 @@ void embedding_backward_kernel(Graph& g, const Node& n) {
   }
 }
 
+// The row of P at the chunk's first position.
+template <typename T>
+T* first_position(Graph& g, const Node& n, T* table) {
+  const int64_t offset = n.in[2] == kNoTensor ? 0 : *g.data<int32_t>(n.in[2]);
+  const int64_t time = g.shape(n.out)[1], positions = g.shape(n.in[1])[0];
+  if (offset < 0 || offset + time > positions)
+    fail("internal: positions {}..{} are outside the table of {}", offset, offset + time - 1, positions);
+  return table + offset * g.shape(n.in[1])[1];
+}
+
 template <typename T>
 void position_forward_kernel(Graph& g, const Node& n) {
   const Shape& s = g.shape(n.out);
   const int64_t batch = s[0], time = s[1], d = s[2];
-  const T *x = g.data<T>(n.in[0]), *pos = g.data<T>(n.in[1]);
+  const T *x = g.data<T>(n.in[0]), *pos = first_position(g, n, g.data<T>(n.in[1]));
   T* out = g.data<T>(n.out);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < batch; ++b)
@@ -60,7 +71,7 @@ void position_backward_kernel(Graph& g, const Node& n) {
     for (int64_t i = 0; i < batch * time * d; ++i) dx[i] += dout[i];
   }
   if (g.requires_grad(n.in[1])) {
-    T* dpos = g.grad<T>(n.in[1]);
+    T* dpos = first_position(g, n, g.grad<T>(n.in[1]));
 #pragma omp parallel for schedule(static)
     for (int64_t t = 0; t < time; ++t)
       for (int64_t b = 0; b < batch; ++b)
@@ -96,8 +107,8 @@ TensorId embedding(Graph& g, const std::string& name, TensorId ids, TensorId tab
   return n.out;
 }
 
-TensorId position_add(Graph& g, const std::string& name, TensorId x, TensorId positions) {
-  Node n = make_node(OpKind::position_add, x, positions);
+TensorId position_add(Graph& g, const std::string& name, TensorId x, TensorId positions, TensorId offset) {
+  Node n = make_node(OpKind::position_add, x, positions, offset);
   n.out = like(g, name, x, {x, positions});
   g.record(n);
   return n.out;

@@ -8,7 +8,8 @@
 //
 //   ∂L/∂a = g_a cos + g_b sin,   ∂L/∂b = −g_a sin + g_b cos
 //
-// The cos/sin table [T, D/2] is rebuilt each forward (it is tiny) and kept for the backward pass.
+// The cos/sin table [T, D/2] is rebuilt each forward (it is tiny) and kept for the backward pass. When decoding
+// with a key-value cache, the chunk x starts at position o (the optional i32 [1] input) and t counts from o.
 #include <cmath>
 
 #include "engine/ops.h"
@@ -45,11 +46,12 @@ template <typename T>
 void forward_kernel(Graph& g, const Node& n) {
   const Shape& s = g.shape(n.out);
   const int64_t time = s[1], dim = s[2] / n.attr.i[0], half = dim / 2;
+  const int64_t first = n.in[1] == kNoTensor ? 0 : *g.data<int32_t>(n.in[1]);
   T* table = g.data<T>(n.saved[0]);
   for (int64_t t = 0; t < time; ++t)
     for (int64_t j = 0; j < half; ++j) {
-      const double angle =
-          static_cast<double>(t) * std::pow(n.attr.f[0], -2.0 * static_cast<double>(j) / static_cast<double>(dim));
+      const double angle = static_cast<double>(first + t) *
+                           std::pow(n.attr.f[0], -2.0 * static_cast<double>(j) / static_cast<double>(dim));
       table[(t * half + j) * 2] = static_cast<T>(std::cos(angle));
       table[(t * half + j) * 2 + 1] = static_cast<T>(std::sin(angle));
     }
@@ -72,11 +74,11 @@ void backward(Graph& g, const Node& n) {
 
 extern const OpKernels rope_kernels{forward, backward};
 
-TensorId rope(Graph& g, const std::string& name, TensorId x, int64_t heads, double base) {
+TensorId rope(Graph& g, const std::string& name, TensorId x, int64_t heads, double base, TensorId offset) {
   const Shape& s = g.shape(x);
   if (s.rank != 3 || s[2] % heads != 0 || (s[2] / heads) % 2 != 0)
     fail("rope needs [B,T,H·D] with an even head size D; got {} with {} heads", s.str(), heads);
-  Node n = make_node(OpKind::rope, x);
+  Node n = make_node(OpKind::rope, x, offset);
   n.out = like(g, name, x, {x});
   n.saved[0] = g.activation(name + ".cos_sin", Shape{s[1], s[2] / heads / 2, 2}, false);
   n.attr.i[0] = heads;
