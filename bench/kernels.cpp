@@ -81,13 +81,27 @@ double triad_gb_per_s(const Options& o) {
   return 3.0 * 4.0 * static_cast<double>(n) / seconds / 1e9;
 }
 
-// x·Wᵀ at the given GEMM precision (bf16: the operands' conversion is included, as a training step pays it).
-double gemm_gflops(const Options& o, int64_t m, int64_t n, int64_t k, engine::GemmPrecision precision) {
+// One GEMM of a linear layer at the given precision (bf16: the operands' conversion is included, as a training step
+// pays it). With x [m, k] and W [n, k]: forward y = x·Wᵀ [m, n]; the backward's ∂x = ∂y·W [m, k] and
+// ∂W += ∂yᵀ·x [n, k] (accumulated, as the tape does), each named by its own m × n × k.
+enum class Pass { forward, input_grad, weight_grad };
+
+double gemm_gflops(const Options& o, int64_t m, int64_t n, int64_t k, engine::GemmPrecision precision, Pass pass) {
   const engine::ScopedGemmPrecision scope(precision);
   std::vector<float> a(static_cast<size_t>(m * k), 0.5f), b(static_cast<size_t>(k * n), 0.25f),
       c(static_cast<size_t>(m * n));
   const double seconds = best_seconds(o.repeats / 4 + 1, [&] {
-    engine::gemm(false, true, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c.data(), n);
+    switch (pass) {  // the same m × n × k product, its operands stored as the tape stores them
+      case Pass::forward:
+        engine::gemm(false, true, m, n, k, 1.0f, a.data(), k, b.data(), k, 0.0f, c.data(), n);
+        break;
+      case Pass::input_grad:
+        engine::gemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
+        break;
+      case Pass::weight_grad:
+        engine::gemm(true, false, m, n, k, 1.0f, a.data(), m, b.data(), n, 1.0f, c.data(), n);
+        break;
+    }
   });
   return 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) / seconds / 1e9;
 }
@@ -146,14 +160,24 @@ int run(const Options& o) {
   // The small model's linear layers at B·T = 2048 rows (bench/README.md), a square one, the small model's LM head
   // and one attention head of the study-size model; bf16 beside fp32 where the CPU has bf16 hardware.
   const bool bf16 = engine::cpu_has_bf16();
-  for (auto [m, n, k] : {std::array<int64_t, 3>{2048, 1024, 256},
-                         {2048, 256, 1024},
-                         {2048, 768, 256},
-                         {1024, 1024, 1024},
-                         {2048, 8192, 256},
-                         {64, 64, 16}}) {
-    nlohmann::json g{{"m", m}, {"n", n}, {"k", k}, {"gflops", gemm_gflops(o, m, n, k, engine::GemmPrecision::fp32)}};
-    if (bf16) g["bf16_gflops"] = gemm_gflops(o, m, n, k, engine::GemmPrecision::bf16);
+  // The small model's fc1 forward and its two backward GEMMs (∂x = ∂y·W: 2048 × 256 × 1024, ∂W += ∂yᵀ·x:
+  // 1024 × 256 × 2048), fc2's forward, a square one, the LM head, one attention head of the study-size model.
+  const std::array<std::tuple<int64_t, int64_t, int64_t, Pass>, 8> shapes{{{2048, 1024, 256, Pass::forward},
+                                                                           {2048, 256, 1024, Pass::input_grad},
+                                                                           {1024, 256, 2048, Pass::weight_grad},
+                                                                           {2048, 256, 1024, Pass::forward},
+                                                                           {2048, 768, 256, Pass::forward},
+                                                                           {1024, 1024, 1024, Pass::forward},
+                                                                           {2048, 8192, 256, Pass::forward},
+                                                                           {64, 64, 16, Pass::forward}}};
+  for (auto [m, n, k, pass] : shapes) {
+    const char* name = pass == Pass::forward ? "x·Wᵀ" : pass == Pass::input_grad ? "∂y·W" : "∂W += ∂yᵀ·x";
+    nlohmann::json g{{"m", m},
+                     {"n", n},
+                     {"k", k},
+                     {"pass", name},
+                     {"gflops", gemm_gflops(o, m, n, k, engine::GemmPrecision::fp32, pass)}};
+    if (bf16) g["bf16_gflops"] = gemm_gflops(o, m, n, k, engine::GemmPrecision::bf16, pass);
     gemms.push_back(g);
   }
   nlohmann::json norms = nlohmann::json::array();
@@ -175,8 +199,9 @@ int run(const Options& o) {
                line["cpu"]["isa"].dump().c_str());
   std::fprintf(stderr, "STREAM triad: %.1f GB/s\n", triad);
   for (const auto& gm : gemms)
-    std::fprintf(stderr, "gemm %ld x %ld x %ld: fp32 %.1f GFLOP/s, bf16 %s\n", gm["m"].get<long>(), gm["n"].get<long>(),
-                 gm["k"].get<long>(), gm["gflops"].get<double>(),
+    std::fprintf(stderr, "gemm %ld x %ld x %ld (%s): fp32 %.1f GFLOP/s, bf16 %s\n", gm["m"].get<long>(),
+                 gm["n"].get<long>(), gm["k"].get<long>(), gm["pass"].get<std::string>().c_str(),
+                 gm["gflops"].get<double>(),
                  gm.contains("bf16_gflops") ? fmt::format("{:.1f} GFLOP/s", gm["bf16_gflops"].get<double>()).c_str()
                                             : "(no bf16 hardware)");
   for (const auto& nm : norms)

@@ -2,6 +2,9 @@
 // Each subcommand registers its options on the app and returns nothing; its action runs from
 // CLI11's callback. Failures throw normlab::Error, which main() prints as one line.
 #include <CLI/CLI.hpp>
+#include <string>
+
+#include "model/transformer.h"
 
 namespace normlab::cli {
 
@@ -17,5 +20,10 @@ void add_probe(CLI::App& app);
 void add_study(CLI::App& app);
 void add_sweep(CLI::App& app);
 void add_serve(CLI::App& app);
+
+// eval's and generate's inference-time approximations (model::InferenceOptions): --attn-top-k, --norm-sample.
+void add_inference_options(CLI::App* cmd, model::InferenceOptions& options);
+// Sets them on a model of run `run`, refusing a --norm-sample that no norm of the model would use.
+void apply_inference_options(model::Model& m, const model::InferenceOptions& options, const std::string& run);
 
 }  // namespace normlab::cli

@@ -1,4 +1,6 @@
 // normlab generate: sample text from a run's checkpoint.
+#include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <iostream>
 
@@ -21,6 +23,7 @@ void add_generate(CLI::App& app) {
     double temperature = 0.8;
     uint64_t seed = 1;
     bool no_cache = false;
+    model::InferenceOptions inference;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("generate", "sample text from a run's checkpoint");
@@ -33,6 +36,7 @@ void add_generate(CLI::App& app) {
   cmd->add_flag("--no-cache", args->no_cache,
                 "rerun the whole window for every token instead of keeping each position's keys and values (slower; "
                 "the context then always holds the last train.seq_len tokens)");
+  add_inference_options(cmd, args->inference);
   cmd->callback([args] {
     train::Run run = train::open_run(args->run, 1);
     if (run.config.model.encoder())
@@ -48,15 +52,46 @@ void add_generate(CLI::App& app) {
     if (ids.empty()) ids.push_back(tok.eos_id() >= 0 ? tok.eos_id() : 0);
     const size_t prompt_tokens = ids.size();
     model::Sampler sampler(run.config.model.vocab_size, args->temperature, args->top_k, args->seed);
+    const auto start = std::chrono::steady_clock::now();
     if (args->no_cache) {
+      apply_inference_options(*run.model, args->inference, args->run);
       model::generate_uncached(*run.model, ids, args->tokens, sampler);
     } else {
       auto decoder = model::build_decoding_model(run.config.model, 1, run.model->seq);
       model::copy_parameters(*run.model, *decoder);
+      apply_inference_options(*decoder, args->inference, args->run);
       model::generate(*decoder, ids, args->tokens, sampler);
     }
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::cout << args->prompt << tok.decode(std::span(ids).subspan(prompt_tokens)) << "\n";
+    std::cerr << fmt::format(
+        "generated {} tokens in {:.2f} s ({:.0f} tokens/s, {}; reading the {}-token prompt included)\n", args->tokens,
+        seconds, args->tokens / std::max(seconds, 1e-9),
+        args->no_cache ? "the whole window rerun per token" : "key-value cache", prompt_tokens);
   });
+}
+
+}  // namespace normlab::cli
+
+namespace normlab::cli {
+
+void add_inference_options(CLI::App* cmd, model::InferenceOptions& options) {
+  cmd->add_option("--attn-top-k", options.attn_top_k,
+                  "approximate attention: each query keeps only its k largest logits (0 = every key)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--norm-sample", options.norm_sample,
+                  "approximate LayerNorm/RMSNorm statistics from every s-th feature (1 = every feature)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+}
+
+void apply_inference_options(model::Model& m, const model::InferenceOptions& options, const std::string& run) {
+  const auto [attention, norms] = model::set_inference_options(m, options);
+  if (options.norm_sample > 1 && norms == 0)
+    fail("--norm-sample {}: run {} has no LayerNorm or RMSNorm (model.norm.type = {}), whose statistics it samples",
+         options.norm_sample, run, m.config.norm.type);
+  if (options.attn_top_k > 0 && attention == 0) fail("--attn-top-k: run {} has no attention", run);
 }
 
 }  // namespace normlab::cli

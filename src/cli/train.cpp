@@ -94,9 +94,11 @@ void add_eval(CLI::App& app) {
     std::string run;
     int batches = 32;
     std::string logits;
+    model::InferenceOptions inference;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("eval", "validation loss of a run's checkpoint");
+  add_inference_options(cmd, args->inference);
   cmd->add_option("-r,--run", args->run, "run directory")->required();
   cmd->add_option("--batches", args->batches, "evaluation batches")->capture_default_str();
   cmd->add_option("--logits", args->logits,
@@ -105,6 +107,7 @@ void add_eval(CLI::App& app) {
                   "of tools/to_torch.py");
   cmd->callback([args] {
     train::Run run = train::open_run(args->run);
+    apply_inference_options(*run.model, args->inference, args->run);
     const train::Evaluation evaluation = train::evaluate(*run.model, *run.loader, args->batches);
     const double loss = evaluation.loss;
     if (!args->logits.empty()) {

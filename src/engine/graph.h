@@ -116,6 +116,9 @@ class Graph {
   std::span<std::byte> parameter_block() const { return {parameter_base_, parameter_bytes_}; }
   std::span<std::byte> gradient_block() const { return {gradient_base_, parameter_bytes_}; }
   const std::vector<Node>& nodes() const { return nodes_; }
+  // The nodes, for changing attributes after the build (inference-time options); which tensors a node reads and
+  // writes is fixed once the graph is planned.
+  std::span<Node> nodes_to_adjust() { return nodes_; }
   size_t tensor_count() const { return tensors_.size(); }
   size_t parameter_count() const;  // scalars
   size_t arena_bytes() const {

@@ -250,6 +250,23 @@ std::unique_ptr<Model> build_decoding_model(const ModelConfig& c, int batch, int
   return m;
 }
 
+std::pair<int, int> set_inference_options(Model& m, const InferenceOptions& options) {
+  if (options.attn_top_k < 0) fail("the attention top-k must be ≥ 0 (0 keeps every key), got {}", options.attn_top_k);
+  if (options.norm_sample < 1)
+    fail("the norm statistics' sampling stride must be ≥ 1 (1 uses every feature), got {}", options.norm_sample);
+  int attention = 0, norms = 0;
+  for (eng::Node& n : m.graph.nodes_to_adjust()) {
+    if (n.op == eng::OpKind::attention || n.op == eng::OpKind::cached_attention) {
+      n.attr.i[3] = options.attn_top_k;
+      ++attention;
+    } else if (n.op == eng::OpKind::layer_norm || n.op == eng::OpKind::rms_norm) {
+      n.attr.i[3] = options.norm_sample;
+      ++norms;
+    }
+  }
+  return {attention, norms};
+}
+
 void copy_parameters(const Model& from, Model& to) {
   for (TensorId id : to.graph.parameters()) {
     const eng::TensorSpec& dst = to.graph.spec(id);

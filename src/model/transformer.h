@@ -7,6 +7,7 @@
 // tokens (−1 on padding). Parameter tensors carry the documented names and their roles for initialization.
 #include <array>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "engine/graph.h"
@@ -65,6 +66,16 @@ std::unique_ptr<Model> build_unplanned_model(const ModelConfig& config, int batc
 // Planned, with parameters at zero: copy_parameters() from a trained model. Inference only (no backward).
 std::unique_ptr<Model> build_decoding_model(const ModelConfig& config, int batch, int capacity, int chunk = 1,
                                             engine::DType dtype = engine::DType::f32);
+// Approximations for inference (`normlab eval` and `generate` options; issue 14's efficient-norm direction for long
+// sequences), set on a built model: top-k sparse attention (each query keeps its attn_top_k largest logits; 0 = all)
+// and sampled norm statistics (LayerNorm's μ and v, RMSNorm's mean square, from every norm_sample-th feature; 1 =
+// all). Sampled statistics have no backward: such a model cannot train.
+struct InferenceOptions {
+  int attn_top_k = 0;
+  int norm_sample = 1;
+};
+// Returns how many attention and how many LayerNorm/RMSNorm nodes it set.
+std::pair<int, int> set_inference_options(Model& m, const InferenceOptions& options);
 // Copies every parameter of `to` from the parameter of the same name in `from`, converting between
 // precisions when the two models differ (an fp64 copy of an fp32 model).
 void copy_parameters(const Model& from, Model& to);

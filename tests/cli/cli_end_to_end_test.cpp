@@ -103,6 +103,15 @@ TEST(CliEndToEnd, PrepareTrainEvalGenerate) {
   EXPECT_NE(r.out.find(fmt::format("the val split's unigram cross-entropy {:.4f}", val_xent)), std::string::npos)
       << describe(r);
 
+  // The inference-time approximations: top-k attention over all 16 keys is the dense model; sampled LayerNorm
+  // statistics change the loss; and a sampled norm cannot train, so eval alone takes them.
+  const std::string loss_line = r.out.substr(0, r.out.find(" (perplexity"));
+  auto approx = run_cli({"eval", "--run", run.string(), "--batches", "2", "--attn-top-k", "16"}, tmp.path());
+  EXPECT_EQ(approx.out.substr(0, approx.out.find(" (perplexity")), loss_line) << describe(approx);
+  approx = run_cli({"eval", "--run", run.string(), "--batches", "2", "--norm-sample", "4"}, tmp.path());
+  ASSERT_EQ(approx.exit_code, 0) << describe(approx);
+  EXPECT_NE(approx.out.substr(0, approx.out.find(" (perplexity")), loss_line) << describe(approx);
+
   r = run_cli({"generate", "--run", run.string(), "-n", "10", "--seed", "3", "-p", "And the"}, tmp.path());
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_TRUE(r.out.starts_with("And the")) << describe(r);

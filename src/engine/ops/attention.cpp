@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "engine/fast_math.h"
@@ -52,17 +53,26 @@ T logit_scale(const Node& n, const Dims& d) {
 }
 
 // P's row from its logits S[0..width): the soft-cap (cap > 0), then the softmax over the keys 0..last; the masked keys
-// past `last` get probability 0.
+// past `last` get probability 0. top_k > 0 (an inference-time option, Model's InferenceOptions): only the top_k largest
+// logits keep a probability (all of those tied with the k-th), the rest are masked like the keys past `last`, so
+// the backward below holds unchanged; scratch holds last + 1 values for the selection.
 template <typename T>
-void softmax_row(T* row, int64_t last, int64_t width, T cap) {
+void softmax_row(T* row, int64_t last, int64_t width, T cap, int64_t top_k, T* scratch) {
   if (cap > 0)
     for (int64_t j = 0; j <= last; ++j) row[j] = cap * std::tanh(row[j] / cap);
+  T threshold = -std::numeric_limits<T>::infinity();
+  if (top_k > 0 && top_k <= last) {
+    std::copy(row, row + last + 1, scratch);
+    std::nth_element(scratch, scratch + top_k - 1, scratch + last + 1, std::greater<T>());
+    threshold = scratch[top_k - 1];
+  }
   T max = -std::numeric_limits<T>::infinity();
 #pragma omp simd reduction(max : max)
   for (int64_t j = 0; j <= last; ++j) max = std::max(max, row[j]);
   T sum = 0;
 #pragma omp simd reduction(+ : sum)
-  for (int64_t j = 0; j <= last; ++j) sum += (row[j] = fast_exp(row[j] - max));
+  for (int64_t j = 0; j <= last; ++j)
+    sum += (row[j] = row[j] < threshold ? T(0) : fast_exp(row[j] - max));  // NaN stays NaN
   for (int64_t j = 0; j <= last; ++j) row[j] /= sum;
   std::fill(row + last + 1, row + width, T(0));
 }
@@ -75,13 +85,16 @@ void forward_kernel(Graph& g, const Node& n) {
   T* out = g.data<T>(n.out);
   T* probs = g.data<T>(n.saved[0]);
   const int32_t* lengths = key_lengths_of(g, n);
-#pragma omp parallel for collapse(2) schedule(static)
+  const int threads = static_cast<int>(std::min<int64_t>(n.attr.i[1], omp_get_max_threads()));
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t h = 0; h < d.heads; ++h) {
       const int64_t offset = b * d.time * d.width + h * d.dim;
       T* p = probs + (b * d.heads + h) * d.time * d.time;
+      T* scratch = reinterpret_cast<T*>(g.workspace()) + omp_get_thread_num() * 2 * d.time * d.time;
       gemm(false, true, d.time, d.time, d.dim, scale, q + offset, d.width, k + offset, d.width, T(0), p, d.time);
-      for (int64_t t = 0; t < d.time; ++t) softmax_row(p + t * d.time, last_key(n, d, lengths, b, t), d.time, cap);
+      for (int64_t t = 0; t < d.time; ++t)
+        softmax_row(p + t * d.time, last_key(n, d, lengths, b, t), d.time, cap, n.attr.i[3], scratch);
       gemm(false, false, d.time, d.dim, d.time, T(1), p, d.time, v + offset, d.width, T(0), out + offset, d.width);
     }
 }
@@ -167,9 +180,10 @@ void cached_forward_kernel(Graph& g, const Node& n) {
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t h = 0; h < d.heads; ++h) {
       const int64_t offset = b * d.time * d.width + h * d.dim, cached = b * capacity * d.width + h * d.dim;
-      T* p = reinterpret_cast<T*>(g.workspace()) + omp_get_thread_num() * d.time * capacity;
+      T* p = reinterpret_cast<T*>(g.workspace()) + omp_get_thread_num() * (d.time + 1) * capacity;
+      T* scratch = p + d.time * capacity;
       gemm(false, true, d.time, keys, d.dim, scale, q + offset, d.width, k_cache + cached, d.width, T(0), p, keys);
-      for (int64_t t = 0; t < d.time; ++t) softmax_row(p + t * keys, pos + t, keys, cap);
+      for (int64_t t = 0; t < d.time; ++t) softmax_row(p + t * keys, pos + t, keys, cap, n.attr.i[3], scratch);
       gemm(false, false, d.time, d.dim, keys, T(1), p, keys, v_cache + cached, d.width, T(0), out + offset, d.width);
     }
 }
@@ -224,7 +238,7 @@ TensorId cached_attention(Graph& g, const std::string& name, TensorId q, TensorI
   n.attr.i[0] = heads;
   n.attr.i[1] = omp_get_max_threads();  // workspace slices planned for this many threads
   n.attr.f = {scale, softcap, 0, 0};
-  n.workspace_bytes = static_cast<size_t>(n.attr.i[1] * s[1] * capacity) * dtype_size(g.float_type());
+  n.workspace_bytes = static_cast<size_t>(n.attr.i[1] * (s[1] + 1) * capacity) * dtype_size(g.float_type());
   g.record(n);
   return n.out;
 }

@@ -7,6 +7,9 @@
 //   ∂L/∂x = r · [ ĝ − mean(ĝ) − x̂ · mean(ĝ ⊙ x̂) ]      (zero-mean, and divided by the input's σ)
 //   ∂L/∂γ = Σ_rows g ⊙ x̂,    ∂L/∂β = Σ_rows g
 //
+// Sampled statistics (an inference-time option, Model's InferenceOptions: every s-th feature, i = 0, s, 2s, ...)
+// estimate μ and v from d/s features instead of d; they have no backward here.
+//
 // Saved for backward: μ and r per row. γ and β are optional (non-affine or bias-free LayerNorm). The row sums
 // are `omp simd` reductions: summed across vector lanes in an order fixed by the build, the same for any thread
 // count, and at vector speed (a strict left-to-right sum runs at one add per add-latency).
@@ -14,6 +17,7 @@
 // Fused with the residual add in front of it (add_layer_norm; Graph::plan pairs them, see fusion.h):
 // x = α·a + β·b is formed row by row and normalized while the row is in cache, and backward hands the row's
 // finished ∂L/∂x straight on as α·∂L/∂x and β·∂L/∂x. The arithmetic is the two ops', in the same order.
+#include <algorithm>
 #include <cmath>
 
 #include "engine/fusion.h"
@@ -30,6 +34,8 @@ template <typename T>
 void forward_kernel(Graph& g, const Node& n, const Node* sum) {
   const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
   const T eps = static_cast<T>(n.attr.f[0]);
+  const int64_t stride = std::max<int64_t>(n.attr.i[3], 1);
+  const T sampled = static_cast<T>((d + stride - 1) / stride);
   const FusedSum<T> producer(g, sum);
   const T* x = g.data<T>(n.in[kX]);
   const T* gain = n.in[kGain] == kNoTensor ? nullptr : g.data<T>(n.in[kGain]);
@@ -42,14 +48,20 @@ void forward_kernel(Graph& g, const Node& n, const Node* sum) {
     if (sum) producer.forward_row(r, d);
     const T* xr = x + r * d;
     T* yr = y + r * d;
-    T mu = 0;
+    T mu = 0, var = 0;
+    if (stride == 1) {
 #pragma omp simd reduction(+ : mu)
-    for (int64_t i = 0; i < d; ++i) mu += xr[i];
-    mu /= static_cast<T>(d);
-    T var = 0;
+      for (int64_t i = 0; i < d; ++i) mu += xr[i];
+      mu /= static_cast<T>(d);
 #pragma omp simd reduction(+ : var)
-    for (int64_t i = 0; i < d; ++i) var += (xr[i] - mu) * (xr[i] - mu);
-    var /= static_cast<T>(d);
+      for (int64_t i = 0; i < d; ++i) var += (xr[i] - mu) * (xr[i] - mu);
+      var /= static_cast<T>(d);
+    } else {
+      for (int64_t i = 0; i < d; i += stride) mu += xr[i];
+      mu /= sampled;
+      for (int64_t i = 0; i < d; i += stride) var += (xr[i] - mu) * (xr[i] - mu);
+      var /= sampled;
+    }
     const T rs = T(1) / std::sqrt(var + eps);
     mean[r] = mu;
     rstd[r] = rs;
@@ -62,6 +74,7 @@ void forward_kernel(Graph& g, const Node& n, const Node* sum) {
 
 template <typename T>
 void backward_kernel(Graph& g, const Node& n, const Node* sum) {
+  if (n.attr.i[3] > 1) fail("internal: a norm with sampled statistics (an inference-time option) has no backward");
   const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
   const FusedSum<T> producer(g, sum);
   const T* x = g.data<T>(n.in[kX]);

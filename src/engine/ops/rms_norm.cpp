@@ -7,8 +7,11 @@
 //
 //   ∂L/∂x = r · [ ĝ − x̂ · mean(ĝ ⊙ x̂) ],    ∂L/∂γ = Σ_rows g ⊙ x̂
 //
+// Sampled statistics (an inference-time option, as in layer_norm.cpp): m from every s-th feature; no backward.
+//
 // Saved for backward: r per row. γ is optional (a non-affine RMSNorm). The row sums are `omp simd` reductions,
 // as in layer_norm.cpp. Fused with the residual add in front of it: add_rms_norm (fusion.h).
+#include <algorithm>
 #include <cmath>
 
 #include "engine/fusion.h"
@@ -25,6 +28,8 @@ template <typename T>
 void forward_kernel(Graph& g, const Node& n, const Node* sum) {
   const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
   const T eps = static_cast<T>(n.attr.f[0]), offset = static_cast<T>(n.attr.f[1]);
+  const int64_t stride = std::max<int64_t>(n.attr.i[3], 1);
+  const T sampled = static_cast<T>((d + stride - 1) / stride);
   const FusedSum<T> producer(g, sum);
   const T* x = g.data<T>(n.in[kX]);
   const T* gain = n.in[kGain] == kNoTensor ? nullptr : g.data<T>(n.in[kGain]);
@@ -36,9 +41,15 @@ void forward_kernel(Graph& g, const Node& n, const Node* sum) {
     const T* xr = x + r * d;
     T* yr = y + r * d;
     T ms = 0;
+    if (stride == 1) {
 #pragma omp simd reduction(+ : ms)
-    for (int64_t i = 0; i < d; ++i) ms += xr[i] * xr[i];
-    const T rs = T(1) / std::sqrt(ms / static_cast<T>(d) + eps);
+      for (int64_t i = 0; i < d; ++i) ms += xr[i] * xr[i];
+      ms /= static_cast<T>(d);
+    } else {
+      for (int64_t i = 0; i < d; i += stride) ms += xr[i] * xr[i];
+      ms /= sampled;
+    }
+    const T rs = T(1) / std::sqrt(ms + eps);
     rstd[r] = rs;
     for (int64_t i = 0; i < d; ++i) yr[i] = (gain ? gain[i] + offset : T(1)) * xr[i] * rs;
   }
@@ -46,6 +57,7 @@ void forward_kernel(Graph& g, const Node& n, const Node* sum) {
 
 template <typename T>
 void backward_kernel(Graph& g, const Node& n, const Node* sum) {
+  if (n.attr.i[3] > 1) fail("internal: a norm with sampled statistics (an inference-time option) has no backward");
   const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
   const T offset = static_cast<T>(n.attr.f[1]);
   const FusedSum<T> producer(g, sum);
