@@ -184,10 +184,13 @@ int Graph::fused_pairs() const {
   return pairs;
 }
 
-void Graph::forward(bool training) {
+void Graph::forward(bool training, size_t first_node, size_t end_node) {
   if (!planned_) plan();
   training_ = training;
-  for (size_t i = 0; i < nodes_.size(); ++i) {
+  end_node = std::min(end_node, nodes_.size());
+  if (first_node > 0 && first_node < nodes_.size() && nodes_[first_node - 1].fused_with_next)
+    fail("internal: a forward pass cannot start at node {}, the second of a fused pair", first_node);
+  for (size_t i = first_node; i < end_node; ++i) {
     const Node& n = nodes_[i];
     const OpKind kind = n.fused_with_next ? n.fused_op : n.op;
     if (profile_) run_timed(op_def(kind).kernels.forward, kind, *this, n, profile_->forward_s, profile_->forward_calls);

@@ -6,6 +6,7 @@
 // and a step performs no heap allocation (as in llm.c, whose memory is planned up front).
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -72,7 +73,9 @@ class Graph {
   int fused_pairs() const;  // pairs running as one kernel (after plan)
 
   // --- running ---
-  void forward(bool training);
+  // Runs nodes [first_node, end_node) (all by default): a decoding model runs its encoder once and its decoder per
+  // token.
+  void forward(bool training, size_t first_node = 0, size_t end_node = SIZE_MAX);
   // Seeds d(loss) = loss_grad and accumulates every parameter gradient (+=), so gradient
   // accumulation over micro-batches is just several backward() calls between zero_param_grads().
   void backward(TensorId loss, double loss_grad = 1.0);

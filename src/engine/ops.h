@@ -83,7 +83,8 @@ TensorId geglu(Graph& g, const std::string& name, TensorId gate, TensorId up);
 TensorId rope(Graph& g, const std::string& name, TensorId x, int64_t heads, double base, TensorId offset = kNoTensor);
 // scale multiplies q·k (0 = the usual 1/√D); softcap > 0 applies c·tanh(s/c) to the scaled logits; causal = false:
 // every position attends to every position (an encoder); key_lengths (i32 [B], each in 1..T): batch row b attends
-// only to its first key_lengths[b] keys (padding). q, k, v share one shape: cross-attention pads both sides to T.
+// only to its first key_lengths[b] keys (padding). k and v may have another length than q when not causal
+// (cross-attention of a decoding step over the whole source).
 TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads,
                    double scale = 0, double softcap = 0, bool causal = true, TensorId key_lengths = kNoTensor);
 // Decoding: causal attention of a chunk of new positions q, k, v [B, S, H·D] starting at position *position (i32 [1])

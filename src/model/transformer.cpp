@@ -178,13 +178,16 @@ TensorId run_stack(const Stack& stack, const Placement& placement, TensorId h, i
                    NormSpec{.dyt_alpha = alpha > 0 ? alpha : -1});
 }
 
+// source_seq: an encoder-decoder's source length (seq, but for a decoding model's whole source beside its chunk).
 std::unique_ptr<Model> build_graph(const ModelConfig& c, int batch, int seq, eng::DType dtype, int skip_layer,
-                                   int cache_capacity) {
+                                   int cache_capacity, int source_seq) {
   validate(c, "model");
   if (c.vocab_size <= 0) fail("model.vocab_size is not set (it normally comes from the prepared token data)");
-  if (seq > c.max_seq_len) fail("sequence length {} exceeds model.max_seq_len = {}", seq, c.max_seq_len);
+  if (std::max(seq, source_seq) > c.max_seq_len)
+    fail("sequence length {} exceeds model.max_seq_len = {}", std::max(seq, source_seq), c.max_seq_len);
   const Placement& placement = find_placement(c.placement);
   auto m = std::make_unique<Model>(c, batch, seq, dtype);
+  m->source_seq = source_seq;
   Graph& g = m->graph;
   m->tokens = g.input("tokens", Shape{batch, seq}, eng::DType::i32);
   m->targets = g.input("targets", Shape{batch, seq}, eng::DType::i32);
@@ -197,14 +200,21 @@ std::unique_ptr<Model> build_graph(const ModelConfig& c, int batch, int seq, eng
   TensorId h;
   if (c.encoder_decoder()) {
     // The source, padded to seq: its lengths mask the padding wherever source positions are keys.
-    m->source = g.input("source", Shape{batch, seq}, eng::DType::i32);
+    m->source = g.input("source", Shape{batch, source_seq}, eng::DType::i32);
     m->source_lengths = g.input("source_lengths", Shape{batch}, eng::DType::i32);
     const Tower encoder{Tower::encoder, c.source_layers(), false, m->source_lengths};
     TensorId memory = run_stack(Stack(g, c, m->landmarks, encoder), placement,
                                 embed(g, c, placement, m->source, table, "encoder."), -1);
-    const Tower decoder{Tower::decoder, c.n_layers, true, m->source_lengths, memory};
-    h = run_stack(Stack(g, c, m->landmarks, decoder), placement, embed(g, c, placement, m->tokens, table, "decoder."),
-                  skip_layer);
+    m->decoder_first_node = g.nodes().size();
+    const Tower decoder{.kind = Tower::decoder,
+                        .layers = c.n_layers,
+                        .causal = true,
+                        .key_lengths = m->source_lengths,
+                        .memory = memory,
+                        .cache_capacity = cache_capacity,
+                        .position = m->position};
+    h = run_stack(Stack(g, c, m->landmarks, decoder), placement,
+                  embed(g, c, placement, m->tokens, table, "decoder.", m->position), skip_layer);
   } else {
     const Tower single{.kind = Tower::single,
                        .layers = c.n_layers,
@@ -236,17 +246,17 @@ std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng
 
 std::unique_ptr<Model> build_unplanned_model(const ModelConfig& c, int batch, int seq, eng::DType dtype,
                                              int skip_layer) {
-  return build_graph(c, batch, seq, dtype, skip_layer, 0);
+  return build_graph(c, batch, seq, dtype, skip_layer, 0, seq);
 }
 
 std::unique_ptr<Model> build_decoding_model(const ModelConfig& c, int batch, int capacity, int chunk,
                                             eng::DType dtype) {
-  if (c.encoder() || c.encoder_decoder())
-    fail("internal: decoding with a key-value cache is defined for decoder-only models, not model.shape = {}", c.shape);
+  if (c.encoder()) fail("internal: an encoder (model.shape = encoder) does not decode token by token");
   if (capacity > c.max_seq_len)
     fail("a key-value cache of {} positions exceeds model.max_seq_len = {}", capacity, c.max_seq_len);
-  auto m = build_graph(c, batch, chunk, dtype, -1, capacity);
+  auto m = build_graph(c, batch, chunk, dtype, -1, capacity, capacity);
   m->graph.plan();
+  m->reset_source();
   return m;
 }
 
@@ -296,9 +306,9 @@ void Model::set_batch(const int32_t* token_ids, const int32_t* target_ids) {
 void Model::set_source(const int32_t* source_ids, const int32_t* lengths) {
   if (source == eng::kNoTensor) fail("internal: a {} model has no source", config.shape);
   for (int b = 0; b < batch; ++b)
-    if (lengths[b] < 1 || lengths[b] > seq)
-      fail("internal: source row {} has length {}; it must be in 1..{}", b, lengths[b], seq);
-  std::copy_n(source_ids, static_cast<size_t>(batch) * static_cast<size_t>(seq), graph.data<int32_t>(source));
+    if (lengths[b] < 1 || lengths[b] > source_seq)
+      fail("internal: source row {} has length {}; it must be in 1..{}", b, lengths[b], source_seq);
+  std::copy_n(source_ids, static_cast<size_t>(batch) * static_cast<size_t>(source_seq), graph.data<int32_t>(source));
   std::copy_n(lengths, batch, graph.data<int32_t>(source_lengths));
 }
 
@@ -309,9 +319,36 @@ void Model::set_position(int first) {
   *graph.data<int32_t>(position) = first;
 }
 
+void Model::encode() {
+  if (source == eng::kNoTensor) fail("internal: a {} model has no encoder", config.shape);
+  graph.forward(false, 0, decoder_first_node);
+}
+
+void Model::step() {
+  if (position == eng::kNoTensor) fail("internal: step() is for a decoding model (build_decoding_model)");
+  graph.forward(false, decoder_first_node);
+}
+
+void Model::reorder_cache(std::span<const int> from) {
+  if (static_cast<int>(from.size()) != batch) fail("internal: reorder_cache needs {} rows, got {}", batch, from.size());
+  std::vector<std::byte> moved;
+  for (const eng::Node& n : graph.nodes()) {
+    if (n.op != eng::OpKind::cached_attention) continue;
+    for (TensorId cache : n.saved) {
+      const eng::TensorSpec& spec = graph.spec(cache);
+      const size_t row = spec.bytes() / static_cast<size_t>(batch);
+      moved.resize(spec.bytes());
+      auto* data = static_cast<std::byte*>(spec.data);
+      for (int b = 0; b < batch; ++b)
+        std::memcpy(moved.data() + static_cast<size_t>(b) * row, data + static_cast<size_t>(from[b]) * row, row);
+      std::memcpy(data, moved.data(), spec.bytes());
+    }
+  }
+}
+
 void Model::reset_source() {
   if (source == eng::kNoTensor) return;
-  std::fill_n(graph.data<int32_t>(source_lengths), batch, seq);
+  std::fill_n(graph.data<int32_t>(source_lengths), batch, source_seq);
 }
 
 double Model::loss_value() const {

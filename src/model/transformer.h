@@ -7,6 +7,7 @@
 // tokens (−1 on padding). Parameter tensors carry the documented names and their roles for initialization.
 #include <array>
 #include <memory>
+#include <span>
 #include <utility>
 #include <vector>
 
@@ -26,6 +27,7 @@ struct Model {
   ModelConfig config;
   Landmarks landmarks;
   int batch = 0, seq = 0;
+  int source_seq = 0;  // an encoder-decoder's source length: seq, except in a decoding model (its whole window)
   engine::Graph graph;
   engine::TensorId tokens = engine::kNoTensor, targets = engine::kNoTensor;
   // encoder_decoder only: the source [batch, seq] (padded) and its lengths [batch].
@@ -35,14 +37,21 @@ struct Model {
   // the first token of its input chunk (i32 [1]).
   int cache_capacity = 0;
   engine::TensorId position = engine::kNoTensor;
+  size_t decoder_first_node = 0;  // an encoder-decoder: where the decoder's nodes begin on the tape
 
   Model(const ModelConfig& c, int b, int t, engine::DType dtype) : config(c), batch(b), seq(t), graph(dtype) {}
   // Copies B·T token ids and targets into the graph's inputs.
   void set_batch(const int32_t* token_ids, const int32_t* target_ids);
-  // An encoder-decoder's source: B·T ids and B lengths, each in 1..T.
+  // An encoder-decoder's source: B·source_seq ids and B lengths, each in 1..source_seq.
   void set_source(const int32_t* source_ids, const int32_t* lengths);
   // A decoding model: the tokens of the next forward pass sit at positions first..first + seq − 1.
   void set_position(int first);
+  // A decoding encoder-decoder: encode() runs the encoder over the current source (once per source), step() the
+  // decoder over the current chunk (once per token). A decoder-only decoding model just steps.
+  void encode();
+  void step();
+  // Beam search: row b's key-value caches become those of row from[b] (B entries).
+  void reorder_cache(std::span<const int> from);
   // Sets every source length to T, so that a freshly planned encoder-decoder runs before its first set_source.
   void reset_source();
   // Forward only, on the current inputs; returns the loss. training = true turns dropout on; the
@@ -59,11 +68,12 @@ std::unique_ptr<Model> build_model(const ModelConfig& config, int batch, int seq
 // is known to fit in memory. graph.plan() makes it usable.
 std::unique_ptr<Model> build_unplanned_model(const ModelConfig& config, int batch, int seq,
                                              engine::DType dtype = engine::DType::f32, int skip_layer = -1);
-// A decoder-only model for generation with a key-value cache: each forward pass reads `chunk` new tokens per row
-// (tokens [batch, chunk]) at positions p..p + chunk − 1 (Model::set_position(p)) and attends to every earlier
-// position's keys and values, kept from earlier passes in caches of `capacity` (≤ model.max_seq_len) positions.
-// Its logits equal the full model's at those positions as long as positions 0..p − 1 were fed before, in order.
-// Planned, with parameters at zero: copy_parameters() from a trained model. Inference only (no backward).
+// A model for generation with a key-value cache: each pass reads `chunk` new tokens per row (tokens [batch, chunk])
+// at positions p..p + chunk − 1 (Model::set_position(p)) and attends to every earlier position's keys and values,
+// kept from earlier passes in caches of `capacity` (≤ model.max_seq_len) positions. Its logits equal the full
+// model's at those positions as long as positions 0..p − 1 were fed before, in order. An encoder-decoder's source
+// is `capacity` long and encoded once (encode()) before its decoder steps. Planned, with parameters at zero:
+// copy_parameters() from a trained model. Inference only (no backward).
 std::unique_ptr<Model> build_decoding_model(const ModelConfig& config, int batch, int capacity, int chunk = 1,
                                             engine::DType dtype = engine::DType::f32);
 // Approximations for inference (`normlab eval` and `generate` options; issue 14's efficient-norm direction for long

@@ -40,7 +40,7 @@ void log_softmax_row(const Model& m, int64_t row, std::vector<double>& out) {
 // spare rows repeat the last one so that every row has a valid length. A source longer than T − 1 is an error.
 void set_sources(Model& m, const std::vector<std::vector<int32_t>>& sources, int64_t first, int count, int per_source,
                  int32_t eos, std::vector<int32_t>& source, std::vector<int32_t>& lengths) {
-  const int T = m.seq;
+  const int T = m.source_seq;
   std::fill(source.begin(), source.end(), eos);
   for (int b = 0; b < m.batch; ++b) {
     const int64_t i = first + std::min(b / per_source, count - 1);
@@ -51,6 +51,23 @@ void set_sources(Model& m, const std::vector<std::vector<int32_t>>& sources, int
     lengths[static_cast<size_t>(b)] = static_cast<int32_t>(s.size() + 1);
   }
   m.set_source(source.data(), lengths.data());
+  m.encode();
+}
+
+// The decoding copy of a trained encoder-decoder: its batch, a key-value cache of its whole window (the source is
+// as long), one target position a pass.
+std::unique_ptr<Model> decoding_copy(const Model& m) {
+  if (!m.config.encoder_decoder()) fail("translation needs an encoder-decoder (model.shape = encoder_decoder)");
+  auto decoder = build_decoding_model(m.config, m.batch, m.seq, 1, m.graph.float_type());
+  copy_parameters(m, *decoder);
+  return decoder;
+}
+
+// One decoder pass at target position t: row b reads tokens[b]; its next-token logits are then row b of m.logits.
+void step(Model& m, int t, const std::vector<int32_t>& tokens, const std::vector<int32_t>& no_targets) {
+  m.set_position(t);
+  m.set_batch(tokens.data(), no_targets.data());
+  m.step();
 }
 }  // namespace
 
@@ -59,14 +76,15 @@ std::vector<std::vector<int32_t>> translate(Model& m, const std::vector<std::vec
   return beam == 1 ? translate_greedy(m, sources, eos) : translate_beam(m, sources, eos, beam, length_penalty);
 }
 
-std::vector<std::vector<int32_t>> translate_greedy(Model& m, const std::vector<std::vector<int32_t>>& sources,
+std::vector<std::vector<int32_t>> translate_greedy(Model& trained, const std::vector<std::vector<int32_t>>& sources,
                                                    int32_t eos) {
-  if (!m.config.encoder_decoder()) fail("translation needs an encoder-decoder (model.shape = encoder_decoder)");
-  const int B = m.batch, T = m.seq;
+  const auto decoder = decoding_copy(trained);
+  Model& m = *decoder;
+  const int B = m.batch, T = m.source_seq;
   const auto n = static_cast<int64_t>(sources.size());
   std::vector<std::vector<int32_t>> out(sources.size());
-  std::vector<int32_t> source(static_cast<size_t>(B * T)), lengths(static_cast<size_t>(B)), tokens(source.size()),
-      targets(source.size(), -1);
+  std::vector<int32_t> source(static_cast<size_t>(B * T)), lengths(static_cast<size_t>(B));
+  std::vector<int32_t> tokens(static_cast<size_t>(B), eos), no_targets(static_cast<size_t>(B), -1);
   for (int64_t first = 0; first < n; first += B) {
     const int rows = static_cast<int>(std::min<int64_t>(B, n - first));
     set_sources(m, sources, first, rows, 1, eos, source, lengths);
@@ -74,35 +92,37 @@ std::vector<std::vector<int32_t>> translate_greedy(Model& m, const std::vector<s
     std::vector<bool> done(static_cast<size_t>(B), false);
     std::fill(done.begin() + rows, done.end(), true);  // spare rows
     for (int t = 0; t < T && !std::all_of(done.begin(), done.end(), [](bool d) { return d; }); ++t) {
-      m.set_batch(tokens.data(), targets.data());
-      m.forward(false);
+      step(m, t, tokens, no_targets);
       for (int b = 0; b < rows; ++b) {
         if (done[static_cast<size_t>(b)]) continue;
-        const int32_t next = argmax_row(m, static_cast<int64_t>(b) * T + t);
+        const int32_t next = argmax_row(m, b);
         if (next == eos) {
           done[static_cast<size_t>(b)] = true;
           continue;
         }
         out[static_cast<size_t>(first + b)].push_back(next);
-        if (t + 1 < T) tokens[static_cast<size_t>(b * T + t + 1)] = next;
+        tokens[static_cast<size_t>(b)] = next;
       }
     }
   }
   return out;
 }
 
-std::vector<std::vector<int32_t>> translate_beam(Model& m, const std::vector<std::vector<int32_t>>& sources,
+std::vector<std::vector<int32_t>> translate_beam(Model& trained, const std::vector<std::vector<int32_t>>& sources,
                                                  int32_t eos, int beam, double length_penalty) {
-  if (beam < 1 || beam > m.batch)
-    fail("beam size {} must be between 1 and the model's batch of {} rows", beam, m.batch);
-  const int B = m.batch, T = m.seq, per_pass = B / beam;  // sources decoded at once, `beam` rows each
+  if (beam < 1 || beam > trained.batch)
+    fail("beam size {} must be between 1 and the model's batch of {} rows", beam, trained.batch);
+  const auto decoder = decoding_copy(trained);
+  Model& m = *decoder;
+  const int B = m.batch, T = m.source_seq, per_pass = B / beam;  // sources decoded at once, `beam` rows each
   const auto n = static_cast<int64_t>(sources.size());
   const auto normalized = [&](const Hypothesis& h) {
     return h.score / std::pow(static_cast<double>(h.tokens.size() + 1), length_penalty);
   };
   std::vector<std::vector<int32_t>> out(sources.size());
-  std::vector<int32_t> source(static_cast<size_t>(B * T)), lengths(static_cast<size_t>(B)), tokens(source.size()),
-      targets(source.size(), -1);
+  std::vector<int32_t> source(static_cast<size_t>(B * T)), lengths(static_cast<size_t>(B));
+  std::vector<int32_t> tokens(static_cast<size_t>(B), eos), no_targets(static_cast<size_t>(B), -1);
+  std::vector<int> parent_row(static_cast<size_t>(B));
   std::vector<double> logp;
   struct Candidate {
     double score;
@@ -113,7 +133,8 @@ std::vector<std::vector<int32_t>> translate_beam(Model& m, const std::vector<std
   for (int64_t first = 0; first < n; first += per_pass) {
     const int count = static_cast<int>(std::min<int64_t>(per_pass, n - first));
     set_sources(m, sources, first, count, beam, eos, source, lengths);
-    // Per source: its live hypotheses (at most `beam`, all of length t) and the finished ones.
+    // Per source: its live hypotheses (at most `beam`, all of length t; hypothesis j on row g·beam + j, whose caches
+    // hold its tokens) and the finished ones.
     std::vector<std::vector<Hypothesis>> live(static_cast<size_t>(count), std::vector<Hypothesis>(1));
     std::vector<std::vector<Hypothesis>> finished(static_cast<size_t>(count));
     for (int t = 0; t < T; ++t) {
@@ -122,18 +143,18 @@ std::vector<std::vector<int32_t>> translate_beam(Model& m, const std::vector<std
       for (int g = 0; g < count; ++g)
         for (size_t j = 0; j < live[static_cast<size_t>(g)].size(); ++j) {
           const auto& h = live[static_cast<size_t>(g)][j].tokens;
-          std::copy(h.begin(), h.end(), tokens.begin() + static_cast<std::ptrdiff_t>((g * beam + int(j)) * T + 1));
+          if (!h.empty()) tokens[static_cast<size_t>(g * beam) + j] = h.back();
           any = true;
         }
       if (!any) break;
-      m.set_batch(tokens.data(), targets.data());
-      m.forward(false);
+      step(m, t, tokens, no_targets);
+      for (int b = 0; b < B; ++b) parent_row[static_cast<size_t>(b)] = b;
       for (int g = 0; g < count; ++g) {
         auto& alive = live[static_cast<size_t>(g)];
         if (alive.empty()) continue;
         candidates.clear();
         for (size_t j = 0; j < alive.size(); ++j) {
-          log_softmax_row(m, static_cast<int64_t>(g * beam + int(j)) * T + t, logp);
+          log_softmax_row(m, g * beam + static_cast<int>(j), logp);
           for (size_t v = 0; v < logp.size(); ++v)
             candidates.push_back({alive[j].score + logp[v], static_cast<int>(j), static_cast<int32_t>(v)});
         }
@@ -145,8 +166,13 @@ std::vector<std::vector<int32_t>> translate_beam(Model& m, const std::vector<std
         auto& done = finished[static_cast<size_t>(g)];
         for (size_t c = 0; c < keep && static_cast<int>(next.size()) < beam; ++c) {
           Hypothesis h{alive[static_cast<size_t>(candidates[c].from)].tokens, candidates[c].score};
-          if (candidates[c].token == eos) done.push_back(std::move(h));
-          else h.tokens.push_back(candidates[c].token), next.push_back(std::move(h));
+          if (candidates[c].token == eos) {
+            done.push_back(std::move(h));
+          } else {
+            // The continuing hypothesis takes the next row of its source; that row's caches become its parent's.
+            parent_row[static_cast<size_t>(g * beam) + next.size()] = g * beam + candidates[c].from;
+            h.tokens.push_back(candidates[c].token), next.push_back(std::move(h));
+          }
         }
         // A source is done once `beam` hypotheses ended (fairseq's rule) or the target is full.
         if (static_cast<int>(done.size()) >= beam || t + 1 == T) {
@@ -155,6 +181,7 @@ std::vector<std::vector<int32_t>> translate_beam(Model& m, const std::vector<std
         }
         alive = std::move(next);
       }
+      m.reorder_cache(parent_row);
     }
     for (int g = 0; g < count; ++g) {
       const auto& done = finished[static_cast<size_t>(g)];

@@ -121,6 +121,19 @@ TEST(OpGradients, Swiglu) {
   expect_gradients_match(c.g, c.finish(swiglu(c.g, "y", a, u)));
 }
 
+// Cross-attention of a decoding step: fewer queries than keys (3 of T), padded keys, with and without a soft-cap.
+TEST(OpGradients, AttentionOfFewerQueriesThanKeys) {
+  for (double softcap : {0.0, 2.0}) {
+    Case c;
+    TensorId q = c.param("q", {B, 3, D}), k = c.param("k", {B, T, D}), v = c.param("v", {B, T, D});
+    TensorId lengths = c.g.input("lengths", Shape{B}, DType::i32);
+    TensorId loss = c.finish(attention(c.g, "y", q, k, v, H, 0, softcap, false, lengths));
+    c.g.data<int32_t>(lengths)[0] = 4;
+    c.g.data<int32_t>(lengths)[1] = T;
+    expect_gradients_match(c.g, loss);
+  }
+}
+
 TEST(OpGradients, Rope) {
   Case c;
   TensorId x = c.param("x", {B, T, D});

@@ -1,6 +1,7 @@
 // Decoding with a key-value cache (build_decoding_model, engine cached_attention): fed one position at a time, or a
 // few at a time, the decoding model's logits equal the full causal model's at every position, for every placement
-// and every preset (learned and rotary positions, soft-caps, QK-norm, stacks that carry several streams); and
+// and every preset (learned and rotary positions, soft-caps, QK-norm, stacks that carry several streams) and every
+// encoder-decoder placement (the source encoded once); reordering the cache moves a row's history (beam search); and
 // generate() picks the tokens generate_uncached() picks while the text fits the window.
 #include <gtest/gtest.h>
 
@@ -91,6 +92,69 @@ TEST(Decoding, ChunksOfSeveralPositionsAndRotaryPositionsAgreeToo) {
 
 TEST(Decoding, Fp32CachedLogitsAgreeToRounding) {
   EXPECT_LT(max_decoding_error(Json{{"placement", "pre"}}, 1, eng::DType::f32), 1e-4);
+}
+
+// An encoder-decoder: the source encoded once, then the decoder fed one target position a pass; padded sources.
+TEST(Decoding, EveryEncoderDecoderPlacementsCachedLogitsEqualTheFullModels) {
+  const std::vector<int32_t> source = tokens_for(kBatch, kSeq), lengths{5, kSeq};
+  const std::vector<int32_t> longer = tokens_for(kBatch + 1, kSeq), target(longer.begin() + kSeq, longer.end());
+  for (const std::string& placement : encoder_decoder_placements()) {
+    SCOPED_TRACE(placement);
+    const ModelConfig c = read_model_config(
+        tiny(Json{{"placement", placement}, {"shape", "encoder_decoder"}, {"encoder_layers", 2}}), "decoding test");
+    auto full = build_model(c, kBatch, kSeq, eng::DType::f64);
+    init_generic(*full, 6);
+    const std::vector<int32_t> no_targets(target.size(), -1);
+    full->set_source(source.data(), lengths.data());
+    full->set_batch(target.data(), no_targets.data());
+    full->forward(false);
+    const std::vector<double> expected = eng::to_f64(full->graph, full->logits);
+
+    auto decoder = build_decoding_model(c, kBatch, kSeq, 1, eng::DType::f64);
+    copy_parameters(*full, *decoder);
+    decoder->set_source(source.data(), lengths.data());
+    decoder->encode();
+    double worst = 0;
+    for (int t = 0; t < kSeq; ++t) {
+      const std::vector<int32_t> column{target[static_cast<size_t>(t)], target[static_cast<size_t>(kSeq + t)]};
+      decoder->set_position(t);
+      decoder->set_batch(column.data(), no_targets.data());
+      decoder->step();
+      const std::vector<double> got = eng::to_f64(decoder->graph, decoder->logits);
+      for (int b = 0; b < kBatch; ++b)
+        for (int v = 0; v < kVocab; ++v)
+          worst = std::max(worst, std::abs(got[static_cast<size_t>(b * kVocab + v)] -
+                                           expected[static_cast<size_t>((b * kSeq + t) * kVocab + v)]));
+    }
+    EXPECT_LT(worst, 1e-10);
+  }
+}
+
+// Beam search moves hypotheses between rows: after reorder_cache({1, 1}) both rows continue row 1's text.
+TEST(Decoding, ReorderingTheCacheMovesARowsHistory) {
+  const ModelConfig c = read_model_config(tiny(Json{{"placement", "pre"}}), "decoding test");
+  auto full = build_model(c, kBatch, kSeq, eng::DType::f64);
+  init_generic(*full, 8);
+  const std::vector<int32_t> tokens = tokens_for(kBatch, kSeq), targets(tokens.size(), 0);
+  full->set_batch(tokens.data(), targets.data());
+  full->forward(false);
+  const std::vector<double> expected = eng::to_f64(full->graph, full->logits);
+  auto decoder = build_decoding_model(c, kBatch, kSeq, 1, eng::DType::f64);
+  copy_parameters(*full, *decoder);
+  for (int t = 0; t < kSeq; ++t) {
+    if (t == 4) decoder->reorder_cache(std::vector<int>{1, 1});
+    const int32_t second = tokens[static_cast<size_t>(kSeq + t)];
+    const std::vector<int32_t> column{t < 4 ? tokens[static_cast<size_t>(t)] : second, second};
+    decoder->set_position(t);
+    decoder->set_batch(column.data(), targets.data());
+    decoder->step();
+    if (t < 4) continue;
+    const std::vector<double> got = eng::to_f64(decoder->graph, decoder->logits);
+    for (int b = 0; b < kBatch; ++b)
+      for (int v = 0; v < kVocab; ++v)
+        EXPECT_NEAR(got[static_cast<size_t>(b * kVocab + v)], expected[static_cast<size_t>((kSeq + t) * kVocab + v)],
+                    1e-10);
+  }
 }
 
 TEST(Decoding, TheCacheRefusesPositionsPastItsEndAndOtherShapes) {

@@ -1,5 +1,6 @@
-// Multi-head softmax attention on q, k, v [B, T, H·D] (heads side by side in each row), causal (a decoder)
-// or bidirectional (an encoder). Per batch b and head h, with Q, K, V the [T, D] slices and s = 1/√D:
+// Multi-head softmax attention of q [B, T, H·D] over k, v [B, T_k, H·D] (heads side by side in each row), causal (a
+// decoder's self-attention, T_k = T) or bidirectional (an encoder; cross-attention, where T_k is the source's
+// length). Per batch b and head h, with Q [T, D], K, V [T_k, D] the slices and s = 1/√D:
 //
 //   S = s·Q Kᵀ,   P = softmax(S + M) row-wise,   O = P V
 //
@@ -14,7 +15,7 @@
 //   ∂L/∂V = Pᵀ G,   ∂L/∂P = G Vᵀ,   ∂L/∂S = P ⊙ (∂L/∂P − rowsum(P ⊙ ∂L/∂P))   (softmax Jacobian)
 //   ∂L/∂Q = s·(∂L/∂S) K,   ∂L/∂K = s·(∂L/∂S)ᵀ Q
 //
-// P [B, H, T, T] is saved. Each (b, h) runs its GEMMs single-threaded inside one parallel loop;
+// P [B, H, T, T_k] is saved. Each (b, h) runs its GEMMs single-threaded inside one parallel loop;
 // the backward's ∂L/∂P lives in a per-thread [T, T] slice of the graph workspace.
 #include <omp.h>
 
@@ -33,15 +34,15 @@ namespace {
 enum Slot { kQ, kK, kV, kKeyLengths, kPosition = kKeyLengths };
 
 struct Dims {
-  int64_t batch, time, width, heads, dim;
+  int64_t batch, time, keys, width, heads, dim;  // time: the queries' positions; keys: the keys' (equal when causal)
 };
 Dims dims_of(const Graph& g, const Node& n) {
   const Shape& s = g.shape(n.in[kQ]);
-  return {s[0], s[1], s[2], n.attr.i[0], s[2] / n.attr.i[0]};
+  return {s[0], s[1], g.shape(n.in[kK])[1], s[2], n.attr.i[0], s[2] / n.attr.i[0]};
 }
 // The last key that row t of batch row b attends to.
 inline int64_t last_key(const Node& n, const Dims& d, const int32_t* key_lengths, int64_t b, int64_t t) {
-  const int64_t last = n.attr.i[2] ? t : d.time - 1;
+  const int64_t last = n.attr.i[2] ? t : d.keys - 1;
   return key_lengths ? std::min<int64_t>(last, key_lengths[b] - 1) : last;
 }
 const int32_t* key_lengths_of(Graph& g, const Node& n) {
@@ -89,13 +90,13 @@ void forward_kernel(Graph& g, const Node& n) {
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t h = 0; h < d.heads; ++h) {
-      const int64_t offset = b * d.time * d.width + h * d.dim;
-      T* p = probs + (b * d.heads + h) * d.time * d.time;
-      T* scratch = reinterpret_cast<T*>(g.workspace()) + omp_get_thread_num() * 2 * d.time * d.time;
-      gemm(false, true, d.time, d.time, d.dim, scale, q + offset, d.width, k + offset, d.width, T(0), p, d.time);
+      const int64_t offset = b * d.time * d.width + h * d.dim, key_offset = b * d.keys * d.width + h * d.dim;
+      T* p = probs + (b * d.heads + h) * d.time * d.keys;
+      T* scratch = reinterpret_cast<T*>(g.workspace()) + omp_get_thread_num() * 2 * d.time * d.keys;
+      gemm(false, true, d.time, d.keys, d.dim, scale, q + offset, d.width, k + key_offset, d.width, T(0), p, d.keys);
       for (int64_t t = 0; t < d.time; ++t)
-        softmax_row(p + t * d.time, last_key(n, d, lengths, b, t), d.time, cap, n.attr.i[3], scratch);
-      gemm(false, false, d.time, d.dim, d.time, T(1), p, d.time, v + offset, d.width, T(0), out + offset, d.width);
+        softmax_row(p + t * d.keys, last_key(n, d, lengths, b, t), d.keys, cap, n.attr.i[3], scratch);
+      gemm(false, false, d.time, d.dim, d.keys, T(1), p, d.keys, v + key_offset, d.width, T(0), out + offset, d.width);
     }
 }
 
@@ -114,33 +115,37 @@ void backward_kernel(Graph& g, const Node& n) {
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t h = 0; h < d.heads; ++h) {
-      const int64_t offset = b * d.time * d.width + h * d.dim;
-      const T* p = probs + (b * d.heads + h) * d.time * d.time;
-      T* dp = reinterpret_cast<T*>(g.workspace()) + omp_get_thread_num() * 2 * d.time * d.time;
-      T* raw = dp + d.time * d.time;  // the uncapped logits, recomputed only when a soft-cap is on
+      const int64_t offset = b * d.time * d.width + h * d.dim, key_offset = b * d.keys * d.width + h * d.dim;
+      const T* p = probs + (b * d.heads + h) * d.time * d.keys;
+      T* dp = reinterpret_cast<T*>(g.workspace()) + omp_get_thread_num() * 2 * d.time * d.keys;
+      T* raw = dp + d.time * d.keys;  // the uncapped logits, recomputed only when a soft-cap is on
       if (cap > 0)
-        gemm(false, true, d.time, d.time, d.dim, scale, q + offset, d.width, k + offset, d.width, T(0), raw, d.time);
+        gemm(false, true, d.time, d.keys, d.dim, scale, q + offset, d.width, k + key_offset, d.width, T(0), raw,
+             d.keys);
       if (dv)
-        gemm(true, false, d.time, d.dim, d.time, T(1), p, d.time, dout + offset, d.width, T(1), dv + offset, d.width);
-      gemm(false, true, d.time, d.time, d.dim, T(1), dout + offset, d.width, v + offset, d.width, T(0), dp, d.time);
+        gemm(true, false, d.keys, d.dim, d.time, T(1), p, d.keys, dout + offset, d.width, T(1), dv + key_offset,
+             d.width);
+      gemm(false, true, d.time, d.keys, d.dim, T(1), dout + offset, d.width, v + key_offset, d.width, T(0), dp, d.keys);
       for (int64_t t = 0; t < d.time; ++t) {
-        const T* prow = p + t * d.time;
-        T* row = dp + t * d.time;
+        const T* prow = p + t * d.keys;
+        T* row = dp + t * d.keys;
         const int64_t last = last_key(n, d, lengths, b, t);
         T dot = 0;
         for (int64_t j = 0; j <= last; ++j) dot += prow[j] * row[j];
         for (int64_t j = 0; j <= last; ++j) row[j] = prow[j] * (row[j] - dot);
         if (cap > 0)
           for (int64_t j = 0; j <= last; ++j) {
-            const T th = std::tanh(raw[t * d.time + j] / cap);
+            const T th = std::tanh(raw[t * d.keys + j] / cap);
             row[j] *= T(1) - th * th;
           }
-        std::fill(row + last + 1, row + d.time, T(0));
+        std::fill(row + last + 1, row + d.keys, T(0));
       }
       if (dq)
-        gemm(false, false, d.time, d.dim, d.time, scale, dp, d.time, k + offset, d.width, T(1), dq + offset, d.width);
+        gemm(false, false, d.time, d.dim, d.keys, scale, dp, d.keys, k + key_offset, d.width, T(1), dq + offset,
+             d.width);
       if (dk)
-        gemm(true, false, d.time, d.dim, d.time, scale, dp, d.time, q + offset, d.width, T(1), dk + offset, d.width);
+        gemm(true, false, d.keys, d.dim, d.time, scale, dp, d.keys, q + offset, d.width, T(1), dk + key_offset,
+             d.width);
     }
 }
 
@@ -201,19 +206,21 @@ extern const OpKernels cached_attention_kernels{cached_forward, cached_backward}
 TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads, double scale,
                    double softcap, bool causal, TensorId key_lengths) {
   const Shape& s = g.shape(q);
+  const Shape keys = g.shape(k);
   if (s.rank != 3 || s[2] % heads != 0) fail("attention needs [B,T,H·D] inputs; got {} with {} heads", s.str(), heads);
-  if (g.shape(k) != s || g.shape(v) != s) fail("internal: attention's q, k, v differ in shape");
+  if (keys.rank != 3 || keys[0] != s[0] || keys[2] != s[2] || g.shape(v) != keys || (causal && keys != s))
+    fail("internal: attention's k and v must be [B, T_k, H·D] like q [B, T, H·D] (T_k = T when causal)");
   if (key_lengths != kNoTensor && (g.spec(key_lengths).dtype != DType::i32 || g.shape(key_lengths) != Shape{s[0]}))
     fail("internal: attention's key lengths must be i32 [{}]", s[0]);
   Node n = make_node(OpKind::attention, q, k, v);
   n.in[kKeyLengths] = key_lengths;
   n.out = like(g, name, q, {q, k, v});
-  n.saved[0] = g.activation(name + ".probs", Shape{s[0], heads, s[1], s[1]}, false);
+  n.saved[0] = g.activation(name + ".probs", Shape{s[0], heads, s[1], keys[1]}, false);
   n.attr.i[0] = heads;
   n.attr.i[1] = omp_get_max_threads();  // workspace slices planned for this many threads
   n.attr.i[2] = causal;
   n.attr.f = {scale, softcap, 0, 0};
-  n.workspace_bytes = static_cast<size_t>(n.attr.i[1] * 2 * s[1] * s[1]) * dtype_size(g.float_type());
+  n.workspace_bytes = static_cast<size_t>(n.attr.i[1] * 2 * s[1] * keys[1]) * dtype_size(g.float_type());
   g.record(n);
   return n.out;
 }
