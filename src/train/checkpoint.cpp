@@ -94,8 +94,15 @@ Json trainer_state_of(const io::SafetensorsFile& f, const fs::path& file) {
 
 }  // namespace
 
+CheckpointFile read_checkpoint(const fs::path& file) { return {file, open_checkpoint(file)}; }
+
 int load_checkpoint(const fs::path& file, model::Model& m, AdamW* opt, Json* trainer_state) {
-  auto f = open_checkpoint(file);
+  return load_checkpoint(read_checkpoint(file), m, opt, trainer_state);
+}
+
+int load_checkpoint(const CheckpointFile& checkpoint, model::Model& m, AdamW* opt, Json* trainer_state) {
+  const io::SafetensorsFile& f = checkpoint.file;
+  const fs::path& file = checkpoint.path;
   if (trainer_state) *trainer_state = trainer_state_of(f, file);
   model::load_weights(m, f, {"optim."});
   if (opt) {
@@ -127,8 +134,11 @@ int load_checkpoint(const fs::path& file, model::Model& m, AdamW* opt, Json* tra
 
 Json checkpoint_trainer_state(const fs::path& file) { return trainer_state_of(open_checkpoint(file), file); }
 
-RunConfig checkpoint_config(const fs::path& file) {
-  auto f = open_checkpoint(file);
+RunConfig checkpoint_config(const fs::path& file) { return checkpoint_config(read_checkpoint(file)); }
+
+RunConfig checkpoint_config(const CheckpointFile& checkpoint) {
+  const io::SafetensorsFile& f = checkpoint.file;
+  const fs::path& file = checkpoint.path;
   auto it = f.metadata().find("config");
   if (it == f.metadata().end()) fail("{}: metadata.config is missing; the checkpoint is corrupted", file.string());
   Json doc = Json::parse(it->second, nullptr, false);

@@ -25,9 +25,18 @@ void save_checkpoint(const std::filesystem::path& run_dir, const model::Model& m
 // The trainer state stored with the checkpoint (an empty object if it has none).
 Json checkpoint_trainer_state(const std::filesystem::path& file);
 
+// A checkpoint file read once and checked (its format and data checksum), for its config and its tensors: opening a
+// run reads the file once, not once for the config and again for the weights.
+struct CheckpointFile {
+  std::filesystem::path path;
+  io::SafetensorsFile file;
+};
+CheckpointFile read_checkpoint(const std::filesystem::path& file);
+
 // Restores weights and (if opt is given) optimizer moments; returns the step it was saved at. With
 // `trainer_state`, also its stored trainer state (from the same read of the file).
 int load_checkpoint(const std::filesystem::path& file, model::Model& m, AdamW* opt, Json* trainer_state = nullptr);
+int load_checkpoint(const CheckpointFile& checkpoint, model::Model& m, AdamW* opt, Json* trainer_state = nullptr);
 
 // The metadata value `data_fnv1a64` that save_checkpoint stores for these tensors (FNV-1a over their
 // bytes in name order); open/load refuse a checkpoint whose data does not match it.
@@ -35,5 +44,6 @@ std::string data_checksum(std::span<const io::TensorToWrite> entries);
 
 // The run config stored in a checkpoint (to rebuild its model).
 RunConfig checkpoint_config(const std::filesystem::path& file);
+RunConfig checkpoint_config(const CheckpointFile& checkpoint);
 
 }  // namespace normlab::train

@@ -60,10 +60,11 @@ Run build_run(RunConfig config, int batch, const MemoryNeeds& needs) {
 
 Run open_run(const std::filesystem::path& run_dir, int batch, MemoryNeeds needs) {
   const std::filesystem::path file = run_dir / kCheckpointFile;
-  RunConfig config = checkpoint_config(file);  // first: it says so when the checkpoint is missing or damaged
+  // First: it says so when the checkpoint is missing or damaged. Read once, for the config and the weights.
+  const CheckpointFile checkpoint = read_checkpoint(file);
   needs.checkpoint_file = std::filesystem::file_size(file);
-  Run run = build_run(std::move(config), batch, needs);
-  run.step = load_checkpoint(file, *run.model, nullptr);
+  Run run = build_run(checkpoint_config(checkpoint), batch, needs);
+  run.step = load_checkpoint(checkpoint, *run.model, nullptr);
   return run;
 }
 
