@@ -36,8 +36,9 @@ void log_softmax_row(const Model& m, int64_t row, std::vector<double>& out) {
     for (int64_t v = 0; v < vocab; ++v) out[static_cast<size_t>(v)] = double(z[v]) - lse;
   });
 }
-// Feeds sources[first ..] to the encoder, `per_source` rows each (a beam's rows share their source), `count` sources;
-// spare rows repeat the last one so that every row has a valid length. A source longer than T − 1 is an error.
+// Feeds sources[first ..] to the encoder and runs it, `per_source` rows each (a beam's rows share their source),
+// `count` sources; spare rows repeat the last one so that every row has a valid length. A source longer than T − 1 is
+// an error.
 void set_sources(Model& m, const std::vector<std::vector<int32_t>>& sources, int64_t first, int count, int per_source,
                  int32_t eos, std::vector<int32_t>& source, std::vector<int32_t>& lengths) {
   const int T = m.source_seq;
