@@ -16,6 +16,25 @@ namespace normlab::cli {
 
 namespace fs = std::filesystem;
 
+void add_inference_options(CLI::App* cmd, model::InferenceOptions& options) {
+  cmd->add_option("--attn-top-k", options.attn_top_k,
+                  "approximate attention: each query keeps only its k largest logits (0 = every key)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--norm-sample", options.norm_sample,
+                  "approximate LayerNorm/RMSNorm statistics from every s-th feature (1 = every feature)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+}
+
+void apply_inference_options(model::Model& m, const model::InferenceOptions& options, const std::string& run) {
+  const auto [attention, norms] = model::set_inference_options(m, options);
+  if (options.norm_sample > 1 && norms == 0)
+    fail("--norm-sample {}: run {} has no LayerNorm or RMSNorm (model.norm.type = {}), whose statistics it samples",
+         options.norm_sample, run, m.config.norm.type);
+  if (options.attn_top_k > 0 && attention == 0) fail("--attn-top-k: run {} has no attention", run);
+}
+
 void add_generate(CLI::App& app) {
   struct Args {
     std::string run, prompt = "In the beginning";
@@ -69,29 +88,6 @@ void add_generate(CLI::App& app) {
         seconds, args->tokens / std::max(seconds, 1e-9),
         args->no_cache ? "the whole window rerun per token" : "key-value cache", prompt_tokens);
   });
-}
-
-}  // namespace normlab::cli
-
-namespace normlab::cli {
-
-void add_inference_options(CLI::App* cmd, model::InferenceOptions& options) {
-  cmd->add_option("--attn-top-k", options.attn_top_k,
-                  "approximate attention: each query keeps only its k largest logits (0 = every key)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
-  cmd->add_option("--norm-sample", options.norm_sample,
-                  "approximate LayerNorm/RMSNorm statistics from every s-th feature (1 = every feature)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-}
-
-void apply_inference_options(model::Model& m, const model::InferenceOptions& options, const std::string& run) {
-  const auto [attention, norms] = model::set_inference_options(m, options);
-  if (options.norm_sample > 1 && norms == 0)
-    fail("--norm-sample {}: run {} has no LayerNorm or RMSNorm (model.norm.type = {}), whose statistics it samples",
-         options.norm_sample, run, m.config.norm.type);
-  if (options.attn_top_k > 0 && attention == 0) fail("--attn-top-k: run {} has no attention", run);
 }
 
 }  // namespace normlab::cli

@@ -9,6 +9,7 @@
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -89,6 +90,12 @@ int row_blocks(bool trans_a, int64_t m) {
   return static_cast<int>(std::clamp<int64_t>(m / 64, 1, omp_get_max_threads()));
 }
 
+// Rows [first, last) of block t of `blocks`: boundaries on multiples of 16 rows, so that each block's full vector
+// tiles are those of a whole run.
+std::pair<int64_t, int64_t> row_block(int64_t m, int blocks, int t) {
+  return {m * t / blocks / 16 * 16, t + 1 == blocks ? m : m * (t + 1) / blocks / 16 * 16};
+}
+
 void run_matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a16,
                 const uint16_t* b16, float beta, float* c, int64_t ldc) {
   Bf16Matmul& mm = matmul_for({trans_a, trans_b, m, n, k, ldc, alpha, beta});
@@ -118,7 +125,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
 #pragma omp parallel num_threads(blocks) reduction(|| : failed)
   {
     const int t = omp_get_thread_num();
-    const int64_t first = m * t / blocks / 16 * 16, last = t + 1 == blocks ? m : m * (t + 1) / blocks / 16 * 16;
+    const auto [first, last] = row_block(m, blocks, t);
     to_bf16(first, last, k, a, lda, a_out);
     to_bf16(b_rows * t / blocks, b_rows * (t + 1) / blocks, b_cols, b, ldb, b_out);
 #pragma omp barrier
@@ -167,9 +174,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   } else {
 #pragma omp parallel num_threads(blocks) reduction(max : status)
     {
-      // Block boundaries on multiples of 16 rows, so that each block's full vector tiles are those of a whole run.
-      const int t = omp_get_thread_num();
-      const int64_t first = m * t / blocks / 16 * 16, last = t + 1 == blocks ? m : m * (t + 1) / blocks / 16 * 16;
+      const auto [first, last] = row_block(m, blocks, omp_get_thread_num());
       status =
           sgemm(false, trans_b, last - first, n, k, alpha, a + first * lda, lda, b, ldb, beta, c + first * ldc, ldc);
     }
