@@ -21,10 +21,10 @@ the whole stack, `def stack(m, h)`; then add one `Placement(...)` line to PLACEM
 and a case to CASES.
 
 Encoder-decoders (model.shape = "encoder_decoder", docs/model.md "Encoder-decoder:
-translation"; cases encdec_*): `Model.encoder_decoder` runs the same `step` over the
-encoder's (attn, ffn) and the decoder's (attn, cross, ffn) sub-layers, with `m.prefix`
-("encoder." / "decoder.") in every parameter name and `m.tower` telling a step which
-stack it is in (DeepNorm's α_e / α_d). A placement is allowed there once its rule for
+translation"; cases encdec_*): `Model.encoder_decoder` runs the same `step` (or `stack`)
+over the encoder's (attn, ffn) and the decoder's (attn, cross, ffn) sub-layers, with
+`m.prefix` ("encoder." / "decoder.") in every parameter name and `m.tower` telling a step
+which stack it is in (DeepNorm's α_e / α_d; `m.stack_depth()`, `m.sublayers()`). A placement is allowed there once its rule for
 two stacks is written (ENCODER_DECODER_SWITCHES). The fixture also holds `source` and
 `source_lengths`.
 
@@ -265,17 +265,22 @@ def step_sandwich(m, i, s, h):
 def step_normformer(m, i, s, h):
     # §2.11 attn: h ← h + Norm_out(HeadScale(A(Norm_in(h))))
     #       ffn:  h ← λ ⊙ h + fc2(Norm_mid(φ(fc1 Norm_in(h))))
+    #       cross (an encoder-decoder): Pre-LN, as fairseq's decoder layer's encoder attention; with
+    #       options.scale_cross the attention form above
+    if s == "cross" and not m.opt("scale_cross"):
+        return step_pre(m, i, s, h)
     x = m.N(i, s, "in_norm", h)
-    if s == "attn":
+    if s in ("attn", "cross"):
         H = m.cfg["n_heads"]
-        heads = m.attn_heads(i, x)                                   # [B, T, H, D]
+        heads = m.attn_heads(i, x, s)                                # [B, T, H, D]
         form = m.opt("head_scale") if m.opt("scale_heads") else None
+        gamma = f"{m.prefix}layers.{i}.{s}.head_scale"
         if form == "paper":    # γ_h on each head's output, before W_O
-            heads = heads * m.param(f"layers.{i}.attn.head_scale", [H], "unit_scale")[:, None]
-        a = m.attn_out(i, heads)                                     # W_O (+ b_O)
+            heads = heads * m.param(gamma, [H], "unit_scale")[:, None]
+        a = m.attn_out(i, heads, s)                                  # W_O (+ b_O)
         if form == "fairseq":  # W_O's output (bias included) split in H chunks, chunk h × γ_h
             B, T, w = a.shape
-            g = m.param(f"layers.{i}.attn.head_scale", [H], "unit_scale")
+            g = m.param(gamma, [H], "unit_scale")
             a = (a.view(B, T, H, w // H) * g[:, None]).reshape(B, T, w)
         if m.opt("scale_attn"):
             a = m.N(i, s, "out_norm", a)
@@ -285,7 +290,7 @@ def step_normformer(m, i, s, h):
         u = m.N(i, s, "mid_norm", u)
     f = m.ffn_out(i, u)
     if m.opt("scale_resids"):
-        return m.param(f"layers.{i}.ffn.resid_scale", [m.width], "unit_scale") * h + f
+        return m.param(f"{m.prefix}layers.{i}.ffn.resid_scale", [m.width], "unit_scale") * h + f
     return h + f
 
 
@@ -341,9 +346,10 @@ def step_hybridnorm(m, i, s, h):
     #             "per_head" + v_norm), no input norm
     #       ffn:  u = Norm_in(h); h ← u + F(u)
     # HybridNorm* (options.star): block 0 is Pre-Norm for both sub-layers, QKV norms kept.
+    # An encoder-decoder's cross-attention takes the attention form (q, k, v normed per head, no input norm).
     if m.opt("star") and i == 0:
         return step_pre(m, i, s, h)
-    if s == "attn":
+    if s in ("attn", "cross"):
         return h + m.F(i, s, h)
     u = m.N(i, s, "in_norm", h)
     return u + m.F(i, s, u)
@@ -367,59 +373,63 @@ def step_gpas(m, i, s, h):
 
 # Whole-stack placements ----------------------------------------------------
 
+# The whole-stack placements run on the stack being built (Model.prefix, Model.tower): an encoder-decoder's encoder
+# and decoder each have their own DLCL weights and norms, and their own ResiDual streams (§2.3, §2.14).
+
 def stack_layers(m, h, step):
-    for i in range(m.cfg["n_layers"]):
-        for s in SUBLAYERS:
+    for i in range(m.stack_depth()):
+        for s in m.sublayers():
             h = step(m, i, s, h)
     return h
 
 
 def dlcl_weights(m):
-    L = m.cfg["n_layers"]
+    L = m.stack_depth()
     # Full [L+1, L+1] matrix; only entries k ≤ l ever enter the computation.
-    return m.param("dlcl.weights", [L + 1, L + 1], "dlcl_weights")
+    return m.param(f"{m.prefix}dlcl.weights", [L + 1, L + 1], "dlcl_weights")
 
 
 def stack_dlcl_pre(m, h):
     # §2.3 pre-norm DLCL: x_l = Σ_{k≤l} W[l,k]·N_k(y_k), N_0 = id, N_k = dlcl.norms.{k-1};
     # y_0 = embedding output, y_{l+1} = PreLNBlock_l(x_l); output Σ_{k≤L} W[L,k]·N_k(y_k) (then final norm)
-    L = m.cfg["n_layers"]
+    L = m.stack_depth()
     W = dlcl_weights(m)
     ny = [h]                                              # N_k(y_k)
     for l in range(L):
         x = sum(W[l, k] * ny[k] for k in range(l + 1))
-        for s in SUBLAYERS:
+        for s in m.sublayers():
             x = step_pre(m, l, s, x)
-        ny.append(m.norm(f"dlcl.norms.{l}", x))
+        ny.append(m.norm(f"{m.prefix}dlcl.norms.{l}", x))
     return sum(W[L, k] * ny[k] for k in range(L + 1))
 
 
 def stack_dlcl_post(m, h):
     # §2.3 post-norm DLCL: x_l = Norm_l(Σ_{k≤l} W[l,k]·y_k), Norm_l = dlcl.norms.{l-1}, none for l = 0;
     # y_{l+1} = PostLNBlock_l(x_l); output dlcl.norms.{L-1}(Σ_{k≤L} W[L,k]·y_k), no final norm
-    L = m.cfg["n_layers"]
+    L = m.stack_depth()
     W = dlcl_weights(m)
     y = [h]
     for l in range(L):
         x = sum(W[l, k] * y[k] for k in range(l + 1))
         if l >= 1:
-            x = m.norm(f"dlcl.norms.{l - 1}", x)
-        for s in SUBLAYERS:
+            x = m.norm(f"{m.prefix}dlcl.norms.{l - 1}", x)
+        for s in m.sublayers():
             x = step_post(m, l, s, x)
         y.append(x)
-    return m.norm(f"dlcl.norms.{L - 1}", sum(W[L, k] * y[k] for k in range(L + 1)))
+    return m.norm(f"{m.prefix}dlcl.norms.{L - 1}", sum(W[L, k] * y[k] for k in range(L + 1)))
 
 
 def stack_residual(m, h):
     # §2.14 ResiDual: d_0 = x_0; per sub-layer f = F(x); d ← d + f; x ← Norm_post(x + f);
     # output α·x + Norm_dual(d), Norm_dual with ε = 1e-7
+    # (an encoder-decoder's decoder: cross-attention is one more sub-layer of the same form)
     x, d = h, h
-    for i in range(m.cfg["n_layers"]):
-        for s in SUBLAYERS:
+    for i in range(m.stack_depth()):
+        for s in m.sublayers():
             f = m.F(i, s, x)
             d = d + f
             x = m.N(i, s, "post_norm", x + f)
-    return m.opt("residual_alpha") * x + m.norm("dual_norm", d, eps=1e-7)
+    return m.opt("residual_alpha") * x + m.norm(f"{m.prefix}dual_norm", d, eps=1e-7)
 
 
 @dataclass
@@ -537,7 +547,9 @@ ENCODER_DECODER_SWITCHES = {"post": {}, "pre": {}, "pre_rms": {}, "admin": {}, "
                             "deepnorm": {"deepnorm_beta": "paper"},
                             # the placements whose equation and init count no layers (Mix-LN: ⌊ρL⌋ of each stack)
                             **{p: {} for p in ("dyt", "gemma2", "gpas", "lipschitz", "mixln", "olmo2", "peri",
-                                               "qknorm", "rezero", "scalenorm", "lns", "subln")},
+                                               "qknorm", "rezero", "scalenorm", "lns", "subln", "dlcl_pre",
+                                               "dlcl_post", "residual", "hybridnorm", "hybridnorm_star")},
+                            "normformer": {"scale_cross": False},
                             "sandwich": {"pb_relax": False}}
 
 
@@ -630,6 +642,16 @@ class Model:
     def stack_depth(self):
         """L of the stack being run: N in an encoder-decoder's encoder, else n_layers."""
         return self.encoder_layers() if self.tower == "encoder" else self.cfg["n_layers"]
+
+    def sublayers(self):
+        """The sub-layers of one layer of the stack being run (cross-attention in an encoder-decoder's decoder)."""
+        return DECODER_SUBLAYERS if self.tower == "decoder" else SUBLAYERS
+
+    def run_stack(self, h):
+        """The stack being run, before its final norm: the placement's stack function or its layer loop."""
+        if self.placement.stack is not None:
+            return self.placement.stack(self, h)
+        return stack_layers(self, h, self.placement.step)
 
     def sg(self, x):
         if self.frozen is not None:
@@ -749,24 +771,18 @@ class Model:
         over the target tokens, its final norm. Returns the decoder's output stream."""
         c = self.cfg
         assert source is not None, "an encoder-decoder needs a source (ids, lengths)"
-        assert self.placement.step is not None and not self.placement.narrow
+        assert not self.placement.narrow
         # Not written for two stacks in docs/model.md: refused here rather than guessed.
         assert not c["embed_norm"] and c["embed_scale"] != "learned", "no per-side embed_norm / embed.scale"
         ids, lengths = source
         self.key_lengths = lengths
         self.prefix, self.tower = "encoder.", "encoder"
-        s = self.embed(ids, "encoder.")
-        for i in range(self.encoder_layers()):
-            for sub in SUBLAYERS:
-                s = self.placement.step(self, i, sub, s)
+        s = self.run_stack(self.embed(ids, "encoder."))
         if c["final_norm"]:
             s = self.norm("encoder.final_norm", s)
         self.memory = s
         self.prefix, self.tower = "decoder.", "decoder"
-        h = self.embed(tokens, "decoder.")
-        for i in range(c["n_layers"]):
-            for sub in DECODER_SUBLAYERS:
-                h = self.placement.step(self, i, sub, h)
+        h = self.run_stack(self.embed(tokens, "decoder."))
         if c["final_norm"]:
             h = self.norm("decoder.final_norm", h)
         self.prefix, self.tower, self.key_lengths, self.memory = "", None, None, None
@@ -778,11 +794,7 @@ class Model:
         if c["shape"] == "encoder_decoder":
             h = self.encoder_decoder(tokens, source)
         else:
-            h = self.embed(tokens)
-            if self.placement.stack is not None:
-                h = self.placement.stack(self, h)
-            else:
-                h = stack_layers(self, h, self.placement.step)
+            h = self.run_stack(self.embed(tokens))
             if c["final_norm"]:
                 h = self.norm("final_norm", h)
         E = self.param("embed.tokens.weight", [V, w], "embed")
@@ -868,7 +880,9 @@ INIT_PLACEMENTS = ["tfixup", "olmo2", "hybridnorm", "dyt"]
 # Encoder-decoder init rules (keyed by case name; the placement is in the config): T-Fixup's two-stack factors.
 # N = 16 against M = 2: the encoder's 0.67·N^(-1/4) = 0.335 is far from the decoder's (9M)^(-1/4) = 0.486, beyond the
 # comparison's 3% tolerance, so a swapped or shared factor fails.
-INIT_ENCDEC = {"tfixup_encdec": {"placement": "tfixup", "shape": "encoder_decoder", "encoder_layers": 16}}
+# HybridNorm's σ/√(2L) on o and fc2 per stack: 1/√32 (encoder) against 1/√4 (decoder), so a shared L fails.
+INIT_ENCDEC = {"tfixup_encdec": {"placement": "tfixup", "shape": "encoder_decoder", "encoder_layers": 16},
+               "hybridnorm_encdec": {"placement": "hybridnorm", "shape": "encoder_decoder", "encoder_layers": 16}}
 
 
 def _role(name):
@@ -910,10 +924,11 @@ def paper_init(placement, cfg, name, shape):
         torch.nn.init.trunc_normal_(t, 0.0, 0.02, -0.06, 0.06)
     elif placement == "hybridnorm":
         # HybridNorm full_megatron: truncated normal ±3σ, σ = √(2/(5d)); out projections σ/√(2L);
-        # embeddings σ; an untied head 1/√d
+        # embeddings σ; an untied head 1/√d. Encoder-decoder: L is the depth of the projection's own stack.
         sigma = math.sqrt(2.0 / (5.0 * d))
         if role in ("o", "fc2"):
-            sigma /= math.sqrt(2.0 * L)
+            depth = cfg.get("encoder_layers", L) if name.startswith("encoder.") else L
+            sigma /= math.sqrt(2.0 * depth)
         elif role == "head":
             sigma = d ** -0.5
         torch.nn.init.trunc_normal_(t, 0.0, sigma, -3 * sigma, 3 * sigma)
@@ -1123,17 +1138,22 @@ CASES.update({
 # qknorm, olmo2 and gemma2 put their QK-norm and soft-cap into cross-attention too; Mix-LN at ρ = 0.67 has 2
 # Post-LN layers of the encoder's 3 and 1 of the decoder's 2 (one L for both stacks would give 1 and 1); Sub-LN has
 # no inner norm in cross-attention; Sandwich has Peri-LN's sub-layer form (its init, per stack, is not drawn here).
+# DLCL and ResiDual keep one combination / one pair of streams per stack; HybridNorm's per-head QKV norms reach
+# cross-attention; NormFormer's cross-attention is Pre-LN unless scale_cross (here with fairseq's HeadScale).
 for _p in ("dyt", "gemma2", "gpas", "lipschitz", "mixln", "olmo2", "peri", "qknorm", "rezero", "scalenorm", "lns",
-           "subln", "sandwich"):
+           "subln", "sandwich", "dlcl_pre", "dlcl_post", "residual", "normformer", "hybridnorm", "hybridnorm_star"):
     CASES[f"encdec_{_p}"] = encdec(_p, label_smoothing=0.1,
                                    **({"options": {"mixln_ratio": 0.67}} if _p == "mixln" else {}))
+CASES["encdec_normformer_scale_cross"] = encdec("normformer", label_smoothing=0.1,
+                                                options={"scale_cross": True, "head_scale": "fairseq"})
 
 # Weight re-draws chosen with --find-salts (salt 0 left a gradient that is small by cancellation,
 # e.g. a scalar gain, with float32 relative error above FP32_SEARCH).
 for _c, _s in {"variant_scalenorm": 2, "variant_qknorm": 1, "variant_subln": 1, "variant_hybridnorm": 1,
                "variant_gpas": 1, "variant_normformer_fairseq": 4, "variant_pre_scalenorm_norm": 1,
                "variant_post_geglu": 2, "variant_dyt_nobias": 1, "encdec_dyt": 3, "encdec_gpas": 1,
-               "encdec_qknorm": 7, "encdec_scalenorm": 9}.items():
+               "encdec_qknorm": 7, "encdec_scalenorm": 9, "encdec_normformer": 7, "encdec_hybridnorm": 1,
+               "encdec_normformer_scale_cross": 17}.items():
     CASES[_c].salt = _s
 
 

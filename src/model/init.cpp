@@ -120,21 +120,23 @@ void scale_roles(Model& m, RoleSet roles, double factor, bool with_biases, std::
       under);
 }
 
-void redraw_normal(Model& m, RoleSet roles, double std, uint64_t seed, std::string_view under) {
+namespace {
+void redraw(Model& m, RoleSet roles, Draw draw, uint64_t seed, std::string_view under = "") {
   for_roles(
-      m, roles,
-      [&](eng::TensorId id) {
-        draw_into(m, id, {Draw::normal, std}, seed);
-      },
-      under);
+      m, roles, [&](eng::TensorId id) { draw_into(m, id, draw, seed); }, under);
+}
+}  // namespace
+
+void redraw_normal(Model& m, RoleSet roles, double std, uint64_t seed, std::string_view under) {
+  redraw(m, roles, {Draw::normal, std}, seed, under);
 }
 
-void redraw_truncated_normal(Model& m, RoleSet roles, double std, uint64_t seed) {
-  for_roles(m, roles, [&](eng::TensorId id) { draw_into(m, id, {Draw::truncated_normal, std}, seed); });
+void redraw_truncated_normal(Model& m, RoleSet roles, double std, uint64_t seed, std::string_view under) {
+  redraw(m, roles, {Draw::truncated_normal, std}, seed, under);
 }
 
 void redraw_uniform(Model& m, RoleSet roles, double bound, uint64_t seed) {
-  for_roles(m, roles, [&](eng::TensorId id) { draw_into(m, id, {Draw::uniform, bound}, seed); });
+  redraw(m, roles, {Draw::uniform, bound}, seed);
 }
 
 void redraw_xavier(Model& m, RoleSet roles, double gain, bool normal, uint64_t seed, std::string_view under) {

@@ -68,11 +68,13 @@ class Stack {
   int layers() const { return tower_.layers; }
   const Tower& tower() const { return tower_; }
   class SubLayer sublayer(int layer, Branch branch) const;
+  // A stack-level tensor's name: `name` under the stack's prefix ("encoder.", "decoder.", or none).
+  std::string name(std::string_view name) const { return tower_.prefix() + std::string(name); }
   TensorId norm(const std::string& name, TensorId x, NormSpec spec = {}) const {
-    return make_norm(g_, config_, name, x, spec);
+    return make_norm(g_, config_, this->name(name), x, spec);
   }
   TensorId add(const std::string& name, TensorId a, TensorId b, double alpha = 1, double beta = 1) const {
-    return engine::add(g_, name, a, b, alpha, beta);
+    return engine::add(g_, this->name(name), a, b, alpha, beta);
   }
   // Records x as the residual stream entering `layer` (layer = L: the stack's output), for probes. An
   // encoder-decoder's landmarks are its decoder's.

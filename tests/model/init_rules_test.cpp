@@ -323,16 +323,23 @@ TEST(InitRules, AdminProfiledOmegaGrowsAboveOneWithDefaults) {
       profiled_omegas(tiny("admin", L, {{"d_model", 32}, {"d_ff", 64}, {"options", {{"admin_omega", "profile"}}}}), L));
 }
 
+void expect_row_averages(const Model& m, const std::string& name, int layers) {
+  const auto w = values(m, name);
+  ASSERT_EQ(w.size(), size_t((layers + 1) * (layers + 1))) << name;
+  for (int l = 0; l <= layers; ++l)
+    for (int k = 0; k <= layers; ++k)
+      EXPECT_FLOAT_EQ(w[size_t(l * (layers + 1) + k)], k <= l ? 1.0f / float(l + 1) : 0.0f)
+          << name << " W[" << l << "," << k << "]";
+}
+
 TEST(InitRules, DlclWeightsStartAsRowAverages) {
   for (const char* p : {"dlcl_pre", "dlcl_post"}) {
-    const int L = 4;
-    auto m = initialized(tiny(p, L));
-    const auto w = values(*m, "dlcl.weights");
-    ASSERT_EQ(w.size(), size_t((L + 1) * (L + 1)));
-    for (int l = 0; l <= L; ++l)
-      for (int k = 0; k <= L; ++k)
-        EXPECT_FLOAT_EQ(w[size_t(l * (L + 1) + k)], k <= l ? 1.0f / float(l + 1) : 0.0f)
-            << p << " W[" << l << "," << k << "]";
+    SCOPED_TRACE(p);
+    expect_row_averages(*initialized(tiny(p, 4)), "dlcl.weights", 4);
+    // An encoder-decoder: one combination per stack, each sized by its own depth (N = 4, M = 2).
+    auto m = initialized(tiny(p, 2, {{"shape", "encoder_decoder"}, {"encoder_layers", 4}}));
+    expect_row_averages(*m, "encoder.dlcl.weights", 4);
+    expect_row_averages(*m, "decoder.dlcl.weights", 2);
   }
 }
 

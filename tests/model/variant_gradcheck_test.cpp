@@ -233,10 +233,17 @@ std::vector<Combo> combos() {
        {{"shape", "encoder_decoder"}, {"options", {{"admin_omega", "profile"}}}, {"label_smoothing", 0.1}}},
   };
   // The other placements defined for encoder-decoders (QK-norm and soft-caps reach cross-attention; Sub-LN's has no
-  // inner norm).
-  for (const char* p : {"dyt", "gemma2", "gpas", "lipschitz", "olmo2", "peri", "qknorm", "rezero", "scalenorm", "lns",
-                        "subln", "sandwich"})
+  // inner norm; DLCL and ResiDual keep one combination / one pair of streams per stack; HybridNorm's QKV norms and
+  // NormFormer's extras (with scale_cross) reach cross-attention).
+  for (const char* p :
+       {"dyt", "gemma2", "gpas", "lipschitz", "olmo2", "peri", "qknorm", "rezero", "scalenorm", "lns", "subln",
+        "sandwich", "dlcl_pre", "dlcl_post", "residual", "normformer", "hybridnorm", "hybridnorm_star"})
     all.push_back({fmt::format("encdec_{}", p), p, {{"shape", "encoder_decoder"}, {"encoder_layers", 3}}});
+  all.push_back({"encdec_normformer_scale_cross_fairseq",
+                 "normformer",
+                 {{"shape", "encoder_decoder"},
+                  {"encoder_layers", 3},
+                  {"options", {{"scale_cross", true}, {"head_scale", "fairseq"}}}}});
   return all;
 }
 

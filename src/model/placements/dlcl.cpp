@@ -7,6 +7,8 @@
 //
 // y_0 is the embedding output; after the last block the same combination over all L+1 entries gives
 // the output (then the final norm for pre). W is learnable, lower-triangular, row l = 1/(l+1) at init.
+// An encoder-decoder's encoder and decoder each have their own W and norms (`encoder.dlcl.*`, `decoder.dlcl.*`),
+// as in the paper's code; a decoder block is self-attention, cross-attention, FFN.
 #include <vector>
 
 #include "model/init.h"
@@ -21,18 +23,18 @@ TensorId combine(const Stack& st, TensorId weights, const std::vector<TensorId>&
   const int64_t width = st.layers() + 1;
   TensorId sum = engine::kNoTensor;
   for (int k = 0; k <= row; ++k)
-    sum = engine::scale_add(st.graph(), fmt::format("dlcl.sum.{}.{}", row, k), sum, inputs[static_cast<size_t>(k)],
-                            weights, engine::ScaleMode::scalar, row * width + k);
+    sum = engine::scale_add(st.graph(), st.name(fmt::format("dlcl.sum.{}.{}", row, k)), sum,
+                            inputs[static_cast<size_t>(k)], weights, engine::ScaleMode::scalar, row * width + k);
   return sum;
 }
 
 TensorId weights_of(const Stack& st) {
   const int64_t n = st.layers() + 1;
-  return st.graph().parameter("dlcl.weights", engine::Shape{n, n}, engine::Role::scalar, false);
+  return st.graph().parameter(st.name("dlcl.weights"), engine::Shape{n, n}, engine::Role::scalar, false);
 }
 
 TensorId block(const Stack& st, int layer, TensorId x, TensorId (*sublayer)(const SubLayer&, TensorId)) {
-  for (Branch b : {Branch::attn, Branch::ffn}) x = sublayer(st.sublayer(layer, b), x);
+  for (Branch b : st.tower().branches()) x = sublayer(st.sublayer(layer, b), x);
   return x;
 }
 
@@ -65,12 +67,14 @@ TensorId dlcl_post_stack(const Stack& st, TensorId y0) {
 
 void average_rows(InitContext& ctx) {
   Model& m = ctx.model;
-  const int n = m.config.n_layers + 1;
-  engine::dispatch_float(m.graph.float_type(), [&]<typename T>() {
-    T* w = m.graph.data<T>(m.graph.at("dlcl.weights"));
-    for (int l = 0; l < n; ++l)
-      for (int k = 0; k < n; ++k) w[l * n + k] = k <= l ? T(1) / static_cast<T>(l + 1) : T(0);
-  });
+  for (const Tower& stack : stacks(m.config)) {
+    const int n = stack.layers + 1;
+    engine::dispatch_float(m.graph.float_type(), [&]<typename T>() {
+      T* w = m.graph.data<T>(m.graph.at(stack.prefix() + "dlcl.weights"));
+      for (int l = 0; l < n; ++l)
+        for (int k = 0; k < n; ++k) w[l * n + k] = k <= l ? T(1) / static_cast<T>(l + 1) : T(0);
+    });
+  }
 }
 }  // namespace
 
@@ -82,6 +86,7 @@ extern const Placement kDlclPre{
     .init = average_rows,
     .init_rule = "W row l = 1/(l+1) over k ≤ l (\"avg\")",
     .notes = "scalar granularity, no row softmax, unlimited window (the code's defaults)",
+    .encoder_decoder = true,
 };
 
 extern const Placement kDlclPost{
@@ -92,6 +97,7 @@ extern const Placement kDlclPost{
     .stack = dlcl_post_stack,
     .init = average_rows,
     .init_rule = "W row l = 1/(l+1) over k ≤ l (\"avg\")",
+    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

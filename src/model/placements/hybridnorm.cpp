@@ -5,6 +5,10 @@
 //   ffn:   u = RMS(h);  h ← u + F(u)                         (Post-Norm at the FFN input)
 //
 // HybridNorm*: block 0 is Pre-Norm for both sub-layers (QKV norms kept).
+//
+// The paper's models are decoder-only. In an encoder-decoder, cross-attention takes the attention form (q from the
+// decoder's stream, k and v from the encoder's output, each normed per head; no input norm), and the init's L is
+// the depth of each parameter's own stack.
 #include <cmath>
 
 #include "model/init.h"
@@ -18,7 +22,7 @@ constexpr Switch kSwitches[] = {{"star", "false", "HybridNorm*: block 0 uses Pre
 
 TensorId hybridnorm(const SubLayer& s, TensorId h) {
   if (s.flag("star") && s.index() == 0) return pre_ln(s, h);
-  if (s.kind() == Branch::attn) return s.add(h, s.branch(h));
+  if (s.kind() != Branch::ffn) return s.add(h, s.branch(h));
   TensorId u = s.norm("in_norm", h);
   return s.add(u, s.branch(u));
 }
@@ -27,7 +31,8 @@ void megatron_small_init(InitContext& ctx) {
   Model& m = ctx.model;
   const double sigma = std::sqrt(2.0 / (5.0 * m.config.d_model));
   redraw_truncated_normal(m, {Role::q, Role::k, Role::v, Role::fc1, Role::gate, Role::embedding}, sigma, ctx.seed);
-  redraw_truncated_normal(m, {Role::o, Role::fc2}, sigma / std::sqrt(2.0 * m.config.n_layers), ctx.seed);
+  for (const Tower& stack : stacks(m.config))
+    redraw_truncated_normal(m, {Role::o, Role::fc2}, sigma / std::sqrt(2.0 * stack.layers), ctx.seed, stack.prefix());
   redraw_truncated_normal(m, {Role::head}, 1.0 / std::sqrt(m.config.d_model), ctx.seed);
 }
 
@@ -46,8 +51,10 @@ extern const Placement kHybridNorm{
     .sublayer = hybridnorm,
     .init = megatron_small_init,
     .init_rule =
-        "truncated normal (±3σ) with σ = √(2/(5d)); o, fc2: σ/√(2L); untied head σ = 1/√d (realized stds 0.9866σ)",
+        "truncated normal (±3σ) with σ = √(2/(5d)); o, fc2: σ/√(2L) (encoder-decoder: L of their stack); untied head "
+        "σ = 1/√d (realized stds 0.9866σ)",
     .init_source = "HybridNorm code: init_fn full_megatron, truncated normal at ±3σ (spec §2.20)",
+    .encoder_decoder = true,
 };
 
 extern const Placement kHybridNormStar{
@@ -60,6 +67,7 @@ extern const Placement kHybridNormStar{
     .init = megatron_small_init,
     .init_rule = "as hybridnorm: truncated normal (±3σ), σ = √(2/(5d)); o, fc2: σ/√(2L); untied head 1/√d",
     .init_source = "HybridNorm code: init_fn full_megatron, truncated normal at ±3σ (spec §2.20)",
+    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

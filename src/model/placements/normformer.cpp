@@ -7,6 +7,10 @@
 // Pre-LN plus three extra operations, each behind a switch. HeadScale follows the paper by default
 // (γ_h on each head's output, before W_O); fairseq scales W_O's output split into H chunks instead,
 // which is not equivalent (fairseq issue #3973).
+//
+// The paper trains decoder-only and masked LMs; in an encoder-decoder every self-attention and FFN sub-layer of
+// both stacks takes the extra operations, and cross-attention is a plain Pre-LN sub-layer, as in fairseq's decoder
+// layer (its encoder attention has neither HeadScale nor LN_out); `scale_cross` gives it both.
 #include "model/placements/variants.h"
 
 namespace normlab::model {
@@ -18,10 +22,12 @@ constexpr Switch kSwitches[] = {
     {"scale_heads", "true", "HeadScale (--scale-heads)"},
     {"scale_fc", "true", "LN after the FFN activation (--scale-fc)"},
     {"scale_resids", "true", "learnable λ on the FFN shortcut (--scale-resids)"},
+    {"scale_cross", "false", "encoder-decoder only: HeadScale and LN_out on cross-attention too (fairseq: neither)"},
 };
 
 TensorId normformer(const SubLayer& s, TensorId h) {
-  if (s.kind() == Branch::attn) {
+  if (s.kind() == Branch::cross && !s.flag("scale_cross")) return pre_ln(s, h);
+  if (s.kind() != Branch::ffn) {
     BranchStyle style;
     if (s.flag("scale_heads"))
       style.head_scale = s.text("head_scale") == "fairseq" ? HeadScale::fairseq : HeadScale::paper;
@@ -41,7 +47,10 @@ extern const Placement kNormFormer{
     .switches = kSwitches,
     .sublayer = normformer,
     .init_rule = "γ_h = 1, λ = 1",
-    .notes = "HeadScale: paper form by default, fairseq's post-W_O form with head_scale = fairseq",
+    .notes =
+        "HeadScale: paper form by default, fairseq's post-W_O form with head_scale = fairseq; encoder-decoder: "
+        "cross-attention is Pre-LN (scale_cross = true adds HeadScale and LN_out)",
+    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

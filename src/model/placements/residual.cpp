@@ -4,7 +4,9 @@
 //   output:         α·x + LN_dual(d)
 //
 // Two streams: a Post-LN stream that keeps Post-LN's representation, and an un-normalized dual
-// stream whose own final norm carries Pre-LN's direct gradient path to every layer.
+// stream whose own final norm carries Pre-LN's direct gradient path to every layer. In an encoder-decoder each
+// stack carries its own pair of streams, and a decoder layer's cross-attention is one more sub-layer of the same
+// form (the code's decoder layer); the encoder's output α·x + LN_dual(d) is what cross-attention reads.
 #include "model/placements/variants.h"
 
 namespace normlab::model {
@@ -16,7 +18,7 @@ TensorId residual_stack(const Stack& st, TensorId x) {
   TensorId dual = x;
   for (int layer = 0; layer < st.layers(); ++layer) {
     st.mark_stream(layer, x);  // the Post-LN stream; the dual stream is `layers.{i}.{s}.dual`
-    for (Branch b : {Branch::attn, Branch::ffn}) {
+    for (Branch b : st.tower().branches()) {
       SubLayer s = st.sublayer(layer, b);
       TensorId f = s.branch(x);
       dual = s.add(dual, f, 1, 1, "dual");
@@ -36,6 +38,7 @@ extern const Placement kResiDual{
     .switches = kSwitches,
     .stack = residual_stack,
     .notes = "the dual stream's final LN uses ε = 1e-7, as the code",
+    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model
