@@ -99,11 +99,6 @@ void validate(const ModelConfig& c, const std::string& where) {
   if (c.encoder_layers > 0 && !c.encoder_decoder())
     fail("{}: encoder_layers = {} applies to shape 'encoder_decoder' only (this model is a '{}'): remove it", where,
          c.encoder_layers, c.shape);
-  if (c.encoder_decoder() && !p.encoder_decoder)
-    fail(
-        "{}: placement '{}' is not defined for shape 'encoder_decoder' yet (its layer loop, its depth constants or "
-        "its per-sub-layer form are written for one stack without cross-attention); use one of: {}",
-        where, c.placement, fmt::join(encoder_decoder_placements(), ", "));
   if ((c.norm.type == "crmsnorm") != p.compressed_stream)
     fail("{}: norm.type 'crmsnorm' and placement 'pre_crms' go together (the compressed stream needs CRMSNorm)", where);
   if (c.init.head != "auto" && c.tied_embeddings)

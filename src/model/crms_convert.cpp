@@ -24,6 +24,9 @@
 //    coordinates of n(z̄) = y, and y's last coordinate is −Σ_{j<d−1} y_j. A consumer W' (after step 1)
 //    then computes W'y = Σ_{j<d−1} (W'[:, j] − W'[:, d−1])·y_j, i.e. W'' = W'[:, :d−1] − W'[:, d−1]·1ᵀ.
 //
+// In an encoder-decoder both stacks convert alike (each side's positions are producers), and cross-attention's k and
+// v are consumers of the encoder's final norm, whose output is the memory.
+//
 // Everything between the norms and the producers (attention with RoPE and soft-caps, the FFN
 // activation, the embedding scale) is untouched, so the converted model's logits equal the source's
 // up to rounding. Tied embeddings cannot survive: the head becomes γ_f-folded and compressed by
@@ -175,11 +178,6 @@ void convert_pre_ln_to_crms(const Model& src, Model& dst) {
   auto copy = [&](const std::string& name, eng::Shape shape) { out.write(name, shape, get(name)); };
 
   out.write("embed.tokens.weight", {V, w}, compress_rows(get("embed.tokens.weight"), V, d));
-  if (c.positions == "learned")
-    out.write("embed.positions.weight", {c.max_seq_len, w},
-              compress_rows(get("embed.positions.weight"), c.max_seq_len, d));
-  if (c.embed_scale == "learned") copy("embed.scale", {1});
-
   auto consumer = [&](const std::string& name, const std::vector<double>& gamma, int64_t rows) {
     out.write(name + ".weight", {rows, w}, compress_consumer(get(name + ".weight"), gamma, rows, d));
     if (c.bias) copy(name + ".bias", {rows});
@@ -188,16 +186,32 @@ void convert_pre_ln_to_crms(const Model& src, Model& dst) {
     out.write(name + ".weight", {w, in}, compress_producer(get(name + ".weight"), d, in));
     if (c.bias) out.write(name + ".bias", {w}, compress_producer(get(name + ".bias"), d, 1));
   };
-  for (int i = 0; i < c.n_layers; ++i) {
-    const std::string attn = fmt::format("layers.{}.attn", i), ffn = fmt::format("layers.{}.ffn", i);
-    const std::vector<double> g_attn = get(attn + ".in_norm.weight"), g_ffn = get(ffn + ".in_norm.weight");
-    for (const char* m : {".q", ".k", ".v"}) consumer(attn + m, g_attn, d);
-    producer(attn + ".o", d);
-    consumer(ffn + ".fc1", g_ffn, ff);
-    if (c.activation != "gelu") consumer(ffn + ".gate", g_ffn, ff);
-    producer(ffn + ".fc2", ff);
+  // An encoder-decoder's cross-attention reads the encoder's final norm: its k and v are that norm's consumers.
+  const std::string memory_norm = "encoder.final_norm.weight";
+  for (const Tower& stack : stacks(c)) {
+    const std::string side = stack.prefix();
+    if (c.positions == "learned")
+      out.write(side + "embed.positions.weight", {c.max_seq_len, w},
+                compress_rows(get(side + "embed.positions.weight"), c.max_seq_len, d));
+    if (c.embed_scale == "learned") copy(side + "embed.scale", {1});
+    for (int i = 0; i < stack.layers; ++i)
+      for (Branch branch : stack.branches()) {
+        const std::string p = fmt::format("{}layers.{}.{}", side, i, branch_name(branch));
+        const std::vector<double> gamma = get(p + ".in_norm.weight");
+        if (branch == Branch::ffn) {
+          consumer(p + ".fc1", gamma, ff);
+          if (c.activation != "gelu") consumer(p + ".gate", gamma, ff);
+          producer(p + ".fc2", ff);
+          continue;
+        }
+        consumer(p + ".q", gamma, d);
+        const std::vector<double> kv_gamma = branch == Branch::cross ? get(memory_norm) : gamma;
+        for (const char* m : {".k", ".v"}) consumer(p + m, kv_gamma, d);
+        producer(p + ".o", d);
+      }
   }
-  out.write("lm_head.weight", {V, w}, compress_consumer(get("lm_head.weight"), get("final_norm.weight"), V, d));
+  const std::string head_norm = c.encoder_decoder() ? "decoder.final_norm.weight" : "final_norm.weight";
+  out.write("lm_head.weight", {V, w}, compress_consumer(get("lm_head.weight"), get(head_norm), V, d));
   out.finish();
   for (eng::TensorId id : src.graph.parameters())
     if (!used.contains(src.graph.spec(id).name))

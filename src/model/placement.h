@@ -155,13 +155,11 @@ struct Placement {
   std::string_view notes = "";        // paper-vs-code choices, for `normlab variants`
   bool zero_mean_branch = false;      // Pre-RMSNorm: branch outputs and embeddings are re-centered
   bool compressed_stream = false;     // Pre-CRMSNorm: the stream has width d − 1
-  bool encoder_decoder = false;       // defined for shape encoder_decoder (its rules know both stacks)
 };
 
 const Placement& find_placement(std::string_view name);  // throws normlab::Error listing the known names
 std::span<const Placement* const> all_placements();
 std::vector<std::string> placement_names();
-std::vector<std::string> encoder_decoder_placements();
 // Every sub-layer of a model in the order a forward pass runs them: its name prefix, and how many sub-layers its
 // stack holds (Admin's N, per stack).
 struct SubLayerSite {

@@ -234,14 +234,6 @@ TEST_F(CliErrors, ConfigImpossibleValues) {
 
 TEST_F(CliErrors, UnknownPlacement) { expect_cli_error(train_with({"model.placement=prex"}), {"placement", "'prex'"}); }
 
-// Pre-CRMSNorm's compressed stream is written for one stack: the encoder-decoder shape refuses it and lists the
-// placements it accepts (the stack-level DLCL and ResiDual among them).
-TEST_F(CliErrors, PlacementNotDefinedForEncoderDecoder) {
-  expect_cli_error(train_with({"model.shape=encoder_decoder", "model.placement=pre_crms", "model.norm.type=crmsnorm",
-                               "model.tied_embeddings=false"}),
-                   {"placement 'pre_crms' is not defined for shape 'encoder_decoder'", "dlcl_pre", "residual"});
-}
-
 // --- token data ---
 
 TEST_F(CliErrors, ModelVocabDiffersFromData) {

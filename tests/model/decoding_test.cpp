@@ -95,10 +95,10 @@ TEST(Decoding, Fp32CachedLogitsAgreeToRounding) {
 }
 
 // An encoder-decoder: the source encoded once, then the decoder fed one target position a pass; padded sources.
-TEST(Decoding, EveryEncoderDecoderPlacementsCachedLogitsEqualTheFullModels) {
+TEST(Decoding, EncoderDecoderCachedLogitsEqualTheFullModelsUnderEveryPlacement) {
   const std::vector<int32_t> source = tokens_for(kBatch, kSeq), lengths{5, kSeq};
   const std::vector<int32_t> longer = tokens_for(kBatch + 1, kSeq), target(longer.begin() + kSeq, longer.end());
-  for (const std::string& placement : encoder_decoder_placements()) {
+  for (const std::string& placement : placement_names()) {
     SCOPED_TRACE(placement);
     const ModelConfig c = read_model_config(
         tiny(Json{{"placement", placement}, {"shape", "encoder_decoder"}, {"encoder_layers", 2}}), "decoding test");

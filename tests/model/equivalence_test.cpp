@@ -36,6 +36,11 @@ std::unique_ptr<Model> build(const Json& config, eng::DType dtype) {
     tokens[i] = static_cast<int32_t>((i * 11 + 2) % kVocab);
     targets[i] = static_cast<int32_t>((i * 5 + 7) % kVocab);
   }
+  if (m->config.encoder_decoder()) {  // a padded source: row 0 has 4 of kSeq positions
+    std::vector<int32_t> source(kBatch * kSeq), lengths{4, kSeq};
+    for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<int32_t>((i * 7 + 3) % kVocab);
+    m->set_source(source.data(), lengths.data());
+  }
   m->set_batch(tokens.data(), targets.data());
   return m;
 }
@@ -79,6 +84,8 @@ const std::vector<Json>& prenorm_shapes() {
       {{"activation", "geglu"},
        {"embed_scale", "learned"},
        {"options", {{"attn_softcap", 3.0}, {"final_softcap", 4.0}}}},
+      // An encoder-decoder: cross-attention's k and v read the encoder's final norm (its gains fold into them).
+      {{"shape", "encoder_decoder"}, {"encoder_layers", 2}, {"activation", "swiglu"}, {"embed_scale", "learned"}},
   };
   return shapes;
 }
@@ -151,6 +158,8 @@ TEST(Equivalence, PreLnEqualsPreCrmsAfterConversion) {
       EXPECT_EQ(target.stream_width(), 15);
       auto crms = build_model(target, kBatch, kSeq, dtype);
       crms->set_batch(pre->graph.data<int32_t>(pre->tokens), pre->graph.data<int32_t>(pre->targets));
+      if (pre->config.encoder_decoder())
+        crms->set_source(pre->graph.data<int32_t>(pre->source), pre->graph.data<int32_t>(pre->source_lengths));
       convert_pre_ln_to_crms(*pre, *crms);
       run(*pre, false);
       run(*crms, false);
@@ -159,7 +168,8 @@ TEST(Equivalence, PreLnEqualsPreCrmsAfterConversion) {
       EXPECT_NEAR(crms->loss_value(), pre->loss_value(), tol * std::abs(pre->loss_value())) << "loss";
       // The stream really is the compressed, centered Pre-LN stream: its width is d − 1, and the
       // first d − 1 coordinates of the centered Pre-LN stream after the last layer equal it.
-      const std::string last = fmt::format("layers.{}.ffn.residual", 2);
+      const std::string last =
+          fmt::format("{}layers.{}.ffn.residual", pre->config.encoder_decoder() ? "decoder." : "", 2);
       const auto z = values(pre->graph, pre->graph.at(last)), x = values(crms->graph, crms->graph.at(last));
       ASSERT_EQ(x.size() / 15, z.size() / 16);
       double err = 0, scale = 1;

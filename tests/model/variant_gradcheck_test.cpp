@@ -232,12 +232,12 @@ std::vector<Combo> combos() {
        "admin",
        {{"shape", "encoder_decoder"}, {"options", {{"admin_omega", "profile"}}}, {"label_smoothing", 0.1}}},
   };
-  // The other placements defined for encoder-decoders (QK-norm and soft-caps reach cross-attention; Sub-LN's has no
-  // inner norm; DLCL and ResiDual keep one combination / one pair of streams per stack; HybridNorm's QKV norms and
-  // NormFormer's extras (with scale_cross) reach cross-attention).
+  // Every other placement as an encoder-decoder (QK-norm and soft-caps reach cross-attention; Sub-LN's has no inner
+  // norm; DLCL and ResiDual keep one combination / one pair of streams per stack; HybridNorm's QKV norms and
+  // NormFormer's extras (with scale_cross) reach cross-attention; Pre-CRMSNorm's reads a compressed memory).
   for (const char* p :
        {"dyt", "gemma2", "gpas", "lipschitz", "olmo2", "peri", "qknorm", "rezero", "scalenorm", "lns", "subln",
-        "sandwich", "dlcl_pre", "dlcl_post", "residual", "normformer", "hybridnorm", "hybridnorm_star"})
+        "sandwich", "dlcl_pre", "dlcl_post", "residual", "normformer", "hybridnorm", "hybridnorm_star", "pre_crms"})
     all.push_back({fmt::format("encdec_{}", p), p, {{"shape", "encoder_decoder"}, {"encoder_layers", 3}}});
   all.push_back({"encdec_normformer_scale_cross_fairseq",
                  "normformer",

@@ -78,7 +78,6 @@ extern const Placement kAdmin{
     .sublayer = admin,
     .init = admin_init,
     .init_rule = "ω = √((N+1)/ln(N+1) − 1), N = 2L (admin_omega = log; encoder-decoder: 2N and 3M), or profiled",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

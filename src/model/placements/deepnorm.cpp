@@ -79,7 +79,6 @@ extern const Placement kDeepNorm{
     .init_rule =
         "Xavier-normal gain β = (8L)^(-1/4) on v, o, fc1, gate, fc2; gain 1 on q, k (encoder-decoder: β_e, β_d)",
     .notes = "paper init by default (torchscale scales the existing init and biases: deepnorm_init = torchscale)",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

@@ -86,7 +86,6 @@ extern const Placement kDlclPre{
     .init = average_rows,
     .init_rule = "W row l = 1/(l+1) over k ≤ l (\"avg\")",
     .notes = "scalar granularity, no row softmax, unlimited window (the code's defaults)",
-    .encoder_decoder = true,
 };
 
 extern const Placement kDlclPost{
@@ -97,7 +96,6 @@ extern const Placement kDlclPost{
     .stack = dlcl_post_stack,
     .init = average_rows,
     .init_rule = "W row l = 1/(l+1) over k ≤ l (\"avg\")",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

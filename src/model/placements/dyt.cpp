@@ -27,7 +27,6 @@ extern const Placement kDyT{
         "code (embedding × a scalar "
         "initialized to √d) — under N(0, 0.02) embeddings DyT stalls at every α₀ (dyt-alpha study)",
     .notes = "LLaMA form: norm.bias = false and embed_scale = learned (a scalar √d on the embedding)",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

@@ -18,7 +18,6 @@ extern const Placement kGemma2{
     .sublayer = peri_ln,
     .init_rule = "RMSNorm scale s = 0 (effective gain 1)",
     .notes = "exact-erf GELU in GeGLU; query scaling 1/√D (query_pre_attn_scalar of the 2B/9B models)",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

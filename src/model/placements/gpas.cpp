@@ -28,7 +28,6 @@ extern const Placement kGpas{
     .sublayer = gpas,
     .init_rule = "a = 0 (G is the identity at init)",
     .notes = "one gate per layer after both adds (code); the paper's text says after each sub-layer: gpas_per_sublayer",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

@@ -54,7 +54,6 @@ extern const Placement kHybridNorm{
         "truncated normal (±3σ) with σ = √(2/(5d)); o, fc2: σ/√(2L) (encoder-decoder: L of their stack); untied head "
         "σ = 1/√d (realized stds 0.9866σ)",
     .init_source = "HybridNorm code: init_fn full_megatron, truncated normal at ±3σ (spec §2.20)",
-    .encoder_decoder = true,
 };
 
 extern const Placement kHybridNormStar{
@@ -67,7 +66,6 @@ extern const Placement kHybridNormStar{
     .init = megatron_small_init,
     .init_rule = "as hybridnorm: truncated normal (±3σ), σ = √(2/(5d)); o, fc2: σ/√(2L); untied head 1/√d",
     .init_source = "HybridNorm code: init_fn full_megatron, truncated normal at ±3σ (spec §2.20)",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

@@ -40,7 +40,6 @@ extern const Placement kLipschitz{
     .init = lipschitz_init,
     .init_rule = "matrices U(±1/√fan_in); embeddings U(±√(2/(V+d))); biases 0",
     .notes = "the author's Neutron code (v1 computation order); the paper's constants were not re-read",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

@@ -32,7 +32,6 @@ extern const Placement kLayerNormScaling{
     .switches = kSwitches,
     .sublayer = lns,
     .init_rule = "plain N(0, std); do not combine with the depth-scaled init (init.scheme = scaled)",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

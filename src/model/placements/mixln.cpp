@@ -29,7 +29,6 @@ extern const Placement kMixLn{
     .switches = kSwitches,
     .sublayer = mixln,
     .init_rule = "embeddings N(0, √(2/5)) as the Mix-LN repo (\"Spike No More\")",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

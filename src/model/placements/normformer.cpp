@@ -50,7 +50,6 @@ extern const Placement kNormFormer{
     .notes =
         "HeadScale: paper form by default, fairseq's post-W_O form with head_scale = fairseq; encoder-decoder: "
         "cross-attention is Pre-LN (scale_cross = true adds HeadScale and LN_out)",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

@@ -36,7 +36,6 @@ extern const Placement kOlmo2{
         "(realized std 0.9866σ)",
     .init_source = "OLMo 2 code: init_fn normal, init_std 0.02, trunc_normal_ at ±3σ (spec §2.17)",
     .notes = "z-loss is not included",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

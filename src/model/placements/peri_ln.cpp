@@ -18,7 +18,6 @@ extern const Placement kPeriLn{
     .equations = "h = x + Norm(Attn(Norm(x)));  x' = h + Norm(FFN(Norm(h)))",
     .sublayer = peri_ln,
     .notes = "no official code; set embed_norm = true for the paper's optional embedding norm",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

@@ -19,7 +19,6 @@ extern const Placement kPostLn{
     .sublayer = post_ln,
     .notes =
         "LLaMA-based research repos (Mix-LN, LNS, GPAS) keep a final norm in their post mode: set final_norm = true",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

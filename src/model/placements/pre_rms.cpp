@@ -21,7 +21,6 @@ extern const Placement kPreRms{
     .sublayer = pre_ln,
     .notes = "equivalent to Pre-LN with bias-free LayerNorm (test: logits within 1e-5)",
     .zero_mean_branch = true,
-    .encoder_decoder = true,
 };
 
 extern const Placement kPreCrms{

@@ -16,7 +16,6 @@ extern const Placement kQkNorm{
     .defaults = R"({"options": {"qk_norm": "l2"}})",
     .sublayer = pre_ln,
     .init_rule = "g = log2(T² − T), T = max_seq_len (the paper: the 97.5th-percentile training length)",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

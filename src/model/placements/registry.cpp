@@ -23,13 +23,6 @@ std::vector<std::string> placement_names() {
   return names;
 }
 
-std::vector<std::string> encoder_decoder_placements() {
-  std::vector<std::string> names;
-  for (const Placement* p : kPlacements)
-    if (p->encoder_decoder) names.emplace_back(p->name);
-  return names;
-}
-
 const Placement& find_placement(std::string_view name) {
   for (const Placement* p : kPlacements)
     if (p->name == name) return *p;

@@ -38,7 +38,6 @@ extern const Placement kResiDual{
     .switches = kSwitches,
     .stack = residual_stack,
     .notes = "the dual stream's final LN uses ε = 1e-7, as the code",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

@@ -29,7 +29,6 @@ extern const Placement kReZero{
     .sublayer = rezero,
     .init_rule = "α = 0",
     .notes = "one α per layer shared by its sub-layers, as in the official code (paper: per residual block)",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

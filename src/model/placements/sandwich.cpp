@@ -31,7 +31,6 @@ extern const Placement kSandwich{
     .init_rule = "o, fc2: N(0, std/√(2L)), L the depth of their stack",
     .notes =
         "PB-relax (options.pb_relax) follows the code (÷ max|x|/8); the attention relaxation is off, as in the code",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

@@ -31,7 +31,6 @@ extern const Placement kScaleNormPre{
     .init = small_init,
     .init_rule = "SmallInit: q, k, v, o N(0, √(2/(5d))); FFN N(0, √(2/(d_ff+d))); g = √d",
     .notes = "FixNorm (fixed-length word embeddings) from the same paper is not included",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

@@ -48,7 +48,6 @@ extern const Placement kSubLn{
     .init_rule =
         "v, o, fc1, gate, fc2 (weights and biases) × γ = √(ln 2L); encoder-decoder: encoder γ = √(ln(3M)·ln(2N)/3), "
         "decoder γ = √(ln 3M), cross-attention unscaled (torchscale)",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model

@@ -60,7 +60,6 @@ extern const Placement kTFixup{
         "shared embeddings at the encoder's factor), whose TransformerDecoder scales the token embedding by √d "
         "(embed_scale = sqrt(embed_dim))",
     .notes = "V's extra √2 in the code undoes fairseq's 1/√2 gain, so it is omitted here",
-    .encoder_decoder = true,
 };
 
 }  // namespace normlab::model
