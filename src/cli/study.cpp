@@ -55,22 +55,22 @@ std::string command_line() {
   return line;
 }
 
-// Where `normlab study NAME` writes without --out.
-fs::path default_study_dir(std::string_view name, bool quick) {
-  return fs::path("runs") / fmt::format("study-{}{}", name, quick ? "-quick" : "");
+// Where `normlab study NAME` writes without --out: runs/study-NAME, with -quick or -large for those presets.
+fs::path default_study_dir(std::string_view name, std::string_view preset = "") {
+  return fs::path("runs") / fmt::format("study-{}{}{}", name, preset.empty() ? "" : "-", preset);
 }
 
-// The last verdict in a study's default folders (the preset's, then --quick's), e.g.
+// The last verdict in a study's default folders (the default preset's, then --quick's and --large's), e.g.
 // "reproduced, 2026-11-30 21:40 UTC (runs/study-x/report.html)".
 std::string last_verdicts(std::string_view name) {
   std::vector<std::string> found;
-  for (const bool quick : {false, true}) {
-    const fs::path dir = default_study_dir(name, quick);
+  for (const std::string_view preset : {"", "quick", "large"}) {
+    const fs::path dir = default_study_dir(name, preset);
     if (const auto e = study::read_report_entry(dir))
-      found.push_back(fmt::format("{}{}, {} ({})", quick ? "--quick: " : "", e->verdict, e->written,
-                                  (dir / "report.html").string()));
+      found.push_back(fmt::format("{}{}, {} ({})", preset.empty() ? "" : fmt::format("--{}: ", preset), e->verdict,
+                                  e->written, (dir / "report.html").string()));
   }
-  if (found.empty()) return fmt::format("none yet in {}", default_study_dir(name, false).string());
+  if (found.empty()) return fmt::format("none yet in {}", default_study_dir(name).string());
   return fmt::format("{}", fmt::join(found, "; "));
 }
 
@@ -96,7 +96,7 @@ void print_study_list() {
 void add_study(CLI::App& app) {
   struct Args {
     std::string name, out;
-    bool help = false;
+    bool help = false, large = false;
     std::string seeds;
     study::StudyOptions options;
     study::RunnerOptions runner;
@@ -109,6 +109,9 @@ void add_study(CLI::App& app) {
   cmd->add_flag("-h,--help", args->help, "this help; with a study name, that study's claim, axes and examples");
   cmd->add_option("name", args->name, "study name, or `list`");
   cmd->add_flag("--quick", args->options.quick, "the small preset (a few minutes)");
+  cmd->add_flag("--large", args->large,
+                "the cluster-sized preset: d 256, T 128, 12-48 layers, thousands of steps (`normlab study NAME --help` "
+                "shows its settings; docs/studies.md its core-hours)");
   cmd->add_option("--seeds", args->seeds,
                   "the seeds every configuration runs with: a count N (seeds 1..N), a list 101,102,103 or a range "
                   "101-103 (default: the study's, 3 for most; 1 with --quick)");
@@ -116,7 +119,7 @@ void add_study(CLI::App& app) {
   cmd->add_option("-g,--grid", args->options.grid,
                   "replace the values of one of the study's axes, e.g. --grid model.n_layers=8,16,32 (repeatable; "
                   "`normlab study NAME --help` lists its axes)");
-  cmd->add_option("-o,--out", args->out, "study directory (default runs/study-<name>[-quick])");
+  cmd->add_option("-o,--out", args->out, "study directory (default runs/study-<name>[-quick|-large])");
   add_runner_options(cmd, args->runner);
   cmd->callback([args, cmd] {
     if (args->help) {
@@ -129,7 +132,9 @@ void add_study(CLI::App& app) {
     const study::Study& s = study::find_study(args->name);
     if (served_as_worker()) return;
     if (!args->seeds.empty()) args->options.seeds = study::parse_seeds(args->seeds);
-    args->options.dir = args->out.empty() ? default_study_dir(s.name, args->options.quick) : fs::path(args->out);
+    if (args->large) study::use_large_preset(s, args->options);
+    const std::string_view preset = args->options.quick ? "quick" : args->large ? "large" : "";
+    args->options.dir = args->out.empty() ? default_study_dir(s.name, preset) : fs::path(args->out);
     args->options.command_line = command_line();
     const study::StudyResult result = study::run_study(s, args->options, args->runner);
     study::release_workers();

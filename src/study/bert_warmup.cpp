@@ -144,6 +144,9 @@ extern const Study kBertWarmup{
         "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745) §3.2, "
         "§4.2 and Figure 3 (c, d); Devlin et al. 2019, BERT (arXiv 1810.04805) §3.1 for the masking.",
     .cost = "default ~30 min on 2 cores (8 runs × 3 seeds, --jobs 2), --quick ~20 s (4 runs)",
+    .large =
+        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=12 "
+        "train.steps=2000",
     .axes = {{.key = "train.lr",
               .defaults = "1e-3,3e-3",
               .quick = "3e-3",
@@ -151,6 +154,7 @@ extern const Study kBertWarmup{
              {.key = "train.warmup",
               .defaults = "0,100",
               .quick = "0,10",
+              .large = "0,200",
               .description = "warm-up lengths in steps; A, B and C read 0, A and C the longest"}},
     .plan = plan,
     .judge = judge,

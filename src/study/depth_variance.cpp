@@ -141,6 +141,9 @@ extern const Study kDepthVariance{
         "Sun et al. 2025, The Curse of Depth in Large Language Models (arXiv 2502.05795), Fig. 4; Chen et al. 2025, "
         "GPAS (arXiv 2506.22049).",
     .cost = "default ~12 min on 2 cores (3 seeds), --quick ~15 s",
+    .large =
+        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=24 "
+        "train.steps=2000",
     .plan = plan,
     .judge = judge,
 };

@@ -150,6 +150,9 @@ extern const Study kDytAlpha{
         "training lags or diverges.",
     .source = "Zhu, Chen, He, LeCun, Liu 2025, Transformers without Normalization (CVPR 2025, arXiv 2503.10622), §7.",
     .cost = "default ~12 min on 2 cores (3 seeds), --quick ~15 s",
+    .large =
+        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=12 "
+        "train.steps=2000",
     .axes = {{.key = "model.options.dyt_alpha",
               .defaults = "0.1,0.5,1,2,4",
               .quick = "0.5,2",

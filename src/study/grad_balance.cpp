@@ -112,6 +112,9 @@ extern const Study kGradBalance{
         "Zhuo "
         "et al. 2025, HybridNorm (arXiv 2503.04598).",
     .cost = "default ~9 min on 2 cores (3 seeds), --quick ~15 s",
+    .large =
+        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=24 "
+        "train.steps=2000",
     .plan = plan,
     .judge = judge,
 };

@@ -164,6 +164,7 @@ extern const Study kGradByDepth{
         "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745), Thm 1 and Fig. "
         "3.",
     .cost = "default ~3 min on 2 cores (3 seeds), --quick ~15 s",
+    .large = "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128",
     .axes = {{.key = "model.n_layers",
               .defaults = "6,12,24,48",
               .quick = "2,4,8",

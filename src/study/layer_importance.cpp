@@ -135,6 +135,9 @@ extern const Study kLayerImportance{
         "2412.13795), "
         "Fig. 1; Gromov et al. 2024 (angular distance).",
     .cost = "default ~10 min on 2 cores (3 seeds), --quick ~15 s",
+    .large =
+        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=24 "
+        "train.steps=2000",
     .plan = plan,
     .judge = judge,
 };

@@ -162,6 +162,9 @@ extern const Study kLeaderboard{
         "The survey's starting point: Xiong et al. 2020 (arXiv 2002.04745) and the variants' own papers (normlab "
         "variants).",
     .cost = "default ~21 min on 2 cores (26 × 3 runs), --quick ~25 s",
+    .large =
+        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=12 "
+        "train.steps=2000",
     .plan = plan,
     .judge = judge,
 };

@@ -128,6 +128,9 @@ extern const Study kMassiveActivations{
         "Kim et al. 2025, Peri-LN: Revisiting Normalization Layer in the Transformer Architecture (arXiv 2502.02732), "
         "§3–4.",
     .cost = "default ~9 min on 2 cores (3 seeds), --quick ~10 s",
+    .large =
+        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=24 "
+        "train.steps=2000",
     .plan = plan,
     .judge = judge,
 };

@@ -141,6 +141,9 @@ extern const Study kModelUpdate{
         "the jump, and DeepNorm's update stays smaller.",
     .source = "Wang et al. 2022, DeepNet: Scaling Transformers to 1,000 Layers (arXiv 2203.00555), §3, Figs. 4–5.",
     .cost = "default ~7.5 min on 2 cores (3 seeds), --quick ~20 s",
+    .large =
+        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=24 "
+        "train.steps=1000",
     .plan = plan,
     .judge = judge,
 };

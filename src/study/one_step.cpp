@@ -137,9 +137,11 @@ extern const Study kOneStep{
         "Liu et al. 2020, Understanding the Difficulty of Training Transformers (Admin, arXiv 2004.08249), Thm 2, Fig. "
         "4.",
     .cost = "default ~30 s on 2 cores (3 seeds), --quick ~10 s",
+    .large = "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128",
     .axes = {{.key = "model.n_layers",
               .defaults = "3,6,12,24",
               .quick = "2,4,8",
+              .large = "6,12,24,48",
               .description = "depths L (N = 2L sub-layers); each placement's growth is the log-log slope over all of "
                              "them (at least two)"}},
     .plan = plan,

@@ -153,6 +153,9 @@ extern const Study kRmsEquivalence{
         "faster.",
     .source = "Jiang, Gu, Zhu, Pan 2023, Pre-RMSNorm and Pre-CRMSNorm Transformers (NeurIPS 2023, arXiv 2305.14858).",
     .cost = "default ~3 min on 2 cores (3 seeds, every run alone), --quick ~15 s",
+    .large =
+        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=12 "
+        "train.steps=1000",
     .plan = plan,
     .judge = judge,
 };

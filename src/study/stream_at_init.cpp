@@ -170,6 +170,7 @@ extern const Study kStreamAtInit{
         "layer input has E‖x‖²/d = 1.",
     .source = "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745), Lemma 2.",
     .cost = "default ~30 s on 2 cores (3 seeds), --quick ~5 s",
+    .large = "model.d_model=256 model.n_heads=4 model.max_seq_len=128 train.seq_len=128 model.n_layers=48",
     .axes = {{.key = "d_ff_multiple",
               .defaults = "4",
               .quick = "4",

@@ -11,6 +11,7 @@
 
 #include "common/error.h"
 #include "dist/comm.h"
+#include "model/config.h"
 #include "study/catalog.h"
 #include "study/kit.h"
 
@@ -261,7 +262,9 @@ std::vector<std::string> StudyOptions::text_axis(const std::string& key) const {
 void resolve_axes(const Study& study, StudyOptions& options) {
   options.axes.clear();
   for (const Axis& a : study.axes)
-    for (const std::string& v : split_values(options.quick ? a.quick : a.defaults))
+    for (const std::string& v : split_values(options.quick                       ? a.quick
+                                             : options.large && !a.large.empty() ? a.large
+                                                                                 : a.defaults))
       options.axes[std::string(a.key)].push_back(parse_value(v));
   std::set<std::string> given;
   for (const std::string& g : options.grid) {
@@ -307,6 +310,13 @@ std::string study_help(const Study& s) {
       "normlab study {}: {}\n\nclaim:  {}\nsource: {}\ncost:   {}\nseeds:  {} by default "
       "(--seeds N, 101,102,103 or 101-103; --quick uses 1)\n\n",
       s.name, s.title, s.claim, s.source, s.cost, s.default_seeds);
+  StudyOptions large;
+  use_large_preset(s, large);
+  const std::vector<RunRequest> planned = plan_study(s, large);
+  out += fmt::format(
+      "large:  --large sets {}; {} runs with {} seeds, {} layer-steps of training (steps × layers; docs/studies.md "
+      "prices them in core-hours)\n\n",
+      s.large, planned.size(), large.seeds.size(), layer_steps(planned));
   if (s.axes.empty()) {
     out +=
         "axes: none; its arms are fixed. --set changes what every run shares (a field the arms differ in is "
@@ -314,14 +324,15 @@ std::string study_help(const Study& s) {
   } else {
     out += "axes (replace an axis's values with --grid KEY=V1,V2,...; a --set of an axis is refused):\n";
     for (const Axis& a : s.axes) {
-      out +=
-          fmt::format("  {}\n      {}\n      default: {}   --quick: {}\n", a.key, a.description, a.defaults, a.quick);
+      out += fmt::format("  {}\n      {}\n      default: {}   --quick: {}   --large: {}\n", a.key, a.description,
+                         a.defaults, a.quick, a.large.empty() ? a.defaults : a.large);
       if (!a.choices.empty()) out += fmt::format("      values: {}\n", a.choices);
     }
   }
   out += fmt::format(
       "\nexamples:\n  normlab study {0}                          # the default preset\n"
       "  normlab study {0} --quick                  # the small preset\n"
+      "  mpirun -np 8 normlab study {0} --large     # the cluster-sized preset (docs/scaling.md)\n"
       "  normlab study {0} --set model.d_model=96   # another model size; arms follow it\n",
       s.name);
   if (!s.axes.empty()) {
@@ -330,6 +341,32 @@ std::string study_help(const Study& s) {
                        a.quick != a.defaults ? a.quick : std::string_view("V1,V2,..."));
   }
   return out;
+}
+
+void use_large_preset(const Study& study, StudyOptions& options) {
+  if (options.quick) fail("study {}: --large and --quick are two presets; choose one", study.name);
+  if (study.large.empty()) fail("internal: study {} has no large preset", study.name);
+  std::vector<std::string> overrides;
+  for (size_t at = 0; at < study.large.size();) {
+    const size_t space = std::min(study.large.find(' ', at), study.large.size());
+    if (space > at) overrides.emplace_back(study.large.substr(at, space - at));
+    at = space + 1;
+  }
+  overrides.insert(overrides.end(), options.overrides.begin(), options.overrides.end());
+  options.overrides = std::move(overrides);
+  options.large = true;
+}
+
+long long layer_steps(const std::vector<RunRequest>& requests) {
+  long long total = 0;
+  for (const RunRequest& r : requests) {
+    if (r.kind != "train") continue;
+    const Json c = resolve_config(r.config, r.id);
+    const model::ModelConfig m = model::read_model_config(c["model"], r.id);
+    total += static_cast<long long>(c["train"]["steps"].get<int>()) *
+             (m.n_layers + (m.encoder_decoder() ? m.source_layers() : 0));
+  }
+  return total;
 }
 
 int checkpoint_interval(int steps) { return std::clamp(steps / 4, 1, 100); }

@@ -14,6 +14,7 @@ namespace normlab::study {
 
 struct StudyOptions {
   bool quick = false;                  // the ~3-minute preset (tests use it)
+  bool large = false;                  // the cluster-sized preset: Study::large's overrides (use_large_preset)
   std::vector<int> seeds;              // the seeds every configuration runs with; empty: the study's default
   std::vector<std::string> overrides;  // key=value, applied to every run's config
   std::filesystem::path dir;           // the study directory
@@ -35,6 +36,7 @@ struct Axis {
   std::string_view key;           // a run-config field (model.n_layers, train.lr) or a study-level name (init)
   std::string_view defaults;      // the default preset's values, comma-separated
   std::string_view quick;         // the --quick preset's values
+  std::string_view large = "";    // the --large preset's values (empty: the default preset's)
   std::string_view description;   // one line: what the axis varies and how the judge uses it
   std::string_view choices = "";  // a study-level axis of names: the values it accepts, comma-separated
   std::string_view sets = "";     // a study-level axis: the config field it sets
@@ -44,8 +46,12 @@ struct Study {
   std::string_view name;
   std::string_view title, claim, source;  // the report's heading, the claim tested, the papers (with sections)
   std::string_view cost;                  // the presets' run time on 2 cores
-  int default_seeds = 3;                  // seeds 1..n when --seeds is not given (the quick preset uses 1)
-  std::vector<Axis> axes = {};            // the grid's axes (none: fixed arms; --set changes what they share)
+  // The --large preset: where the claim lives as far as CPUs allow (d 256, T 128, 12-48 layers, thousands of
+  // steps), meant for many cores (`mpirun ... normlab study NAME --large`): space-separated --set overrides that
+  // come before the user's, with each axis's `large` values. docs/studies.md states its cost in core-hours.
+  std::string_view large = "";
+  int default_seeds = 3;        // seeds 1..n when --seeds is not given (the quick preset uses 1)
+  std::vector<Axis> axes = {};  // the grid's axes (none: fixed arms; --set changes what they share)
   std::vector<RunRequest> (*plan)(const StudyOptions& options);
   // The report's setup (what is measured, beyond the runs' configs), evidence, verdict and rule,
   // charts and tables (judge_study adds the rest). Arms are found by run id, never by position.
@@ -59,6 +65,12 @@ std::vector<int> parse_seeds(const std::string& text);
 // "1–3", "101, 102, 104", "7".
 std::string describe_seeds(const std::vector<int>& seeds);
 const Study& find_study(std::string_view name);
+
+// --large: puts the study's large-preset overrides before the user's --set (which win) and marks the options.
+void use_large_preset(const Study& study, StudyOptions& options);
+// Training steps × layers (both stacks of an encoder-decoder) summed over a plan's training runs: the unit
+// docs/studies.md prices the large presets in.
+long long layer_steps(const std::vector<RunRequest>& requests);
 
 // Fills options.axes from the study's presets and options.grid; fails, naming the study's axes, on a
 // --grid key that is not one of them, and on a value of the wrong type.

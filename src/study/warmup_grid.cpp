@@ -186,9 +186,12 @@ extern const Study kWarmupGrid{
         "Xiong et al. 2020 (arXiv 2002.04745) §3.2; Wang et al. 2022, DeepNet (arXiv 2203.00555) §3, §5; Liu et al. "
         "2020, Admin (arXiv 2004.08249).",
     .cost = "default ~45 min on 2 cores (48 runs × 3 seeds), --quick ~50 s (16 runs)",
+    .large =
+        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 train.steps=1000",
     .axes = {{.key = "model.n_layers",
               .defaults = "6,12",
               .quick = "2,6",
+              .large = "12,24",
               .description = "depths; A and B read the deepest, D the shallowest"},
              {.key = "train.lr",
               .defaults = "3e-4,1e-3,3e-3",
@@ -197,6 +200,7 @@ extern const Study kWarmupGrid{
              {.key = "train.warmup",
               .defaults = "0,150",
               .quick = "0,10",
+              .large = "0,500",
               .description = "warm-up lengths in steps; A and D read 0, B the longest"}},
     .plan = plan,
     .judge = judge,

@@ -201,9 +201,12 @@ extern const Study kWhyPreLn{
         "Fig. 3, §3.2; Wang et al. 2022, DeepNet (arXiv 2203.00555); Sun et al. 2025, The Curse of Depth (arXiv "
         "2502.05795).",
     .cost = "default ~15 min on 2 cores (3 seeds), --quick ~30 s",
+    .large =
+        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 train.steps=2000",
     .axes = {{.key = "model.n_layers",
               .defaults = "6,12",
               .quick = "2,6",
+              .large = "6,12,24",
               .description = "depths of the gradient-at-init runs (A compares the shallowest with the deepest); the "
                              "training runs (B, C) use the deepest"}},
     .plan = plan,

@@ -177,6 +177,38 @@ TEST(StudyPlan, ArmsFollowTheConfiguredModel) {
   EXPECT_EQ(planned("depth-variance", {"model.n_layers=6"}).at("pre-s1").config["model"]["n_layers"], 6);
 }
 
+// --large: every study plans d 256 models (the preset's overrides pass the same checks as a user's --set), more
+// training (layer-steps) than its default preset where it trains, and the user's --set still wins.
+TEST(StudyPlan, LargePresetGrowsEveryStudysModelAndRuns) {
+  for (const Study* s : all_studies()) {
+    SCOPED_TRACE(s->name);
+    StudyOptions standard, large;
+    const std::vector<RunRequest> small = plan_study(*s, standard);
+    use_large_preset(*s, large);
+    const std::vector<RunRequest> big = plan_study(*s, large);
+    EXPECT_EQ(large.seeds.size(), standard.seeds.size());
+    int deepest_small = 0, deepest_big = 0;
+    for (const RunRequest& r : small) deepest_small = std::max(deepest_small, r.config["model"].value("n_layers", 0));
+    for (const RunRequest& r : big) {
+      const Json c = resolve_config(r.config, r.id);
+      EXPECT_EQ(c["model"]["d_model"], 256) << r.id;
+      deepest_big = std::max(deepest_big, c["model"]["n_layers"].get<int>());
+    }
+    EXPECT_GE(deepest_big, std::max(deepest_small, 12));
+    if (layer_steps(small) > 0) {
+      EXPECT_GT(layer_steps(big), 2 * layer_steps(small));
+    }
+  }
+  StudyOptions mine{.overrides = {"train.steps=50"}};
+  use_large_preset(find_study("why-pre-ln"), mine);
+  for (const RunRequest& r : plan_study(find_study("why-pre-ln"), mine))
+    if (r.kind == "train") {
+      EXPECT_EQ(resolve_config(r.config, r.id)["train"]["steps"], 50) << r.id;
+    }
+  StudyOptions both{.quick = true};
+  EXPECT_THROW(use_large_preset(find_study("why-pre-ln"), both), Error);
+}
+
 // --grid replaces an axis's values: the runs, their ids and their configs follow.
 TEST(StudyPlan, GridReplacesAnAxis) {
   const auto runs = planned("grad-by-depth", {}, {"model.n_layers=2,3"});
@@ -683,7 +715,8 @@ TEST(StudyCli, HelpOfAStudyListsItsAxes) {
   for (const std::string& want :
        {std::string(s.title), std::string(s.claim), std::string(s.source), std::string(s.cost),
         std::string("seeds:  3"), std::string("  model.n_layers\n"),
-        std::string("default: 6,12,24,48   --quick: 2,4,8"), std::string("  init\n"),
+        std::string("default: 6,12,24,48   --quick: 2,4,8   --large: 6,12,24,48"),
+        std::string("large:  --large sets model.d_model=256"), std::string("  init\n"),
         std::string("values: xavier,gpt2"), std::string("normlab study grad-by-depth --grid model.n_layers=2,4,8"),
         std::string("--grid")})
     EXPECT_NE(r.out.find(want), std::string::npos) << want << "\n" << r.out;
@@ -695,6 +728,9 @@ TEST(StudyCli, HelpOfAStudyListsItsAxes) {
   EXPECT_EQ(generic.out.find("claim:"), std::string::npos) << generic.out;
   const auto nameless = run_cli({"study"}, fs::current_path());
   EXPECT_NE(nameless.exit_code, 0);
+  const auto two_presets = run_cli({"study", "one-step", "--large", "--quick"}, fs::current_path());
+  EXPECT_NE(two_presets.exit_code, 0);
+  EXPECT_NE(two_presets.err.find("--large and --quick are two presets"), std::string::npos) << two_presets.err;
 }
 
 TEST(StudyCli, ListsEveryStudyWithItsPaperAndCost) {
