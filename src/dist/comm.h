@@ -8,6 +8,7 @@
 // losses), one broadcast (the initial weights), and short text messages between a coordinator and its
 // workers (a study's runs). It is all here, so no other layer includes <mpi.h>.
 #include <cstddef>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -60,5 +61,32 @@ class World {
 };
 
 const World& world();
+
+// Sums one buffer over every rank while the caller keeps computing: data-parallel gradients during the backward
+// pass. The buffer is cut into fixed buckets counted from its end, the same on every rank, so that every rank makes
+// the same collective calls in the same order; a communication thread sums each bucket, the last first, as soon as
+// the caller has declared final the tail that holds it (ready_from). finish() declares the whole buffer final and
+// waits until it is summed. It needs MPI_THREAD_SERIALIZED (the caller makes no MPI call of its own before
+// finish() returns); where MPI provides less, finish() sums the whole buffer itself, and a world of one has
+// nothing to sum.
+class OverlappedSum {
+ public:
+  OverlappedSum(float* data, std::size_t count);
+  OverlappedSum(double* data, std::size_t count);
+  OverlappedSum(const OverlappedSum&) = delete;
+  OverlappedSum& operator=(const OverlappedSum&) = delete;
+  ~OverlappedSum();  // without finish(): stops after the bucket in flight (an error is ending the job)
+  void ready_from(std::size_t first);  // elements [first, count) will not change any more
+  void finish();
+  // Whether this job sums during the computation: more than one rank, MPI_THREAD_SERIALIZED provided, and the
+  // ranks on more than one host, or NORMLAB_ALLREDUCE_OVERLAP=1 (=0 turns it off everywhere).
+  static bool overlaps();
+
+ private:
+  struct State;
+  template <typename T>
+  static std::unique_ptr<State> make(T* data, std::size_t count);
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace normlab::dist

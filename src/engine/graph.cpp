@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -199,21 +200,45 @@ void Graph::forward(bool training, size_t first_node, size_t end_node) {
   }
 }
 
-void Graph::backward(TensorId loss, double loss_grad) {
+void Graph::backward(TensorId loss, double loss_grad, const std::function<void(size_t)>& after) {
   if (!requires_grad(loss))
     fail("internal: backward from '{}', which does not depend on any parameter", spec(loss).name);
   std::memset(act_grad_arena_.data(), 0, act_grad_arena_.size());
   dispatch_float(float_type_, [&]<typename T>() { *grad<T>(loss) = static_cast<T>(loss_grad); });
   for (size_t i = nodes_.size(); i-- > 0;) {
-    if (!requires_grad(nodes_[i].out)) continue;
-    // A pair's backward runs at its second node, with the first node (which names the fused kernel).
-    const bool pair = i > 0 && nodes_[i - 1].fused_with_next;
-    const Node& n = pair ? nodes_[--i] : nodes_[i];
-    const OpKind kind = pair ? n.fused_op : n.op;
-    if (profile_)
-      run_timed(op_def(kind).kernels.backward, kind, *this, n, profile_->backward_s, profile_->backward_calls);
-    else op_def(kind).kernels.backward(*this, n);
+    if (requires_grad(nodes_[i].out)) {
+      // A pair's backward runs at its second node, with the first node (which names the fused kernel).
+      const bool pair = i > 0 && nodes_[i - 1].fused_with_next;
+      const Node& n = pair ? nodes_[--i] : nodes_[i];
+      const OpKind kind = pair ? n.fused_op : n.op;
+      if (profile_)
+        run_timed(op_def(kind).kernels.backward, kind, *this, n, profile_->backward_s, profile_->backward_calls);
+      else op_def(kind).kernels.backward(*this, n);
+    }
+    if (after) after(i);
   }
+}
+
+std::vector<size_t> Graph::final_gradients_from() const {
+  // The first node that reads each parameter (through a view too); a parameter no node reads is final at once.
+  std::vector<size_t> first_use(tensors_.size(), nodes_.size());
+  for (size_t i = nodes_.size(); i-- > 0;)
+    for (TensorId t : nodes_[i].in)
+      if (t != kNoTensor) first_use[static_cast<size_t>(spec(t).view_of == kNoTensor ? t : spec(t).view_of)] = i;
+  std::vector<TensorId> by_offset = parameters_;
+  std::sort(by_offset.begin(), by_offset.end(),
+            [&](TensorId a, TensorId b) { return spec(a).grad_offset < spec(b).grad_offset; });
+  // earliest[k]: the earliest first use among the parameters at or after the k-th in the block.
+  std::vector<size_t> earliest(by_offset.size() + 1, nodes_.size());
+  for (size_t k = by_offset.size(); k-- > 0;)
+    earliest[k] = std::min(earliest[k + 1], first_use[static_cast<size_t>(by_offset[k])]);
+  std::vector<size_t> from(nodes_.size(), parameter_bytes_);
+  for (size_t i = 0; i < nodes_.size(); ++i) {
+    // The first k whose tail has no parameter still to be written by a node before i (earliest is non-decreasing).
+    const size_t k = static_cast<size_t>(std::lower_bound(earliest.begin(), earliest.end() - 1, i) - earliest.begin());
+    if (k < by_offset.size()) from[i] = spec(by_offset[k]).grad_offset;  // gradient_block() starts at offset 0
+  }
+  return from;
 }
 
 void Graph::zero_param_grads() { std::memset(grad_arena_.data(), 0, grad_arena_.size()); }

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <unordered_map>
@@ -78,7 +79,12 @@ class Graph {
   void forward(bool training, size_t first_node = 0, size_t end_node = SIZE_MAX);
   // Seeds d(loss) = loss_grad and accumulates every parameter gradient (+=), so gradient
   // accumulation over micro-batches is just several backward() calls between zero_param_grads().
-  void backward(TensorId loss, double loss_grad = 1.0);
+  // after(i), when given, is called once node i's backward has run (every node, from the last to the first).
+  void backward(TensorId loss, double loss_grad = 1.0, const std::function<void(size_t node)>& after = {});
+  // Once backward() has run node i, the gradient of every parameter whose first use on the tape is at a node ≥ i
+  // is final: final_gradients_from()[i] is the byte offset in gradient_block() from which every gradient is
+  // final then (the block's size while none is). Data-parallel training sums that tail during the backward pass.
+  std::vector<size_t> final_gradients_from() const;
   void zero_param_grads();
   void set_step(uint64_t step) { step_ = step; }  // dropout masks are a function of (seed, step, node)
   void set_seed(uint64_t seed) { seed_ = seed; }

@@ -14,7 +14,8 @@ struct TrainProfile {
   engine::OpProfile ops;  // the training steps' forward and backward passes only
   double data_s = 0;      // batches from the loader into the model's inputs
   double grad_norm_s = 0, optimizer_s = 0, probes_s = 0, eval_s = 0, checkpoint_s = 0;
-  double all_reduce_s = 0;  // data-parallel: summing gradients and losses over the ranks
+  double all_reduce_s = 0;  // data-parallel: the wait for the gradient sum after the backward pass (the rest of the
+                            // sum overlaps the pass) and the loss sum
   double loop_s = 0;        // the whole training loop
   int first_step = 0, last_step = 0;
 

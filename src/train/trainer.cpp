@@ -304,6 +304,8 @@ TrainSummary Trainer::train() {
     profile->first_step = start + 1;
     m.graph.set_profile(&profile->ops);
   }
+  const std::vector<size_t> final_gradients =
+      world.distributed() ? m.graph.final_gradients_from() : std::vector<size_t>{};
   const auto begin = Clock::now();
   auto window_start = begin;
   int window_steps = 0;
@@ -331,14 +333,22 @@ TrainSummary Trainer::train() {
       // This shard's term of the batch's mean loss (weight 1 in a single process).
       const double weight = batch.weight / t.grad_accum;
       loss += weight * m.forward(true);
-      m.graph.backward(m.loss, weight);
+      if (world.distributed() && micro == t.grad_accum - 1) {
+        // The last backward pass of the step: each tail of the gradients is summed over the ranks as soon as the
+        // tape has no more writes to it, while the pass goes on (dist::OverlappedSum).
+        const std::span<std::byte> grads = m.graph.gradient_block();
+        engine::dispatch_float(m.graph.float_type(), [&]<typename T>() {
+          dist::OverlappedSum sum(reinterpret_cast<T*>(grads.data()), grads.size() / sizeof(T));
+          m.graph.backward(m.loss, weight, [&](size_t node) { sum.ready_from(final_gradients[node] / sizeof(T)); });
+          PhaseTimer timer(profile, &TrainProfile::all_reduce_s);
+          sum.finish();
+        });
+      } else {
+        m.graph.backward(m.loss, weight);
+      }
     }
     if (world.distributed()) {
       PhaseTimer timer(profile, &TrainProfile::all_reduce_s);
-      const std::span<std::byte> grads = m.graph.gradient_block();
-      engine::dispatch_float(m.graph.float_type(), [&]<typename T>() {
-        world.sum(reinterpret_cast<T*>(grads.data()), grads.size() / sizeof(T));
-      });
       world.sum(&loss, 1);
     }
     double grad_norm = 0;
