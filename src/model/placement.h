@@ -4,7 +4,9 @@
 // with the verbs of SubLayer below; registry.cpp lists the variants, one line each. The two
 // sub-layers of block ℓ (attention, then FFN) each call sublayer(s, h) to turn the residual stream h
 // into the next h. Variants that carry more than one stream (ResiDual, DLCL) replace the whole layer
-// loop with stack(). Initialization rules run after the base init (see init.h).
+// loop with stack(), which runs once per stack of an encoder-decoder: it takes each layer's sub-layers from
+// st.tower().branches() and names its own tensors with st.name(). Every placement applies to all three
+// shapes. Initialization rules run after the base init (see init.h).
 #include <span>
 #include <string>
 #include <string_view>
