@@ -252,7 +252,9 @@ Json attention_entropy(model::Model& m, const train::Loader& loader, const Analy
   over_val_batches(m, loader, s.batches, [&] {
     m.forward(false);
     for (int l = 0; l < layers; ++l) {
-      const eng::TensorId probs = m.graph.at(fmt::format("layers.{}.attn.heads.probs", l));
+      // An encoder-decoder's: its decoder's self-attention (the stack the probes report).
+      const eng::TensorId probs =
+          m.graph.at(fmt::format("{}layers.{}.attn.heads.probs", m.config.encoder_decoder() ? "decoder." : "", l));
       const eng::Shape& shape = m.graph.shape(probs);  // [B, H, T, T]
       eng::dispatch_float(m.graph.float_type(), [&]<typename T>() {
         const T* p = m.graph.data<T>(probs);

@@ -33,13 +33,15 @@ std::vector<double> layer_grads(const RunOutcome* run, int layers) {
   auto records = run ? probe_records(run->dir / "run", "param") : std::vector<Json>{};
   if (records.empty()) return std::vector<double>(n, NAN);
   std::vector<double> sum(n, 0.0);
+  const std::string pattern = fmt::format("{}layers.%d.", layer_prefix(run));
   for (Json& j : records) {
     std::vector<double> sq(n, NAN);
     const std::vector<double> norms = numbers(j, "grad_norm");
     for (size_t i = 0; i < norms.size(); ++i) {
       int layer = -1;
-      if (j["name"][i].is_string() && std::sscanf(j["name"][i].get<std::string>().c_str(), "layers.%d.", &layer) == 1 &&
-          layer >= 0 && layer < layers) {
+      if (j["name"][i].is_string() &&
+          std::sscanf(j["name"][i].get<std::string>().c_str(), pattern.c_str(), &layer) == 1 && layer >= 0 &&
+          layer < layers) {
         double& s = sq[static_cast<size_t>(layer)];
         s = (std::isnan(s) ? 0.0 : s) + norms[i] * norms[i];
       }

@@ -40,11 +40,12 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 // ‖∂L/∂W_fc2‖ of each layer (bottom to top) for one seed (NaN where missing).
 std::vector<double> fc2_profile(const std::vector<RunOutcome>& runs, const std::string& init,
                                 const std::string& placement, int layers, int seed) {
-  Json a = run_analysis(find_run(runs, id_of(init, placement, layers, seed)), "grad-init");
+  const RunOutcome* run = find_run(runs, id_of(init, placement, layers, seed));
+  Json a = run_analysis(run, "grad-init");
   std::vector<double> profile(static_cast<size_t>(layers), NAN);
   const std::vector<double> norms = numbers(a, "grad_norm");
   for (int l = 0; l < layers; ++l) {
-    const std::string want = fmt::format("layers.{}.ffn.fc2.weight", l);
+    const std::string want = layer_tensor(run, l, "ffn.fc2.weight");
     for (size_t i = 0; i < norms.size(); ++i)
       if (a["name"][i] == want) profile[static_cast<size_t>(l)] = norms[i];
   }

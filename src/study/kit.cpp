@@ -288,6 +288,16 @@ Json run_analysis(const RunOutcome* run, const std::string& analysis) {
   return run && run->status == RunStatus::finished ? read_analysis(run->dir, analysis) : Json();
 }
 
+std::string_view layer_prefix(const RunOutcome* run) {
+  const bool encoder_decoder = run && run->request.config.contains("model") &&
+                               run->request.config["model"].value("shape", "decoder") == "encoder_decoder";
+  return encoder_decoder ? "decoder." : "";
+}
+
+std::string layer_tensor(const RunOutcome* run, int layer, std::string_view rest) {
+  return fmt::format("{}layers.{}.{}", layer_prefix(run), layer, rest);
+}
+
 std::vector<double> analysis_column(const RunOutcome* run, const std::string& analysis, const std::string& column) {
   return numbers(run_analysis(run, analysis)[column]);
 }

@@ -131,6 +131,11 @@ std::string said(Truth t, std::string_view holds = "holds", std::string_view fai
 std::string config_summary(const std::vector<RunOutcome>& runs, const std::vector<std::string>& overrides);
 // One analysis of a finished probe run (null if the run is missing or did not finish).
 Json run_analysis(const RunOutcome* run, const std::string& analysis);
+// The prefix of the layers a study reads in a run's model: `decoder.` when the run is an encoder-decoder (the stack
+// the probes report), else none; and the name of layer `layer`'s tensor `rest` (e.g. "ffn.fc2.weight") under it,
+// so that a study reads the same layers in every shape.
+std::string_view layer_prefix(const RunOutcome* run);
+std::string layer_tensor(const RunOutcome* run, int layer, std::string_view rest);
 // A column of a finished probe run's analysis (empty if the run is missing or did not finish).
 std::vector<double> analysis_column(const RunOutcome* run, const std::string& analysis, const std::string& column);
 

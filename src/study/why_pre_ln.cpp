@@ -64,8 +64,9 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 SeedValues last_fc2_grad(const std::vector<RunOutcome>& runs, const std::string& placement, int layers,
                          const std::vector<int>& seeds) {
   return over_seeds(seeds, [&](int seed) -> double {
-    Json a = run_analysis(find_run(runs, id_of("init", placement, layers, -1, seed)), "grad-init");
-    const std::string want = fmt::format("layers.{}.ffn.fc2.weight", layers - 1);
+    const RunOutcome* run = find_run(runs, id_of("init", placement, layers, -1, seed));
+    Json a = run_analysis(run, "grad-init");
+    const std::string want = layer_tensor(run, layers - 1, "ffn.fc2.weight");
     for (size_t i = 0; i < a["name"].size(); ++i)
       if (a["name"][i] == want) return a["grad_norm"][i].get<double>();
     return NAN;

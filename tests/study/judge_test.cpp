@@ -38,12 +38,13 @@ std::vector<double> ramp(size_t n, double first, double last) {
   return v;
 }
 
-// grad-init's columns: the fc2 weight of every layer, with the given norms.
-Json fc2_grads(const std::vector<double>& norms) {
-  Json out{{"name", Json::array()}, {"grad_norm", Json::array()}};
+// grad-init's columns: the fc2 weight of every layer, with the given norms (appended to `out`, the layers named
+// under `stack`: "encoder." / "decoder." in an encoder-decoder).
+Json fc2_grads(const std::vector<double>& norms, const std::string& stack = "",
+               Json out = Json{{"name", Json::array()}, {"grad_norm", Json::array()}}) {
   for (size_t l = 0; l < norms.size(); ++l) {
-    out["name"].push_back(fmt::format("layers.{}.attn.qkv.weight", l)), out["grad_norm"].push_back(99.0);
-    out["name"].push_back(fmt::format("layers.{}.ffn.fc2.weight", l)), out["grad_norm"].push_back(norms[l]);
+    out["name"].push_back(fmt::format("{}layers.{}.attn.qkv.weight", stack, l)), out["grad_norm"].push_back(99.0);
+    out["name"].push_back(fmt::format("{}layers.{}.ffn.fc2.weight", stack, l)), out["grad_norm"].push_back(norms[l]);
   }
   return out;
 }
@@ -436,6 +437,26 @@ TEST(StudyJudgeDyt, ADivergedLayerNormIsNoMatch) {
   EXPECT_TRUE(r.evidence[0].starts_with("A.")) << r.evidence[0];
   EXPECT_NE(r.evidence[0].find("does not hold"), std::string::npos) << r.evidence[0];
   EXPECT_NE(r.verdict, "reproduced");
+}
+
+// A study run on encoder-decoders (--set model.shape=encoder_decoder) reads the decoder's layers, the stack the
+// probes report: grad-by-depth's numbers under `decoder.layers.{i}` decide, and the encoder's, which would fail
+// every sub-claim, are not mistaken for them.
+TEST(StudyJudgeShapes, AnEncoderDecoderIsJudgedOnItsDecodersLayers) {
+  TempDir tmp("judge");
+  StudyOptions options{.quick = true, .overrides = {"model.shape=encoder_decoder"}, .dir = tmp.path()};
+  const Study& study = find_study("grad-by-depth");
+  Runs runs = planned_runs(study, options);
+  for (RunOutcome& o : runs) {
+    const int L = layers_of(o);
+    const bool post = o.request.id.find("-post-") != std::string::npos;
+    const std::vector<double> decoder =
+        post ? ramp(size_t(L), 0.5, 1.0) : std::vector<double>(size_t(L), std::sqrt(2.0 / L));
+    write_analysis(o, "grad-init",
+                   fc2_grads(decoder, "decoder.", fc2_grads(std::vector<double>(size_t(L), L / 2.0), "encoder.")));
+  }
+  const Report r = judge_study(study, options, runs);
+  EXPECT_EQ(r.verdict, "reproduced") << fmt::format("{}", fmt::join(r.evidence, "\n"));
 }
 
 // mt-depth reads the validation loss, not the BLEU: DeepNorm and Admin with the higher BLEU but the higher loss
