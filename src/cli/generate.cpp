@@ -3,13 +3,17 @@
 #include <chrono>
 #include <filesystem>
 #include <iostream>
+#include <memory>
+#include <optional>
 
 #include <fmt/core.h>
 
 #include "cli/commands.h"
 #include "common/error.h"
+#include "engine/parallel.h"
 #include "io/tokenizer.h"
 #include "model/generate.h"
+#include "train/checkpoint.h"
 #include "train/run.h"
 
 namespace normlab::cli {
@@ -57,30 +61,43 @@ void add_generate(CLI::App& app) {
                 "the context then always holds the last train.seq_len tokens)");
   add_inference_options(cmd, args->inference);
   cmd->callback([args] {
-    train::Run run = train::open_run(args->run, 1);
-    if (run.config.model.encoder())
+    // The checkpoint is read once; the cached path builds only the decoding model (batch 1, a cache of
+    // train.seq_len positions) and loads the weights into it, the uncached one the batch-1 model of the run.
+    const train::CheckpointFile checkpoint = train::read_checkpoint(fs::path(args->run) / train::kCheckpointFile);
+    const train::RunConfig config = train::checkpoint_config(checkpoint);
+    if (config.model.encoder())
       fail(
           "{} is an encoder (model.shape = encoder): it sees the whole text at once and fills in masked tokens, it "
           "does not continue a prompt; `normlab eval --run {}` gives its masked-LM loss and accuracy",
           args->run, args->run);
-    if (run.config.model.encoder_decoder())
+    if (config.model.encoder_decoder())
       fail("{} is an encoder-decoder (a translation model): `normlab translate --run {} --input FILE` translates",
            args->run, args->run);
-    io::Tokenizer tok = io::Tokenizer::load(fs::path(run.config.data_dir) / "tokenizer.model");
+    const fs::path tokenizer = fs::path(config.data_dir) / "tokenizer.model";
+    io::Tokenizer tok = io::Tokenizer::load(tokenizer);
+    if (tok.vocab_size() != config.model.vocab_size)
+      fail(
+          "{} has {} tokens but the model of {} has model.vocab_size = {}: the run's data.dir ({}) no longer holds the "
+          "tokenizer it was trained with",
+          tokenizer.string(), tok.vocab_size(), args->run, config.model.vocab_size, config.data_dir);
     std::vector<int32_t> ids = tok.encode(args->prompt);
     if (ids.empty()) ids.push_back(tok.eos_id() >= 0 ? tok.eos_id() : 0);
     const size_t prompt_tokens = ids.size();
-    model::Sampler sampler(run.config.model.vocab_size, args->temperature, args->top_k, args->seed);
-    const auto start = std::chrono::steady_clock::now();
+    model::Sampler sampler(config.model.vocab_size, args->temperature, args->top_k, args->seed);
+    std::optional<train::Run> run;  // --no-cache: the run's batch-1 model
+    std::unique_ptr<model::Model> decoder;
     if (args->no_cache) {
-      apply_inference_options(*run.model, args->inference, args->run);
-      model::generate_uncached(*run.model, ids, args->tokens, sampler);
+      run = train::open_run(args->run, 1);
+      apply_inference_options(*run->model, args->inference, args->run);
     } else {
-      auto decoder = model::build_decoding_model(run.config.model, 1, run.model->seq);
-      model::copy_parameters(*run.model, *decoder);
+      engine::set_threads(config.train.threads);
+      decoder = model::build_decoding_model(config.model, 1, config.train.seq_len);
+      train::load_checkpoint(checkpoint, *decoder, nullptr);
       apply_inference_options(*decoder, args->inference, args->run);
-      model::generate(*decoder, ids, args->tokens, sampler);
     }
+    const auto start = std::chrono::steady_clock::now();
+    if (run) model::generate_uncached(*run->model, ids, args->tokens, sampler);
+    else model::generate(*decoder, ids, args->tokens, sampler);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::cout << args->prompt << tok.decode(std::span(ids).subspan(prompt_tokens)) << "\n";
     std::cerr << fmt::format(
