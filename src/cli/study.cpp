@@ -28,6 +28,10 @@ void add_runner_options(CLI::App* cmd, study::RunnerOptions& runner) {
       ->capture_default_str();
   cmd->add_option("--threads", runner.threads, "cores shared by the runs (per rank under mpirun)")
       ->capture_default_str();
+  cmd->add_option("--ranks-per-run", runner.ranks_per_run,
+                  "processes per run: above 1 each run trains data-parallel under its own mpirun, on this host or "
+                  "over a group of this job's ranks (docs/scaling.md)")
+      ->capture_default_str();
   cmd->add_flag("--fresh", runner.fresh,
                 "discard the runs stored in the output directory and run them all again (by default a finished run is "
                 "reused when its request.json equals the plan's, and a different one stops the command)");

@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/run_config.h"
+#include "dist/comm.h"
 #include "io/corpus.h"
 #include "io/safetensors.h"
 #include "train/trainer.h"
@@ -74,6 +75,7 @@ void add_train(CLI::App& app) {
     if (args->dry_run) return print_plan(config, train::training_needs(config, args->run, options));
     train::Trainer trainer(config, args->run, options);
     train::TrainSummary s = trainer.run();
+    if (dist::world().rank() != 0) return;  // the ranks of a data-parallel run end together: one reports
     if (s.steps < config.train.steps) {
       std::cout << fmt::format("stopped at step {} in {:.1f}s; continue with: normlab train --run {} --resume\n",
                                s.steps, s.seconds, args->run);

@@ -84,7 +84,7 @@ bool launched_by_mpi() {
 void init([[maybe_unused]] int* argc, [[maybe_unused]] char*** argv) {
   char host[256] = {};
   ::gethostname(host, sizeof host - 1);
-  the_world.host_ = host;
+  the_world.hosts_ = {host};
 #ifdef NORMLAB_HAVE_MPI
   if (!launched_by_mpi()) return;
   int provided = 0;
@@ -100,6 +100,11 @@ void init([[maybe_unused]] int* argc, [[maybe_unused]] char*** argv) {
   one_host = host_size == world_size;
   MPI_Comm_rank(MPI_COMM_WORLD, &the_world.rank_);
   MPI_Comm_size(MPI_COMM_WORLD, &the_world.size_);
+  std::vector<char> names(sizeof host * static_cast<std::size_t>(world_size));
+  MPI_Allgather(host, sizeof host, MPI_CHAR, names.data(), sizeof host, MPI_CHAR, MPI_COMM_WORLD);
+  the_world.hosts_.clear();
+  for (int r = 0; r < world_size; ++r)
+    the_world.hosts_.emplace_back(names.data() + sizeof host * static_cast<std::size_t>(r));
 #else
   if (launched_by_mpi())
     fail(
@@ -124,7 +129,7 @@ void abort_job(int code) {
 
 const World& world() { return the_world; }
 
-std::string World::where() const { return fmt::format("rank {} of {} on {}", rank_, size_, host_); }
+std::string World::where() const { return fmt::format("rank {} of {} on {}", rank_, size_, host(rank_)); }
 
 #ifdef NORMLAB_HAVE_MPI
 void World::sum(float* data, std::size_t count) const {
@@ -155,12 +160,6 @@ std::optional<World::Message> World::try_receive() const {
   if (!waiting) return std::nullopt;
   return take(status);
 }
-World::Message World::receive() const {
-  if (!distributed()) fail("internal: waiting for a message in a single-process run");
-  MPI_Status status;
-  MPI_Probe(MPI_ANY_SOURCE, kTextTag, MPI_COMM_WORLD, &status);
-  return take(status);
-}
 #else
 // A world of one: sums and broadcasts leave the data as it is, and there is nobody to message.
 void World::sum(float*, std::size_t) const {}
@@ -169,7 +168,6 @@ void World::broadcast(void*, std::size_t) const {}
 void World::barrier() const {}
 void World::send(int to, const std::string&) const { fail("internal: a message to rank {} without MPI", to); }
 std::optional<World::Message> World::try_receive() const { return std::nullopt; }
-World::Message World::receive() const { fail("internal: waiting for a message without MPI"); }
 #endif
 
 // ---------------------------------------------------------------------------------------------

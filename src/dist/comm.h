@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace normlab::dist {
 
@@ -37,6 +38,8 @@ class World {
   bool distributed() const { return size_ > 1; }
   // "rank 1 of 4 on host-b"
   std::string where() const;
+  // The host that rank `rank` runs on (its gethostname).
+  const std::string& host(int rank) const { return hosts_.at(static_cast<std::size_t>(rank)); }
 
   // In-place sums over every rank, exact for the given type (each rank ends with the same bits).
   void sum(float* data, std::size_t count) const;
@@ -45,19 +48,19 @@ class World {
   void broadcast(void* data, std::size_t bytes) const;
   void barrier() const;
 
-  // Coordinator/worker messages: a text to one rank, and the next one waiting for this rank, if any.
+  // Coordinator/worker messages: a text to one rank, and the next one waiting for this rank, if any. There is
+  // no blocking receive: MPI's blocking calls poll, and an idle worker must leave its core to the runs.
   struct Message {
     int source;
     std::string text;
   };
   void send(int to, const std::string& text) const;
   std::optional<Message> try_receive() const;
-  Message receive() const;  // blocks
 
  private:
   friend void init(int*, char***);
   int rank_ = 0, size_ = 1;
-  std::string host_;
+  std::vector<std::string> hosts_;  // by rank
 };
 
 const World& world();

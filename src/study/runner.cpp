@@ -8,12 +8,14 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <thread>
 
 #include "common/error.h"
@@ -164,21 +166,43 @@ std::vector<std::vector<std::string>> stages(const RunOutcome& o) {
   return out;
 }
 
+// The words that start a data-parallel training over `hosts` (mpirun's --host list, "a:2" or "a:1,b:1"): the
+// run is a job of its own, launched by mpirun like any data-parallel `normlab train`. Each process gets the
+// OpenMP threads of this one's children (-x passes them to other hosts); no binding, because other runs share the
+// cores; -q keeps mpirun's advice out of the run's log, whose last line is the run's error when it fails.
+std::vector<std::string> data_parallel_launch(const std::string& hosts) {
+  int ranks = 0;
+  for (size_t at = 0; at < hosts.size();) {
+    const size_t colon = hosts.find(':', at), comma = std::min(hosts.find(',', at), hosts.size());
+    ranks += std::stoi(hosts.substr(colon + 1, comma - colon - 1));
+    at = comma + 1;
+  }
+  return {"mpirun", "-q", "-np", std::to_string(ranks), "--host", hosts, "--bind-to", "none", "-x", "OMP_NUM_THREADS"};
+}
+
 // Starts a run's stages (argument lists after the binary) as one child process writing dir/log.txt, with
 // `threads` OpenMP threads. The child is not part of an MPI job this process may belong to: the launcher's
-// variables are left out of its environment, so it runs as a single process.
-pid_t launch(const std::vector<std::vector<std::string>>& commands, const fs::path& dir, int threads) {
+// variables are left out of its environment, so it runs as a single process, or, with `hosts` (a run over a
+// group of ranks), its training stage runs data-parallel as a job of its own over those hosts.
+pid_t launch(const std::vector<std::vector<std::string>>& commands, const fs::path& dir, int threads,
+             const std::string& hosts) {
   const std::string binary = self_binary();
+  std::vector<std::vector<std::string>> lines;
+  for (const auto& command : commands) {
+    std::vector<std::string> line =
+        !hosts.empty() && command.front() == "train" ? data_parallel_launch(hosts) : std::vector<std::string>{};
+    line.push_back(binary);
+    line.insert(line.end(), command.begin(), command.end());
+    lines.push_back(std::move(line));
+  }
   std::vector<std::string> args;
-  if (commands.size() == 1) {
-    args = commands[0];
-    args.insert(args.begin(), binary);
+  if (lines.size() == 1) {
+    args = lines[0];
   } else {  // several stages: one shell runs them in order and stops at the first failure
     std::string script;
-    for (const auto& command : commands) {
+    for (const auto& line : lines) {
       if (!script.empty()) script += " && ";
-      script += quoted(binary);
-      for (const std::string& word : command) script += ' ' + quoted(word);
+      for (const std::string& word : line) script += quoted(word) + ' ';
     }
     args = {"/bin/sh", "-c", script};
   }
@@ -188,7 +212,9 @@ pid_t launch(const std::vector<std::vector<std::string>>& commands, const fs::pa
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) {
     const std::string_view var(*e);
-    const bool launcher = var.starts_with("OMPI_") || var.starts_with("PMIX_") || var.starts_with("PMI_");
+    // The user's permission to run mpirun as root is not the launcher's: a data-parallel run needs it.
+    const bool launcher = (var.starts_with("OMPI_") && !var.starts_with("OMPI_ALLOW_RUN_AS_ROOT")) ||
+                          var.starts_with("PMIX_") || var.starts_with("PMI_");
     if (!launcher && !var.starts_with("OMP_NUM_THREADS=")) env_strings.emplace_back(*e);
   }
   env_strings.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
@@ -211,7 +237,7 @@ pid_t launch(const std::vector<std::vector<std::string>>& commands, const fs::pa
   posix_spawn_file_actions_adddup2(&actions, log_fd, 1);
   posix_spawn_file_actions_adddup2(&actions, log_fd, 2);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, args[0].c_str(), &actions, nullptr, argv.data(), envp.data());
+  const int rc = posix_spawnp(&pid, args[0].c_str(), &actions, nullptr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   ::close(log_fd);
   if (rc != 0) fail("cannot start {}: {}", args[0], std::strerror(rc));
@@ -233,9 +259,58 @@ std::pair<pid_t, Ended> reap(bool block) {
 // Between polls of an MPI rank's children and messages: short beside any run, long beside a poll.
 void nap() { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }
 
+// Whether `program` is an executable in a folder of PATH.
+bool on_path(const std::string& program) {
+  const char* path = std::getenv("PATH");
+  std::istringstream folders(path ? path : "");
+  for (std::string folder; std::getline(folders, folder, ':');)
+    if (!folder.empty() && ::access((fs::path(folder) / program).c_str(), X_OK) == 0) return true;
+  return false;
+}
+
+// The ranks each run trains on (--ranks-per-run), checked before anything runs.
+int ranks_per_run(const RunnerOptions& options) {
+  const int k = options.ranks_per_run, ranks = dist::world().size();
+  if (k < 1) fail("--ranks-per-run {}: give 1 (each run is one process) or more (each run is data-parallel)", k);
+  if (k == 1) return 1;
+  if (!dist::built_with_mpi())
+    fail(
+        "--ranks-per-run {} trains each run with mpirun, but this normlab was built without MPI: install "
+        "libopenmpi-dev (scripts/setup.sh does) and rebuild",
+        k);
+  if (!on_path("mpirun"))
+    fail(
+        "--ranks-per-run {} starts each run with mpirun, which is not on PATH: install openmpi-bin (scripts/setup.sh "
+        "does)",
+        k);
+  if (ranks > 1 && ranks % k != 0)
+    fail(
+        "--ranks-per-run {} cannot split the job's {} ranks into groups of {}: start mpirun with a multiple of {} "
+        "processes",
+        k, ranks, k, k);
+  return k;
+}
+
+// mpirun's --host list for a run over the `group` ranks from `leader` on ("" for a run of one process). In a world
+// of one, all of a run's processes are on this host.
+std::string group_hosts(int leader, int group) {
+  if (group == 1) return "";
+  const dist::World& world = dist::world();
+  std::vector<std::pair<std::string, int>> counts;  // host → processes, in rank order
+  for (int r = 0; r < group; ++r) {
+    const std::string& host = world.host(world.distributed() ? leader + r : 0);
+    auto it = std::find_if(counts.begin(), counts.end(), [&](const auto& c) { return c.first == host; });
+    if (it == counts.end()) counts.push_back({host, 1});
+    else ++it->second;
+  }
+  std::string hosts;
+  for (const auto& [host, n] : counts) hosts += fmt::format("{}{}:{}", hosts.empty() ? "" : ",", host, n);
+  return hosts;
+}
+
 // The coordinator's messages to a worker rank, and the worker's reply when the run ends.
-Json run_message(size_t index, const RunOutcome& o, int threads) {
-  return {{"run", index}, {"dir", o.dir.string()}, {"commands", stages(o)}, {"threads", threads}};
+Json run_message(size_t index, const RunOutcome& o, int threads, const std::string& hosts) {
+  return {{"run", index}, {"dir", o.dir.string()}, {"commands", stages(o)}, {"threads", threads}, {"hosts", hosts}};
 }
 Json ended_message(const Ended& e) { return {{"run", e.index}, {"exit", e.exit_code}, {"signal", e.signal}}; }
 
@@ -247,16 +322,14 @@ void serve_runs() {
   bool stopping = false;
   while (!stopping || !running.empty()) {
     bool idle = true;
-    // With nothing running, a worker just waits for rank 0; otherwise it polls both.
-    std::optional<dist::World::Message> m = running.empty() ? world.receive() : world.try_receive();
-    if (m) {
+    if (std::optional<dist::World::Message> m = world.try_receive()) {
       idle = false;
       const Json j = Json::parse(m->text);
       if (j.contains("stop")) {
         stopping = true;
       } else {
         const pid_t pid = launch(j["commands"].get<std::vector<std::vector<std::string>>>(),
-                                 j["dir"].get<std::string>(), j["threads"].get<int>());
+                                 j["dir"].get<std::string>(), j["threads"].get<int>(), j["hosts"].get<std::string>());
         running[pid] = j["run"].get<size_t>();
       }
     }
@@ -291,9 +364,15 @@ std::string corpus_checksum(const fs::path& data_dir) {
   return fmt::format("{:016x}", io::fnv1a64(io::read_file(meta, "token metadata")));
 }
 
+int threads_per_process(const RunnerOptions& options) {
+  const int processes = std::max(1, options.jobs) * (dist::world().distributed() ? 1 : options.ranks_per_run);
+  return std::max(1, options.threads / std::max(1, processes));
+}
+
 std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<RunRequest>& requests,
                                  const RunnerOptions& options) {
   // Every config is checked, and every stored run compared, before anything runs or is removed.
+  const int group = ranks_per_run(options);
   std::vector<RunOutcome> outcomes;
   std::vector<Json> planned;
   std::set<std::string> ids;
@@ -348,9 +427,11 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
     std::cerr << fmt::format("study: {} of {} runs already done\n", skipped, outcomes.size());
 
   const dist::World& world = dist::world();
-  const int jobs = std::max(1, options.jobs), threads = std::max(1, options.threads / jobs);
-  // Every rank runs up to `jobs` runs at once, rank 0 among them; exclusive runs run on rank 0.
-  std::vector<int> free_slots(static_cast<size_t>(world.size()), jobs);
+  // Every rank runs up to `jobs` runs at once, rank 0 among them; exclusive runs run on rank 0. With runs over
+  // groups of ranks, the first rank of each group starts its runs and the others lend their cores.
+  const int jobs = std::max(1, options.jobs), threads = threads_per_process(options);
+  std::vector<int> free_slots(static_cast<size_t>(world.size()), 0);
+  for (int leader = 0; leader < world.size(); leader += group) free_slots[static_cast<size_t>(leader)] = jobs;
   std::vector<Running> running;
   size_t next = 0, done = skipped;
   while (next < pending.size() || !running.empty()) {
@@ -370,8 +451,8 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
         std::cerr << fmt::format("study: {} resumes from its checkpoint at step {}\n", outcomes[i].request.id,
                                  read_json(outcomes[i].dir / "run" / train::kCheckpointJson).value("step", 0));
       pid_t pid = 0;
-      if (rank == 0) pid = launch(stages(outcomes[i]), outcomes[i].dir, threads);
-      else world.send(rank, run_message(i, outcomes[i], threads).dump());
+      if (rank == 0) pid = launch(stages(outcomes[i]), outcomes[i].dir, threads, group_hosts(0, group));
+      else world.send(rank, run_message(i, outcomes[i], threads, group_hosts(rank, group)).dump());
       --free_slots[static_cast<size_t>(rank)];
       running.push_back({i, rank, pid, Clock::now()});
       if (alone) break;
@@ -398,7 +479,9 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
     ++free_slots[static_cast<size_t>(it->rank)];
     RunOutcome& o = outcomes[it->index];
     o.seconds = std::chrono::duration<double>(Clock::now() - it->start).count();
-    const std::string where = world.distributed() ? fmt::format(" on rank {}", it->rank) : std::string();
+    const std::string where = !world.distributed() ? std::string()
+                              : group == 1         ? fmt::format(" on rank {}", it->rank)
+                                                   : fmt::format(" on ranks {}-{}", it->rank, it->rank + group - 1);
     if (ended.signal) {  // killed (e.g. the study was interrupted): not ended, resumed by the next call
       o.message =
           fmt::format("killed by signal {}{} before it ended; rerun the study to resume it", ended.signal, where);

@@ -43,6 +43,9 @@ struct RunnerOptions {
   int threads = 2;  // cores shared by the jobs (each gets max(1, threads / jobs))
   bool quiet = false;
   bool fresh = false;  // discard every stored run of the grid and run it again
+  // Processes per run: above 1 each run trains data-parallel, as `mpirun -np ranks_per_run normlab train`, on this
+  // host or, under mpirun, over a group of that many consecutive ranks (the job's ranks must divide into groups).
+  int ranks_per_run = 1;
 };
 
 // A run config as the strict reader resolves it (every default filled in, threads left to the
@@ -51,6 +54,10 @@ Json resolve_config(const Json& config, const std::string& where);
 // What identifies a corpus: the fnv1a64 of its meta.json, which records its sources' and tokenizer's
 // checksums and token counts ("missing" when it has none).
 std::string corpus_checksum(const std::filesystem::path& data_dir);
+
+// The OpenMP threads of each run's process: a rank's --threads shared by its --jobs runs, and in a world of one by
+// every process of those runs too (--ranks-per-run).
+int threads_per_process(const RunnerOptions& options);
 
 // Checks every request's config, then runs every request not yet done, in plan order (up to `jobs`
 // at once, exclusive runs alone); returns the outcome of all of them (done earlier or now).

@@ -223,9 +223,11 @@ std::vector<std::string> provenance(const StudyOptions& o, const RunnerOptions& 
   }
   const int jobs = std::max(1, runner.jobs);
   const int ranks = dist::world().size();
-  lines.push_back(fmt::format("threads: {} cores, {} run(s) at once, {} thread(s) each{}", runner.threads, jobs,
-                              std::max(1, runner.threads / jobs),
-                              ranks > 1 ? fmt::format(", on each of {} MPI ranks", ranks) : std::string()));
+  lines.push_back(fmt::format(
+      "threads: {} cores, {} run(s) at once, {} thread(s) per process{}{}", runner.threads, jobs,
+      threads_per_process(runner), ranks > 1 ? fmt::format(", on each of {} MPI ranks", ranks) : std::string(),
+      runner.ranks_per_run > 1 ? fmt::format(", each run data-parallel over {} processes", runner.ranks_per_run)
+                               : std::string()));
   lines.push_back(fmt::format("seeds: {} ({} per configuration)", describe_seeds(o.seeds), o.seeds.size()));
   lines.push_back(
       "the same command with the same --out reuses every finished run whose request.json equals the plan's; "

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <sstream>
 #include <thread>
 
 #include "dist/comm.h"
@@ -206,39 +207,84 @@ TEST(DataParallel, AKilledRankEndsTheJobNamingItAndTheCheckpointResumesWithOnePr
   EXPECT_EQ(train_records(run).back().step, saved + 5);
 }
 
+// A quick study on the tiny corpus, with more options.
+std::vector<std::string> quick_study(const std::vector<std::string>& extra) {
+  std::vector<std::string> args = {"study", "depth-variance", "--quick", "--set",
+                                   "data.dir=" + tiny_data_dir().string()};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// A study's verdict line.
+std::string verdict(const std::string& out) { return out.substr(0, out.find('\n')); }
+
+// summary.csv's cells by row, without the seconds column.
+std::vector<std::vector<std::string>> summary_cells(const fs::path& csv) {
+  std::istringstream in(slurp(csv));
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cells;
+    std::istringstream row(line);
+    for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
+    if (cells.size() > 3) cells.erase(cells.begin() + 3);
+    rows.push_back(std::move(cells));
+  }
+  return rows;
+}
+
 TEST(DistributedStudy, AQuickStudyOverTwoRanksGivesTheSingleProcessVerdictAndNumbers) {
   REQUIRE_MPI();
   TempDir tmp("mpi");
-  const std::vector<std::string> study = {"study", "depth-variance", "--quick", "--set",
-                                          "data.dir=" + tiny_data_dir().string()};
-  auto with = [&](std::vector<std::string> extra) {
-    std::vector<std::string> args = study;
-    args.insert(args.end(), extra.begin(), extra.end());
-    return args;
-  };
-  const CliResult one = run_cli(with({"--out", (tmp / "one").string(), "--threads", "2"}), tmp.path());
+  const CliResult one = run_cli(quick_study({"--out", (tmp / "one").string(), "--threads", "2"}), tmp.path());
   ASSERT_EQ(one.exit_code, 0) << describe(one);
-  const CliResult two = run_mpi(2, with({"--out", (tmp / "two").string(), "--threads", "1"}), tmp.path());
+  const CliResult two = run_mpi(2, quick_study({"--out", (tmp / "two").string(), "--threads", "1"}), tmp.path());
   ASSERT_EQ(two.exit_code, 0) << describe(two);
   EXPECT_NE(two.err.find("on rank 1"), std::string::npos) << "rank 1 ran none of the runs:\n" << describe(two);
-  const auto verdict = [](const std::string& out) { return out.substr(0, out.find('\n')); };
   EXPECT_EQ(verdict(two.out), verdict(one.out));
-  // summary.csv without its seconds column: every run's losses are the same numbers.
-  const auto numbers = [](const fs::path& csv) {
-    std::istringstream in(slurp(csv));
-    std::string kept;
-    for (std::string line; std::getline(in, line);) {
-      std::vector<std::string> cells;
-      std::istringstream row(line);
-      for (std::string cell; std::getline(row, cell, ',');) cells.push_back(cell);
-      if (cells.size() > 3) cells.erase(cells.begin() + 3);
-      for (const auto& c : cells) kept += c + ",";
-      kept += "\n";
-    }
-    return kept;
-  };
-  EXPECT_EQ(numbers(tmp / "two" / "summary.csv"), numbers(tmp / "one" / "summary.csv"));
+  // Every run's losses are the same numbers.
+  EXPECT_EQ(summary_cells(tmp / "two" / "summary.csv"), summary_cells(tmp / "one" / "summary.csv"));
   EXPECT_NE(slurp(tmp / "two" / "report.md").find("on each of 2 MPI ranks"), std::string::npos);
+}
+
+// --ranks-per-run 2: each run trains data-parallel under its own mpirun, over a group of the job's ranks or, without
+// mpirun, as two processes on this host; the study's verdict and numbers are the single-process ones to the stated
+// tolerance of data-parallel training.
+TEST(DistributedStudy, RunsOverGroupsOfRanksTrainDataParallelAndKeepTheVerdict) {
+  REQUIRE_MPI();
+  TempDir tmp("mpi");
+  const CliResult one = run_cli(quick_study({"--out", (tmp / "one").string()}), tmp.path());
+  ASSERT_EQ(one.exit_code, 0) << describe(one);
+  const std::vector<std::string> root = {"OMPI_ALLOW_RUN_AS_ROOT=1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1"};
+  const CliResult group = run_mpi(
+      2, quick_study({"--out", (tmp / "group").string(), "--threads", "1", "--ranks-per-run", "2"}), tmp.path());
+  ASSERT_EQ(group.exit_code, 0) << describe(group);
+  EXPECT_NE(group.err.find("on ranks 0-1"), std::string::npos) << describe(group);
+  const CliResult host =
+      run_cli(quick_study({"--out", (tmp / "host").string(), "--ranks-per-run", "2"}), tmp.path(), root);
+  ASSERT_EQ(host.exit_code, 0) << describe(host);
+  const auto expected = summary_cells(tmp / "one" / "summary.csv");
+  for (const char* name : {"group", "host"}) {
+    SCOPED_TRACE(name);
+    for (const auto& entry : fs::directory_iterator(tmp / name / "runs"))
+      EXPECT_NE(slurp(entry.path() / "log.txt").find("data-parallel over 2 processes"), std::string::npos)
+          << entry.path() << " did not train on 2 processes";
+    EXPECT_EQ(verdict((std::string(name) == "group" ? group : host).out), verdict(one.out));
+    const auto got = summary_cells(tmp / name / "summary.csv");
+    ASSERT_EQ(got.size(), expected.size());
+    for (size_t row = 1; row < got.size(); ++row)  // id, kind, status as they are; the losses to the tolerance
+      for (size_t cell = 0; cell < 5; ++cell) {
+        if (cell < 3) {
+          EXPECT_EQ(got[row][cell], expected[row][cell]);
+        } else {
+          EXPECT_LT(relative(std::stod(got[row][cell]), std::stod(expected[row][cell])), kTolerance) << got[row][0];
+        }
+      }
+  }
+  EXPECT_NE(slurp(tmp / "group" / "report.md").find("each run data-parallel over 2 processes"), std::string::npos);
+  const CliResult odd = run_mpi(2, quick_study({"--out", (tmp / "odd").string(), "--ranks-per-run", "3"}), tmp.path());
+  EXPECT_NE(odd.exit_code, 0);
+  EXPECT_NE(odd.err.find("--ranks-per-run 3 cannot split the job's 2 ranks into groups of 3"), std::string::npos)
+      << describe(odd);
 }
 
 TEST(Processes, CommandsThatDoNotUseTheRanksRefuseMpirun) {
