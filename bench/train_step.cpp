@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/gemm.h"
+#include "engine/ops.h"
 #include "engine/parallel.h"
 #include "model/config.h"
 #include "model/init.h"
@@ -41,7 +42,8 @@ struct Options {
   bool marks = false;             // print CLOCK_MONOTONIC phase times to stderr (for `perf record -k CLOCK_MONOTONIC`)
   bool profile = false;           // time op kinds and phases over the timed steps (train/profile.h)
   bool fuse = true;               // engine.fuse: residual add + norm pairs as one kernel
-  bool bf16 = false;              // train.precision = bf16: GEMMs on bf16 operands, fp32 sums (engine/gemm.h)
+  bool recompute_attention = false;  // engine.recompute_attention: no saved [B, H, T, T] probabilities
+  bool bf16 = false;                 // train.precision = bf16: GEMMs on bf16 operands, fp32 sums (engine/gemm.h)
 };
 
 // Seconds on CLOCK_MONOTONIC (steady_clock on Linux), the clock `perf record -k CLOCK_MONOTONIC` stamps.
@@ -76,6 +78,7 @@ int run(const Options& o) {
 
   auto m = model::build_unplanned_model(cfg, o.batch, o.seq);
   m->graph.set_fusion(o.fuse);
+  if (o.recompute_attention) engine::recompute_attention_probabilities(m->graph);
   if (o.bf16 && !engine::cpu_has_bf16()) throw std::runtime_error("--bf16: this CPU has neither avx512_bf16 nor AMX");
   const engine::ScopedGemmPrecision precision(o.bf16 ? engine::GemmPrecision::bf16 : engine::GemmPrecision::fp32);
   m->graph.plan();
@@ -143,6 +146,7 @@ int run(const Options& o) {
                         {"placement", cfg.placement},
                         {"norm", cfg.norm.type},
                         {"fused_pairs", m->graph.fused_pairs()},
+                        {"recompute_attention", o.recompute_attention},
                         {"precision", o.bf16 ? "bf16" : "fp32"}}}};
   if (profile) {
     line["profile"] = profile->to_json();
@@ -174,6 +178,8 @@ int main(int argc, char** argv) {
   app.add_flag("--profile", o.profile,
                "time every op kind and the optimizer over the timed steps: a table on stderr, \"profile\" in the JSON");
   app.add_flag("!--no-fuse", o.fuse, "run every op on its own (engine.fuse = false): the unfused baseline");
+  app.add_flag("--recompute-attention", o.recompute_attention,
+               "recompute attention's probabilities in backward instead of saving them (engine.recompute_attention)");
   app.add_flag("--bf16", o.bf16, "train.precision = bf16: bf16 GEMM operands, fp32 sums, weights and optimizer");
   CLI11_PARSE(app, argc, argv);
   try {

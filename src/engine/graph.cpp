@@ -165,6 +165,14 @@ void Graph::set_fusion(bool on) {
   fusion_ = on;
 }
 
+void Graph::drop_activation(TensorId id) {
+  if (planned_) fail("internal: drop_activation after the graph was planned");
+  TensorSpec& t = tensors_.at(static_cast<size_t>(id));
+  if (t.kind != TensorKind::activation || t.requires_grad)
+    fail("internal: {} is not an activation without a gradient; it cannot be dropped", t.name);
+  t.shape = Shape{0};
+}
+
 // Both nodes must need gradients alike, so that backward runs or skips them together.
 void Graph::pair_fused_nodes() {
   for (size_t i = 0; i + 1 < nodes_.size(); ++i) {

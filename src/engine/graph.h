@@ -71,6 +71,9 @@ class Graph {
   void plan();
   bool planned() const { return planned_; }
   void set_fusion(bool on);
+  // Before plan(): an activation that no node needs any more (an op stopped saving it) gets no storage; its name
+  // stays, with shape [0].
+  void drop_activation(TensorId id);
   int fused_pairs() const;  // pairs running as one kernel (after plan)
 
   // --- running ---

@@ -87,6 +87,10 @@ TensorId rope(Graph& g, const std::string& name, TensorId x, int64_t heads, doub
 // (cross-attention of a decoding step over the whole source).
 TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads,
                    double scale = 0, double softcap = 0, bool causal = true, TensorId key_lengths = kNoTensor);
+// Every attention node of the unplanned graph stops saving its probabilities [B, H, T, T_k] and recomputes them
+// in backward, in blocks of `block_rows` queries (causal blocks skip the keys after their last row); the saved
+// tensor keeps its name with no storage (`engine.recompute_attention`; ops/attention.cpp).
+void recompute_attention_probabilities(Graph& g, int64_t block_rows = 64);
 // Decoding: causal attention of a chunk of new positions q, k, v [B, S, H·D] starting at position *position (i32 [1])
 // over every earlier position's keys and values, kept in the node's caches [B, capacity, H·D] between calls (see
 // ops/attention.cpp). Forward only.

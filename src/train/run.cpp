@@ -1,6 +1,7 @@
 #include "train/run.h"
 
 #include "common/error.h"
+#include "engine/ops.h"
 #include "engine/parallel.h"
 #include "train/checkpoint.h"
 
@@ -43,6 +44,7 @@ Run plan_run(RunConfig config, int batch, const MemoryNeeds& needs) {
   if (batch == 0) batch = t.batch_size;
   run.model = model::build_unplanned_model(config.model, batch, t.seq_len);
   run.model->graph.set_fusion(config.engine.fuse);
+  if (config.engine.recompute_attention) engine::recompute_attention_probabilities(run.model->graph);
   run.memory = estimate_memory(*run.model, needs);
   run.loader = std::make_unique<Loader>(run.data.train, run.data.val, batch, t.seq_len, t.seed, Shard{},
                                         objective_of(config, run.data));

@@ -37,7 +37,10 @@ RunConfig read_run_config(const Json& doc, const std::string& where) {
     t.read("bleu_pairs", x.bleu_pairs, 0, 1 << 30);
     t.read("precision", x.precision, {"fp32", "bf16"});
   });
-  r.section("engine", [&](ConfigReader& e) { e.read("fuse", c.engine.fuse); });
+  r.section("engine", [&](ConfigReader& e) {
+    e.read("fuse", c.engine.fuse);
+    e.read("recompute_attention", c.engine.recompute_attention);
+  });
   r.finish();
   if (c.train.seq_len > c.model.max_seq_len)
     fail("{}: train.seq_len = {} exceeds model.max_seq_len = {}; raise max_seq_len or shorten seq_len", where,
@@ -79,7 +82,7 @@ Json to_json(const RunConfig& c) {
              {"spike_skip", t.spike_skip},
              {"mask_prob", t.mask_prob},
              {"precision", t.precision}}},
-           {"engine", {{"fuse", c.engine.fuse}}}};
+           {"engine", {{"fuse", c.engine.fuse}, {"recompute_attention", c.engine.recompute_attention}}}};
   if (c.model.encoder_decoder()) out["train"]["bleu_pairs"] = t.bleu_pairs;
   return out;
 }

@@ -38,6 +38,9 @@ struct TrainConfig {
 struct EngineConfig {
   bool fuse =
       true;  // run fused pairs (a residual add and its norm, a linear map and its GELU) as one kernel (engine/fusion.h)
+  // Attention keeps no [B, H, T, T] probabilities for backward and recomputes them there, in blocks of 64 queries
+  // (engine/ops/attention.cpp): less memory at long T, one more logits GEMM per block.
+  bool recompute_attention = false;
 };
 
 struct RunConfig {

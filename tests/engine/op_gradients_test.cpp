@@ -19,6 +19,7 @@ constexpr int64_t B = 2, T = 5, D = 8, H = 2;
 struct Case {
   Graph g{DType::f64};
   TensorId targets = kNoTensor;
+  int64_t recompute_rows = 0;  // > 0: attention recomputes its probabilities in blocks of this many queries
 
   TensorId param(const std::string& name, Shape s, Role role = Role::none) { return g.parameter(name, s, role, false); }
   // Loss over an output's rows, each row read as logits over its last axis.
@@ -26,6 +27,7 @@ struct Case {
     const Shape& s = g.shape(out);
     targets = g.input("targets", Shape{s.rows()}, DType::i32);
     TensorId loss = cross_entropy(g, "loss", out, targets, smoothing);
+    if (recompute_rows > 0) recompute_attention_probabilities(g, recompute_rows);
     g.plan();
     for (int64_t r = 0; r < s.rows(); ++r) g.data<int32_t>(targets)[r] = static_cast<int32_t>((r * 7 + 3) % s.last());
     randomize(g, 42);
@@ -132,6 +134,66 @@ TEST(OpGradients, AttentionOfFewerQueriesThanKeys) {
     c.g.data<int32_t>(lengths)[1] = T;
     expect_gradients_match(c.g, loss);
   }
+}
+
+// The attention cases above with recomputed probabilities (engine.recompute_attention), in blocks of 2 queries: T = 5
+// gives blocks of 2, 2 and 1, and a causal block skips the keys after its last row.
+struct AttentionSetup {
+  int64_t queries;
+  bool causal;
+  double scale, softcap;
+  bool padded;  // batch row 0 sees 3 keys of T
+};
+const AttentionSetup kAttentionSetups[] = {
+    {T, true, 0, 0, false}, {T, true, 0, 0, true},    {T, false, 0, 2.0, false},
+    {T, false, 0, 0, true}, {3, false, 0, 2.0, true}, {T, true, 1.7, 2.0, false},
+};
+std::string describe(const AttentionSetup& s) {
+  return "queries " + std::to_string(s.queries) + (s.causal ? " causal" : " bidirectional") + " scale " +
+         std::to_string(s.scale) + " softcap " + std::to_string(s.softcap) + (s.padded ? " padded" : "");
+}
+// q, k, v and the attention node of `s` in c's graph, planned and randomized; returns the loss.
+TensorId attention_case(Case& c, const AttentionSetup& s) {
+  TensorId q = c.param("q", {B, s.queries, D}), k = c.param("k", {B, T, D}), v = c.param("v", {B, T, D});
+  TensorId lengths = s.padded ? c.g.input("lengths", Shape{B}, DType::i32) : kNoTensor;
+  TensorId loss = c.finish(attention(c.g, "y", q, k, v, H, s.scale, s.softcap, s.causal, lengths));
+  if (s.padded) c.g.data<int32_t>(lengths)[0] = 3, c.g.data<int32_t>(lengths)[1] = T;
+  return loss;
+}
+
+TEST(OpGradients, AttentionRecomputingItsProbabilitiesInBlocks) {
+  for (const AttentionSetup& s : kAttentionSetups) {
+    SCOPED_TRACE(describe(s));
+    Case c;
+    c.recompute_rows = 2;
+    const TensorId loss = attention_case(c, s);
+    EXPECT_EQ(c.g.shape(c.g.at("y.probs")).numel(), 0) << "the probabilities are still saved";
+    expect_gradients_match(c.g, loss);
+  }
+}
+
+// The two paths compute the same function: outputs and every gradient agree to fp64 rounding.
+TEST(Ops, RecomputedAttentionEqualsSavedAttention) {
+  for (const AttentionSetup& s : kAttentionSetups)
+    for (int64_t rows : {1, 2, 64}) {
+      SCOPED_TRACE(describe(s) + ", blocks of " + std::to_string(rows));
+      Case saved, recomputed;
+      recomputed.recompute_rows = rows;
+      const TensorId loss_saved = attention_case(saved, s), loss_recomputed = attention_case(recomputed, s);
+      for (Case* c : {&saved, &recomputed}) {
+        c->g.zero_param_grads();
+        c->g.forward(true);
+        c->g.backward(c == &saved ? loss_saved : loss_recomputed);
+      }
+      const TensorId y = saved.g.at("y");
+      for (int64_t i = 0; i < saved.g.shape(y).numel(); ++i)
+        EXPECT_NEAR(saved.g.data<double>(y)[i], recomputed.g.data<double>(recomputed.g.at("y"))[i], 1e-13);
+      for (const char* name : {"q", "k", "v"}) {
+        const TensorId a = saved.g.at(name), b = recomputed.g.at(name);
+        for (int64_t i = 0; i < saved.g.shape(a).numel(); ++i)
+          EXPECT_NEAR(saved.g.grad<double>(a)[i], recomputed.g.grad<double>(b)[i], 1e-13) << name << "[" << i << "]";
+      }
+    }
 }
 
 TEST(OpGradients, Rope) {

@@ -1,6 +1,7 @@
 // Same seed and thread count → bit-identical runs; another seed → another run.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
 #include "common/error.h"
@@ -55,6 +56,23 @@ TEST(TrainDeterminism, DifferentSeedGivesDifferentRuns) {
   int differing = 0;
   for (size_t i = 0; i < a.size(); ++i) differing += a[i].loss != b[i].loss;
   EXPECT_EQ(differing, static_cast<int>(a.size())) << "seeds 5 and 6 share some losses";
+}
+
+// Recomputed attention probabilities change the memory, and the run only by rounding: the blocks' GEMMs sum in
+// another order than the whole-row ones.
+TEST(TrainDeterminism, RecomputedAttentionFollowsTheSavedRunToRounding) {
+  TempDir tmp;
+  RunConfig recomputed = config_with_dropout(5);
+  recomputed.engine.recompute_attention = true;
+  train(config_with_dropout(5), tmp / "saved");
+  train(recomputed, tmp / "recomputed");
+  const auto a = train_records(tmp / "saved"), b = train_records(tmp / "recomputed");
+  ASSERT_EQ(a.size(), 6u);
+  ASSERT_EQ(b.size(), a.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(b[i].loss, a[i].loss, 1e-5 * std::abs(a[i].loss)) << "step " << i;
+  EXPECT_TRUE(read_run_config(Json::parse(R"({"engine": {"recompute_attention": true}})"), "config.json")
+                  .engine.recompute_attention);
+  EXPECT_FALSE(read_run_config(Json::object(), "config.json").engine.recompute_attention);
 }
 
 TEST(TrainDeterminism, EngineFuseChangesTheSpeedNotTheRun) {

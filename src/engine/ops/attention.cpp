@@ -17,6 +17,20 @@
 //
 // P [B, H, T, T_k] is saved. Each (b, h) runs its GEMMs single-threaded inside one parallel loop;
 // the backward's ∂L/∂P lives in a per-thread [T, T] slice of the graph workspace.
+//
+// Recomputed probabilities (`engine.recompute_attention`, recompute_attention_probabilities below) keep nothing of
+// size T × T_k between the passes: the B·H·T·T_k saved P is usually the largest activation of a step (at T 1024 it
+// is 4 MiB per head and batch row). Each (b, h) walks its queries in blocks of R rows; a causal block [r0, r1) sees
+// only the keys 0..r1 − 1, so the logits above the diagonal's blocks are never formed (about half of the attention
+// GEMMs' work at large T). Forward: the block's S and P in a per-thread [R, T_k] scratch, then O_blk = P V. Backward
+// recomputes the block's S and P as the forward did (the same GEMM of the same operands, the same softmax) and
+// applies the formulas above to the block, with G_blk its rows of ∂L/∂O:
+//
+//   ∂L/∂V[0:r1] += Pᵀ G_blk,   ∂L/∂P = G_blk Vᵀ,   ∂L/∂S as above,
+//   ∂L/∂Q_blk = s·(∂L/∂S) K,   ∂L/∂K[0:r1] += s·(∂L/∂S)ᵀ Q_blk
+//
+// The price is one more logits GEMM and softmax per block in backward; the results equal the saved path's to
+// rounding (the blocks' GEMMs sum in another order), which the tests check beside finite differences.
 #include <omp.h>
 
 #include <algorithm>
@@ -78,6 +92,21 @@ void softmax_row(T* row, int64_t last, int64_t width, T cap, int64_t top_k, T* s
   std::fill(row + last + 1, row + width, T(0));
 }
 
+// Row t of ∂L/∂S from P's row and ∂L/∂P's row (in place): the softmax Jacobian, then the soft-cap's derivative from
+// the uncapped logits `raw` (cap > 0); the masked keys past `last` get 0.
+template <typename T>
+void softmax_row_backward(const T* prow, T* row, const T* raw, int64_t last, int64_t width, T cap) {
+  T dot = 0;
+  for (int64_t j = 0; j <= last; ++j) dot += prow[j] * row[j];
+  for (int64_t j = 0; j <= last; ++j) row[j] = prow[j] * (row[j] - dot);
+  if (cap > 0)
+    for (int64_t j = 0; j <= last; ++j) {
+      const T th = std::tanh(raw[j] / cap);
+      row[j] *= T(1) - th * th;
+    }
+  std::fill(row + last + 1, row + width, T(0));
+}
+
 template <typename T>
 void forward_kernel(Graph& g, const Node& n) {
   const Dims d = dims_of(g, n);
@@ -126,20 +155,9 @@ void backward_kernel(Graph& g, const Node& n) {
         gemm(true, false, d.keys, d.dim, d.time, T(1), p, d.keys, dout + offset, d.width, T(1), dv + key_offset,
              d.width);
       gemm(false, true, d.time, d.keys, d.dim, T(1), dout + offset, d.width, v + key_offset, d.width, T(0), dp, d.keys);
-      for (int64_t t = 0; t < d.time; ++t) {
-        const T* prow = p + t * d.keys;
-        T* row = dp + t * d.keys;
-        const int64_t last = last_key(n, d, lengths, b, t);
-        T dot = 0;
-        for (int64_t j = 0; j <= last; ++j) dot += prow[j] * row[j];
-        for (int64_t j = 0; j <= last; ++j) row[j] = prow[j] * (row[j] - dot);
-        if (cap > 0)
-          for (int64_t j = 0; j <= last; ++j) {
-            const T th = std::tanh(raw[t * d.keys + j] / cap);
-            row[j] *= T(1) - th * th;
-          }
-        std::fill(row + last + 1, row + d.keys, T(0));
-      }
+      for (int64_t t = 0; t < d.time; ++t)
+        softmax_row_backward(p + t * d.keys, dp + t * d.keys, raw + t * d.keys, last_key(n, d, lengths, b, t), d.keys,
+                             cap);
       if (dq)
         gemm(false, false, d.time, d.dim, d.keys, scale, dp, d.keys, k + key_offset, d.width, T(1), dq + offset,
              d.width);
@@ -149,11 +167,103 @@ void backward_kernel(Graph& g, const Node& n) {
     }
 }
 
+// --- Recomputed probabilities: the query blocks (attr.f[2] = R, their rows; 0 on the saved path) ---
+
+// A block of R query rows [first, first + rows) and the keys [0, keys) it sees.
+struct QueryBlock {
+  int64_t first, rows, keys;
+};
+QueryBlock query_block(const Node& n, const Dims& d, int64_t first) {
+  const int64_t rows = std::min(static_cast<int64_t>(n.attr.f[2]), d.time - first);
+  return {first, rows, n.attr.i[2] ? first + rows : d.keys};
+}
+// A thread's scratch, in elements: P, ∂L/∂P and the uncapped logits of one block, and the top-k selection's row.
+int64_t block_scratch(int64_t block_rows, int64_t keys) { return (3 * block_rows + 1) * keys; }
+
+// The block's P [rows, keys] (and its uncapped logits in raw, when given), as the forward forms it.
+template <typename T>
+void block_probabilities(const Node& n, const Dims& d, const int32_t* lengths, int64_t b, const QueryBlock& blk,
+                         const T* q_blk, const T* k, T scale, T cap, T* p, T* raw, T* select) {
+  gemm(false, true, blk.rows, blk.keys, d.dim, scale, q_blk, d.width, k, d.width, T(0), p, blk.keys);
+  if (raw) std::copy(p, p + blk.rows * blk.keys, raw);
+  for (int64_t t = 0; t < blk.rows; ++t)
+    softmax_row(p + t * blk.keys, last_key(n, d, lengths, b, blk.first + t), blk.keys, cap, n.attr.i[3], select);
+}
+
+// Calls body(b, blk, rows_at, key_offset, scratch) for every (b, h), in parallel, and each of its query blocks in
+// order: rows_at is the block's first row of q and O (element offset, head h's columns), key_offset row 0 of k and v,
+// scratch this thread's block_scratch elements.
+template <typename T, typename Body>
+void over_query_blocks(Graph& g, const Node& n, const Dims& d, Body body) {
+  const int64_t block_rows = static_cast<int64_t>(n.attr.f[2]);
+  const int threads = static_cast<int>(std::min<int64_t>(n.attr.i[1], omp_get_max_threads()));
+#pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
+  for (int64_t b = 0; b < d.batch; ++b)
+    for (int64_t h = 0; h < d.heads; ++h) {
+      const int64_t offset = b * d.time * d.width + h * d.dim, key_offset = b * d.keys * d.width + h * d.dim;
+      T* scratch = reinterpret_cast<T*>(g.workspace()) + omp_get_thread_num() * block_scratch(block_rows, d.keys);
+      for (int64_t first = 0; first < d.time; first += block_rows)
+        body(b, query_block(n, d, first), offset + first * d.width, key_offset, scratch);
+    }
+}
+
+template <typename T>
+void forward_recomputing(Graph& g, const Node& n) {
+  const Dims d = dims_of(g, n);
+  const T scale = logit_scale<T>(n, d), cap = static_cast<T>(n.attr.f[1]);
+  const T *q = g.data<T>(n.in[kQ]), *k = g.data<T>(n.in[kK]), *v = g.data<T>(n.in[kV]);
+  T* out = g.data<T>(n.out);
+  const int32_t* lengths = key_lengths_of(g, n);
+  const int64_t block_rows = static_cast<int64_t>(n.attr.f[2]);
+  over_query_blocks<T>(g, n, d, [&](int64_t b, const QueryBlock& blk, int64_t rows_at, int64_t key_offset, T* p) {
+    block_probabilities(n, d, lengths, b, blk, q + rows_at, k + key_offset, scale, cap, p, static_cast<T*>(nullptr),
+                        p + 3 * block_rows * d.keys);
+    gemm(false, false, blk.rows, d.dim, blk.keys, T(1), p, blk.keys, v + key_offset, d.width, T(0), out + rows_at,
+         d.width);
+  });
+}
+
+template <typename T>
+void backward_recomputing(Graph& g, const Node& n) {
+  const Dims d = dims_of(g, n);
+  const T scale = logit_scale<T>(n, d), cap = static_cast<T>(n.attr.f[1]);
+  const T *q = g.data<T>(n.in[kQ]), *k = g.data<T>(n.in[kK]), *v = g.data<T>(n.in[kV]);
+  const T* dout = g.grad<T>(n.out);
+  const int32_t* lengths = key_lengths_of(g, n);
+  T* dq = g.requires_grad(n.in[kQ]) ? g.grad<T>(n.in[kQ]) : nullptr;
+  T* dk = g.requires_grad(n.in[kK]) ? g.grad<T>(n.in[kK]) : nullptr;
+  T* dv = g.requires_grad(n.in[kV]) ? g.grad<T>(n.in[kV]) : nullptr;
+  const int64_t block_rows = static_cast<int64_t>(n.attr.f[2]);
+  over_query_blocks<T>(g, n, d, [&](int64_t b, const QueryBlock& blk, int64_t rows_at, int64_t key_offset, T* p) {
+    T *dp = p + block_rows * d.keys, *raw = dp + block_rows * d.keys, *select = raw + block_rows * d.keys;
+    block_probabilities(n, d, lengths, b, blk, q + rows_at, k + key_offset, scale, cap, p, cap > 0 ? raw : nullptr,
+                        select);
+    if (dv)
+      gemm(true, false, blk.keys, d.dim, blk.rows, T(1), p, blk.keys, dout + rows_at, d.width, T(1), dv + key_offset,
+           d.width);
+    gemm(false, true, blk.rows, blk.keys, d.dim, T(1), dout + rows_at, d.width, v + key_offset, d.width, T(0), dp,
+         blk.keys);
+    for (int64_t t = 0; t < blk.rows; ++t)
+      softmax_row_backward(p + t * blk.keys, dp + t * blk.keys, raw + t * blk.keys,
+                           last_key(n, d, lengths, b, blk.first + t), blk.keys, cap);
+    if (dq)
+      gemm(false, false, blk.rows, d.dim, blk.keys, scale, dp, blk.keys, k + key_offset, d.width, T(1), dq + rows_at,
+           d.width);
+    if (dk)
+      gemm(true, false, blk.keys, d.dim, blk.rows, scale, dp, blk.keys, q + rows_at, d.width, T(1), dk + key_offset,
+           d.width);
+  });
+}
+
 void forward(Graph& g, const Node& n) {
-  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n); });
+  const bool recomputing = n.attr.f[2] > 0;
+  dispatch_float(g.float_type(),
+                 [&]<typename T>() { recomputing ? forward_recomputing<T>(g, n) : forward_kernel<T>(g, n); });
 }
 void backward(Graph& g, const Node& n) {
-  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n); });
+  const bool recomputing = n.attr.f[2] > 0;
+  dispatch_float(g.float_type(),
+                 [&]<typename T>() { recomputing ? backward_recomputing<T>(g, n) : backward_kernel<T>(g, n); });
 }
 
 // Decoding with a key-value cache (cached_attention): the node sees a chunk of S new positions, q, k, v [B, S, H·D],
@@ -202,6 +312,19 @@ void cached_backward(Graph&, const Node&) { fail("internal: cached attention is 
 
 extern const OpKernels attention_kernels{forward, backward};
 extern const OpKernels cached_attention_kernels{cached_forward, cached_backward};
+
+void recompute_attention_probabilities(Graph& g, int64_t block_rows) {
+  if (block_rows < 1) fail("internal: attention's query blocks need at least one row, not {}", block_rows);
+  for (Node& n : g.nodes_to_adjust()) {
+    if (n.op != OpKind::attention || n.attr.f[2] > 0) continue;
+    const Dims d = dims_of(g, n);
+    const int64_t rows = std::min(block_rows, d.time);
+    g.drop_activation(n.saved[0]);
+    n.saved[0] = kNoTensor;
+    n.attr.f[2] = static_cast<double>(rows);
+    n.workspace_bytes = static_cast<size_t>(n.attr.i[1] * block_scratch(rows, d.keys)) * dtype_size(g.float_type());
+  }
+}
 
 TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads, double scale,
                    double softcap, bool causal, TensorId key_lengths) {
