@@ -1,5 +1,6 @@
 #include "engine/gemm.h"
 
+#include <immintrin.h>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -9,6 +10,7 @@
 #include <map>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -22,18 +24,49 @@ std::atomic<GemmPrecision> precision{GemmPrecision::fp32};
 
 // bfloat16 is the top half of an fp32: keep the sign, the 8 exponent bits and 7 mantissa bits, rounding the
 // dropped 16 bits to nearest, ties to even (adding 0x7FFF plus the kept lowest bit carries exactly then).
-// NaN stays a (quiet) NaN instead of rounding into infinity.
+// NaN stays a (quiet) NaN instead of rounding into infinity; a subnormal fp32 (|x| < 2^-126) becomes a zero of its
+// sign, as the hardware conversion (VCVTNEPS2BF16) does, so that both paths give the same bits.
 inline uint16_t bf16_bits(float x) {
   const auto bits = std::bit_cast<uint32_t>(x);
+  if ((bits & 0x7F800000u) == 0) return static_cast<uint16_t>(bits >> 16 & 0x8000u);
   if ((bits & 0x7F800000u) == 0x7F800000u && (bits & 0x007FFFFFu) != 0) return static_cast<uint16_t>(bits >> 16 | 0x40);
   return static_cast<uint16_t>((bits + 0x7FFFu + ((bits >> 16) & 1u)) >> 16);
 }
 
-// Rows [first, last) of X (cols wide as stored, row stride ld) into the same rows of a contiguous bf16 buffer in the
-// same layout; a transposed operand stays transposed and oneDNN reads it through its strides.
-void to_bf16(int64_t first, int64_t last, int64_t cols, const float* x, int64_t ld, uint16_t* out) {
-  for (int64_t r = first; r < last; ++r)
-    for (int64_t c = 0; c < cols; ++c) out[r * cols + c] = bf16_bits(x[r * ld + c]);
+// What a row of floats becomes: bf16 bits for oneDNN's bf16 matmul, or the rounded values as floats for sgemm.
+inline void put(uint16_t* out, uint16_t bits) { *out = bits; }
+inline void put(float* out, uint16_t bits) { *out = std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+
+// n floats rounded to bf16 with avx512_bf16's conversion, 16 at a time: the scalar loop does not vectorize (its
+// branches), and converting the operands took as long as the multiply in small GEMMs (a 64 × 64 · 64 × 1024 weight
+// gradient: 92 µs in bf16 against 37 µs in fp32). Only called where the CPU has the instruction.
+template <typename Out>
+__attribute__((target("avx512f,avx512bf16"))) void round_row_avx512(const float* x, int64_t n, Out* out) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
+    const __m256i bits = reinterpret_cast<const __m256i&>(h);
+    if constexpr (std::is_same_v<Out, uint16_t>) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), bits);
+    else
+      // The zero-masking forms: GCC 12 warns that the plain ones' undefined pass-through may be uninitialized.
+      _mm512_storeu_si512(out + i, _mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, bits), 16));
+  }
+  for (; i < n; ++i) put(out + i, bf16_bits(x[i]));
+}
+
+const bool has_avx512_bf16 = __builtin_cpu_supports("avx512bf16");
+
+// Rows [first, last) of X (cols wide as stored, row stride ld) rounded to bf16 into the same rows of a contiguous
+// buffer in the same layout; a transposed operand stays transposed and oneDNN or sgemm reads it through its strides.
+template <typename Out>
+void round_rows(int64_t first, int64_t last, int64_t cols, const float* x, int64_t ld, Out* out) {
+  for (int64_t r = first; r < last; ++r) {
+    if (has_avx512_bf16) {
+      round_row_avx512(x + r * ld, cols, out + r * cols);
+    } else {
+      for (int64_t c = 0; c < cols; ++c) put(out + r * cols + c, bf16_bits(x[r * ld + c]));
+    }
+  }
 }
 
 const dnnl::engine& cpu() {
@@ -90,10 +123,62 @@ int row_blocks(bool trans_a, int64_t m) {
   return static_cast<int>(std::clamp<int64_t>(m / 64, 1, omp_get_max_threads()));
 }
 
+// How many shares of k a bf16 weight gradient (A transposed, B not) is split into, one per thread (see gemm_bf16):
+// at least 256 of k per share, and only outside a parallel region.
+int k_blocks(bool trans_b, int64_t k) {
+  if (trans_b || omp_in_parallel() || omp_get_max_active_levels() > 1) return 1;
+  return static_cast<int>(std::clamp<int64_t>(k / 256, 1, omp_get_max_threads()));
+}
+
 // Rows [first, last) of block t of `blocks`: boundaries on multiples of 16 rows, so that each block's full vector
 // tiles are those of a whole run.
 std::pair<int64_t, int64_t> row_block(int64_t m, int blocks, int t) {
   return {m * t / blocks / 16 * 16, t + 1 == blocks ? m : m * (t + 1) / blocks / 16 * 16};
+}
+
+dnnl_status_t sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  return dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void gemm_fp32(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
+               const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  const int blocks = row_blocks(trans_a, m);
+  int status = dnnl_success;  // the first failing block's (a throw cannot leave the parallel region)
+  if (blocks == 1) {
+    status = sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+  } else {
+#pragma omp parallel num_threads(blocks) reduction(max : status)
+    {
+      const auto [first, last] = row_block(m, blocks, omp_get_thread_num());
+      status =
+          sgemm(false, trans_b, last - first, n, k, alpha, a + first * lda, lda, b, ldb, beta, c + first * ldc, ldc);
+    }
+  }
+  if (status != dnnl_success) fail("internal: oneDNN sgemm failed (status {}) for m={} n={} k={}", status, m, n, k);
+}
+
+// Whether oneDNN's bf16 matmul beats sgemm on this shape: not on the smallest, where the primitive's fixed cost of
+// a few µs is most of the time. There a bf16 GEMM runs sgemm on the operands rounded to bf16: the same products
+// (a product of two bf16 values is exact in fp32) summed in fp32, in another order, so the precision's meaning
+// holds either way. Measured on an AMD EPYC with avx512_bf16 (no AMX), 2 threads, µs as fp32 sgemm / bf16 matmul:
+// the attention's per-head 64 × 64 × 16 1.3 / 7.1 (rounded and through sgemm: 1.5); 1024 × 64 × 64 26 / 20 and
+// 1024 × 4096 × 64 1466 / 835; the weight gradients, with k split over the threads, 64 × 64 × 1024 30 / 26 and
+// 4096 × 64 × 1024 2040 / 1174.
+bool bf16_matmul_pays(int64_t m, int64_t n, int64_t k) {
+  return static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= 0x1p20;
+}
+
+// op(A) · op(B) on the operands rounded to bf16, through sgemm (see bf16_matmul_pays).
+void gemm_bf16_rounded(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
+                       int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  thread_local std::vector<float> a_rounded, b_rounded;
+  const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k, b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
+  a_rounded.resize(static_cast<size_t>(a_rows * a_cols));
+  b_rounded.resize(static_cast<size_t>(b_rows * b_cols));
+  round_rows(0, a_rows, a_cols, a, lda, a_rounded.data());
+  round_rows(0, b_rows, b_cols, b, ldb, b_rounded.data());
+  gemm_fp32(trans_a, trans_b, m, n, k, alpha, a_rounded.data(), a_cols, b_rounded.data(), b_cols, beta, c, ldc);
 }
 
 void run_matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a16,
@@ -109,25 +194,57 @@ void run_matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, flo
 
 void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
+  if (!bf16_matmul_pays(m, n, k))
+    return gemm_bf16_rounded(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
   // The calling thread's buffers: they grow once to the largest operands, then are reused.
   thread_local std::vector<uint16_t> a16, b16;
   const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k, b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
   a16.resize(static_cast<size_t>(a_rows * a_cols));
   b16.resize(static_cast<size_t>(b_rows * b_cols));
-  const int blocks = row_blocks(trans_a, m);
+  const int blocks = trans_a ? k_blocks(trans_b, k) : row_blocks(false, m);
   if (blocks == 1) {
-    to_bf16(0, a_rows, a_cols, a, lda, a16.data());
-    to_bf16(0, b_rows, b_cols, b, ldb, b16.data());
+    round_rows(0, a_rows, a_cols, a, lda, a16.data());
+    round_rows(0, b_rows, b_cols, b, ldb, b16.data());
     return run_matmul(trans_a, trans_b, m, n, k, alpha, a16.data(), b16.data(), beta, c, ldc);
   }
   uint16_t *a_out = a16.data(), *b_out = b16.data();
   bool failed = false;  // a throw cannot leave the parallel region
+  if (trans_a) {
+    // A transposed is a weight gradient, ∂W = ∂yᵀ·x: k (the batch's tokens) is long and m × n small, and the matmul
+    // does not split k over threads. Each thread takes a share of k instead: it converts its own rows of both
+    // operands (A and B are stored [k, m] and [k, n]), multiplies them into its own partial C (the first thread into
+    // C itself, with beta), and the partials are then added into C, each thread a share of C's rows.
+    thread_local std::vector<float> partials;
+    partials.resize(static_cast<size_t>((blocks - 1) * m * n));
+    float* partial = partials.data();
+#pragma omp parallel num_threads(blocks) reduction(|| : failed)
+    {
+      const int t = omp_get_thread_num();
+      const auto [first, last] = row_block(k, blocks, t);
+      round_rows(first, last, m, a, lda, a_out);
+      round_rows(first, last, n, b, ldb, b_out);
+      try {
+        if (t == 0) run_matmul(true, false, m, n, last - first, alpha, a_out, b_out, beta, c, ldc);
+        else
+          run_matmul(true, false, m, n, last - first, alpha, a_out + first * m, b_out + first * n, 0.0f,
+                     partial + (t - 1) * m * n, n);
+      } catch (const std::exception&) {
+        failed = true;
+      }
+#pragma omp barrier
+      for (int64_t i = m * t / blocks; i < m * (t + 1) / blocks; ++i)
+        for (int u = 1; u < blocks; ++u)
+          for (int64_t j = 0; j < n; ++j) c[i * ldc + j] += partial[((u - 1) * m + i) * n + j];
+    }
+    if (failed) fail("internal: a oneDNN bf16 matmul failed for m={} n={} k={}", m, n, k);
+    return;
+  }
 #pragma omp parallel num_threads(blocks) reduction(|| : failed)
   {
     const int t = omp_get_thread_num();
     const auto [first, last] = row_block(m, blocks, t);
-    to_bf16(first, last, k, a, lda, a_out);
-    to_bf16(b_rows * t / blocks, b_rows * (t + 1) / blocks, b_cols, b, ldb, b_out);
+    round_rows(first, last, k, a, lda, a_out);
+    round_rows(b_rows * t / blocks, b_rows * (t + 1) / blocks, b_cols, b, ldb, b_out);
 #pragma omp barrier
     try {
       run_matmul(false, trans_b, last - first, n, k, alpha, a_out + first * k, b_out, beta, c + first * ldc, ldc);
@@ -136,11 +253,6 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
     }
   }
   if (failed) fail("internal: a oneDNN bf16 matmul failed for m={} n={} k={}", m, n, k);
-}
-
-dnnl_status_t sgemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
-                    int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  return dnnl_sgemm(trans_a ? 'T' : 'N', trans_b ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 }  // namespace
@@ -167,19 +279,7 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
     gemm_bf16(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
-  const int blocks = row_blocks(trans_a, m);
-  int status = dnnl_success;  // the first failing block's (a throw cannot leave the parallel region)
-  if (blocks == 1) {
-    status = sgemm(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  } else {
-#pragma omp parallel num_threads(blocks) reduction(max : status)
-    {
-      const auto [first, last] = row_block(m, blocks, omp_get_thread_num());
-      status =
-          sgemm(false, trans_b, last - first, n, k, alpha, a + first * lda, lda, b, ldb, beta, c + first * ldc, ldc);
-    }
-  }
-  if (status != dnnl_success) fail("internal: oneDNN sgemm failed (status {}) for m={} n={} k={}", status, m, n, k);
+  gemm_fp32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,

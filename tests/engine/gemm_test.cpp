@@ -2,6 +2,7 @@
 // fp32 GEMM on operands that bf16 holds exactly (then the two agree to fp32 summation order), against the
 // rounding itself, and on random operands within bf16's error bound, for every transpose, alpha and beta.
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
 #include <limits>
@@ -21,6 +22,8 @@ TEST(Bf16Gemm, RoundsToNearestEven) {
   EXPECT_EQ(round_to_bf16(-3.0f), -3.0f);
   EXPECT_TRUE(std::isinf(round_to_bf16(std::numeric_limits<float>::infinity())));
   EXPECT_TRUE(std::isnan(round_to_bf16(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(round_to_bf16(1e-39f), 0.0f);  // a subnormal fp32 becomes zero, as the hardware conversion makes it
+  EXPECT_TRUE(std::signbit(round_to_bf16(-1e-39f)));
 }
 
 struct Case {
@@ -38,48 +41,101 @@ std::vector<float> product(const Case& c, GemmPrecision p, const std::vector<flo
   return out;
 }
 
-TEST(Bf16Gemm, EqualsFp32OnOperandsThatBf16HoldsExactly) {
-  if (!cpu_has_bf16()) GTEST_SKIP() << "this CPU has no bf16 hardware (the trainer runs fp32 there)";
-  const int64_t m = 37, n = 29, k = 70;
+// The shapes that take each of the bf16 GEMM's paths (gemm.cpp) on 2 threads: below 2^20 products, sgemm on the
+// rounded operands; above, oneDNN's bf16 matmul, over row blocks of A, or, for A transposed with a long k, over
+// shares of k whose partial products are added; and with both transposed, the matmul alone.
+struct Shape {
+  int64_t m, n, k;
+};
+constexpr Shape kShapes[] = {{37, 29, 70}, {300, 65, 130}, {37, 29, 1030}};
+
+// Runs the test body with 2 OpenMP threads (the split paths need more than one), then restores the count.
+class Bf16GemmPaths : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cpu_has_bf16()) GTEST_SKIP() << "this CPU has no bf16 hardware (the trainer runs fp32 there)";
+    threads_ = omp_get_max_threads();
+    omp_set_num_threads(2);
+  }
+  void TearDown() override { omp_set_num_threads(threads_); }
+  int threads_ = 1;
+};
+
+TEST_F(Bf16GemmPaths, EqualsFp32OnOperandsThatBf16HoldsExactly) {
   Rng rng(5);
-  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
-  // Small integers times a power of two: 8 significant bits at most, and every partial sum is exact in fp32.
-  for (float& x : a) x = static_cast<float>(static_cast<int>(rng.uniform() * 33) - 16) / 8;
-  for (float& x : b) x = static_cast<float>(static_cast<int>(rng.uniform() * 33) - 16) / 4;
-  for (const Case& c :
-       {Case{false, false, 1, 0}, Case{true, false, 1, 1}, Case{false, true, 0.5f, 0}, Case{true, true, 2, 0.75f}}) {
-    const auto exact = product(c, GemmPrecision::fp32, a, b, m, n, k);
-    const auto bf16 = product(c, GemmPrecision::bf16, a, b, m, n, k);
-    for (size_t i = 0; i < exact.size(); ++i)
-      ASSERT_EQ(bf16[i], exact[i]) << "ta " << c.ta << " tb " << c.tb << " at " << i;
+  for (const auto [m, n, k] : kShapes) {
+    std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
+    // Small integers times a power of two: 8 significant bits at most, and every partial sum is exact in fp32.
+    for (float& x : a) x = static_cast<float>(static_cast<int>(rng.uniform() * 33) - 16) / 8;
+    for (float& x : b) x = static_cast<float>(static_cast<int>(rng.uniform() * 33) - 16) / 4;
+    for (const Case& c :
+         {Case{false, false, 1, 0}, Case{true, false, 1, 1}, Case{false, true, 0.5f, 0}, Case{true, true, 2, 0.75f}}) {
+      const auto exact = product(c, GemmPrecision::fp32, a, b, m, n, k);
+      const auto bf16 = product(c, GemmPrecision::bf16, a, b, m, n, k);
+      for (size_t i = 0; i < exact.size(); ++i)
+        ASSERT_EQ(bf16[i], exact[i]) << m << "x" << n << "x" << k << " ta " << c.ta << " tb " << c.tb << " at " << i;
+    }
   }
 }
 
-TEST(Bf16Gemm, RandomOperandsWithinTheRoundingBound) {
-  if (!cpu_has_bf16()) GTEST_SKIP() << "this CPU has no bf16 hardware (the trainer runs fp32 there)";
-  const int64_t m = 33, n = 65, k = 130;
+TEST_F(Bf16GemmPaths, RandomOperandsWithinTheRoundingBound) {
   Rng rng(9);
-  std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
-  for (float& x : a) x = static_cast<float>(rng.normal());
-  for (float& x : b) x = static_cast<float>(rng.normal());
-  for (const Case& c : {Case{false, false, 1, 0}, Case{true, true, 1, 1}}) {
-    // The product of the rounded operands, computed in fp32: what bf16 must reproduce to summation order.
-    std::vector<float> ar(a.size()), br(b.size());
-    for (size_t i = 0; i < a.size(); ++i) ar[i] = round_to_bf16(a[i]);
-    for (size_t i = 0; i < b.size(); ++i) br[i] = round_to_bf16(b[i]);
-    const auto rounded = product(c, GemmPrecision::fp32, ar, br, m, n, k);
-    const auto exact = product(c, GemmPrecision::fp32, a, b, m, n, k);
-    const auto bf16 = product(c, GemmPrecision::bf16, a, b, m, n, k);
-    double worst_vs_rounded = 0, worst_vs_exact = 0;
-    for (size_t i = 0; i < exact.size(); ++i) {
-      worst_vs_rounded = std::max(worst_vs_rounded, std::abs(double(bf16[i]) - rounded[i]));
-      worst_vs_exact = std::max(worst_vs_exact, std::abs(double(bf16[i]) - exact[i]));
+  for (const auto [m, n, k] : kShapes) {
+    std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
+    for (float& x : a) x = static_cast<float>(rng.normal());
+    for (float& x : b) x = static_cast<float>(rng.normal());
+    for (const Case& c : {Case{false, false, 1, 0}, Case{true, false, 0.5f, 1}, Case{true, true, 1, 1}}) {
+      // The product of the rounded operands, computed in fp32: what bf16 must reproduce to summation order.
+      std::vector<float> ar(a.size()), br(b.size());
+      for (size_t i = 0; i < a.size(); ++i) ar[i] = round_to_bf16(a[i]);
+      for (size_t i = 0; i < b.size(); ++i) br[i] = round_to_bf16(b[i]);
+      const auto rounded = product(c, GemmPrecision::fp32, ar, br, m, n, k);
+      const auto exact = product(c, GemmPrecision::fp32, a, b, m, n, k);
+      const auto bf16 = product(c, GemmPrecision::bf16, a, b, m, n, k);
+      double worst_vs_rounded = 0, worst_vs_exact = 0;
+      for (size_t i = 0; i < exact.size(); ++i) {
+        worst_vs_rounded = std::max(worst_vs_rounded, std::abs(double(bf16[i]) - rounded[i]));
+        worst_vs_exact = std::max(worst_vs_exact, std::abs(double(bf16[i]) - exact[i]));
+      }
+      // Sums of k unit-variance products: |C| ~ √k (11 at k 130); fp32 reordering ~1e-5 there, bf16's 2^-9
+      // relative error per operand ~ 2·2^-9·√k ≈ 0.045 typical at k 130, both growing as √k.
+      const double growth = std::sqrt(static_cast<double>(k) / 130);
+      SCOPED_TRACE(::testing::Message() << m << "x" << n << "x" << k << " ta " << c.ta << " tb " << c.tb);
+      EXPECT_LT(worst_vs_rounded, 1e-4 * growth);
+      EXPECT_LT(worst_vs_exact, 0.3 * growth);
+      EXPECT_GT(worst_vs_exact, 1e-3);  // it did round: a bf16 GEMM that silently ran fp32 fails here
     }
-    // Sums of 130 unit-variance products: |C| ~ 11; fp32 reordering ~1e-5, bf16's 2^-9 relative error per operand
-    // ~ 2·2^-9·√130 ≈ 0.045 typical.
-    EXPECT_LT(worst_vs_rounded, 1e-4);
-    EXPECT_LT(worst_vs_exact, 0.3);
-    EXPECT_GT(worst_vs_exact, 1e-3);  // it did round: a bf16 GEMM that silently ran fp32 fails here
+  }
+}
+
+// The vectorized conversion (avx512_bf16's VCVTNEPS2BF16) and the scalar one give the same values: A times the
+// identity returns A's rounded entries exactly, on both the sgemm path (64 rows) and the matmul path (256 rows),
+// for ties, values just beside them, subnormals (flushed to zero), the largest finite bf16 and rows that end in a
+// scalar tail (k 70 = 4 · 16 + 6).
+TEST_F(Bf16GemmPaths, ConvertsEveryValueAsTheScalarRounding) {
+  const int64_t k = 70;
+  std::vector<float> identity(static_cast<size_t>(k * k), 0.0f);
+  for (int64_t i = 0; i < k; ++i) identity[static_cast<size_t>(i * k + i)] = 1.0f;
+  const float specials[] = {1.0f + 1.0f / 256,
+                            1.0f + 3.0f / 256,
+                            1.0f + 1.0f / 256 + 1e-6f,
+                            -(1.0f + 1.0f / 256),
+                            1e-39f,
+                            -1e-40f,
+                            std::numeric_limits<float>::min(),
+                            3.38e38f,
+                            -0.0f,
+                            0.1f};
+  Rng rng(3);
+  for (const int64_t m : {64, 256}) {
+    std::vector<float> a(static_cast<size_t>(m * k));
+    for (size_t i = 0; i < a.size(); ++i)
+      a[i] = i % 5 == 0 ? specials[i / 5 % std::size(specials)] : static_cast<float>(rng.normal() * 1e3);
+    std::vector<float> c(static_cast<size_t>(m * k));
+    ScopedGemmPrecision scope(GemmPrecision::bf16);
+    gemm(false, false, m, k, k, 1.0f, a.data(), k, identity.data(), k, 0.0f, c.data(), k);
+    for (size_t i = 0; i < a.size(); ++i)
+      ASSERT_EQ(c[i], round_to_bf16(a[i])) << "m " << m << " at " << i << ": " << a[i];
   }
 }
 
