@@ -166,31 +166,16 @@ std::vector<std::vector<std::string>> stages(const RunOutcome& o) {
   return out;
 }
 
-// The words that start a data-parallel training over `hosts` (mpirun's --host list, "a:2" or "a:1,b:1"): the
-// run is a job of its own, launched by mpirun like any data-parallel `normlab train`. Each process gets the
-// OpenMP threads of this one's children (-x passes them to other hosts); no binding, because other runs share the
-// cores; -q keeps mpirun's advice out of the run's log, whose last line is the run's error when it fails.
-std::vector<std::string> data_parallel_launch(const std::string& hosts) {
-  int ranks = 0;
-  for (size_t at = 0; at < hosts.size();) {
-    const size_t colon = hosts.find(':', at), comma = std::min(hosts.find(',', at), hosts.size());
-    ranks += std::stoi(hosts.substr(colon + 1, comma - colon - 1));
-    at = comma + 1;
-  }
-  return {"mpirun", "-q", "-np", std::to_string(ranks), "--host", hosts, "--bind-to", "none", "-x", "OMP_NUM_THREADS"};
-}
-
 // Starts a run's stages (argument lists after the binary) as one child process writing dir/log.txt, with
 // `threads` OpenMP threads. The child is not part of an MPI job this process may belong to: the launcher's
-// variables are left out of its environment, so it runs as a single process, or, with `hosts` (a run over a
-// group of ranks), its training stage runs data-parallel as a job of its own over those hosts.
+// variables are left out of its environment, so it runs as a single process, or, given the words of a
+// `data_parallel_launch` (a run over a group of ranks), its training stage runs data-parallel as a job of its own.
 pid_t launch(const std::vector<std::vector<std::string>>& commands, const fs::path& dir, int threads,
-             const std::string& hosts) {
+             const std::vector<std::string>& train_launch) {
   const std::string binary = self_binary();
   std::vector<std::vector<std::string>> lines;
   for (const auto& command : commands) {
-    std::vector<std::string> line =
-        !hosts.empty() && command.front() == "train" ? data_parallel_launch(hosts) : std::vector<std::string>{};
+    std::vector<std::string> line = command.front() == "train" ? train_launch : std::vector<std::string>{};
     line.push_back(binary);
     line.insert(line.end(), command.begin(), command.end());
     lines.push_back(std::move(line));
@@ -291,10 +276,13 @@ int ranks_per_run(const RunnerOptions& options) {
   return k;
 }
 
-// mpirun's --host list for a run over the `group` ranks from `leader` on ("" for a run of one process). In a world
-// of one, all of a run's processes are on this host.
-std::string group_hosts(int leader, int group) {
-  if (group == 1) return "";
+// The words that start a data-parallel training over the `group` ranks from `leader` on (none for a run of one
+// process): the run is a job of its own, launched by mpirun like any data-parallel `normlab train`, on the hosts
+// of those ranks (--host "a:2" or "a:1,b:1"; in a world of one, all on this host). Each process gets the OpenMP
+// threads of this one's children (-x passes them to other hosts); no binding, because other runs share the
+// cores; -q keeps mpirun's advice out of the run's log, whose last line is the run's error when it fails.
+std::vector<std::string> data_parallel_launch(int leader, int group) {
+  if (group == 1) return {};
   const dist::World& world = dist::world();
   std::vector<std::pair<std::string, int>> counts;  // host → processes, in rank order
   for (int r = 0; r < group; ++r) {
@@ -305,12 +293,16 @@ std::string group_hosts(int leader, int group) {
   }
   std::string hosts;
   for (const auto& [host, n] : counts) hosts += fmt::format("{}{}:{}", hosts.empty() ? "" : ",", host, n);
-  return hosts;
+  return {"mpirun", "-q", "-np", std::to_string(group), "--host", hosts, "--bind-to", "none", "-x", "OMP_NUM_THREADS"};
 }
 
 // The coordinator's messages to a worker rank, and the worker's reply when the run ends.
-Json run_message(size_t index, const RunOutcome& o, int threads, const std::string& hosts) {
-  return {{"run", index}, {"dir", o.dir.string()}, {"commands", stages(o)}, {"threads", threads}, {"hosts", hosts}};
+Json run_message(size_t index, const RunOutcome& o, int threads, const std::vector<std::string>& train_launch) {
+  return {{"run", index},
+          {"dir", o.dir.string()},
+          {"commands", stages(o)},
+          {"threads", threads},
+          {"train_launch", train_launch}};
 }
 Json ended_message(const Ended& e) { return {{"run", e.index}, {"exit", e.exit_code}, {"signal", e.signal}}; }
 
@@ -328,8 +320,9 @@ void serve_runs() {
       if (j.contains("stop")) {
         stopping = true;
       } else {
-        const pid_t pid = launch(j["commands"].get<std::vector<std::vector<std::string>>>(),
-                                 j["dir"].get<std::string>(), j["threads"].get<int>(), j["hosts"].get<std::string>());
+        const pid_t pid =
+            launch(j["commands"].get<std::vector<std::vector<std::string>>>(), j["dir"].get<std::string>(),
+                   j["threads"].get<int>(), j["train_launch"].get<std::vector<std::string>>());
         running[pid] = j["run"].get<size_t>();
       }
     }
@@ -451,8 +444,8 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
         std::cerr << fmt::format("study: {} resumes from its checkpoint at step {}\n", outcomes[i].request.id,
                                  read_json(outcomes[i].dir / "run" / train::kCheckpointJson).value("step", 0));
       pid_t pid = 0;
-      if (rank == 0) pid = launch(stages(outcomes[i]), outcomes[i].dir, threads, group_hosts(0, group));
-      else world.send(rank, run_message(i, outcomes[i], threads, group_hosts(rank, group)).dump());
+      if (rank == 0) pid = launch(stages(outcomes[i]), outcomes[i].dir, threads, data_parallel_launch(0, group));
+      else world.send(rank, run_message(i, outcomes[i], threads, data_parallel_launch(rank, group)).dump());
       --free_slots[static_cast<size_t>(rank)];
       running.push_back({i, rank, pid, Clock::now()});
       if (alone) break;
