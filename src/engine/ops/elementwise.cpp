@@ -15,13 +15,14 @@
 
 #include "engine/fast_math.h"
 #include "engine/ops.h"
+#include "engine/parallel.h"
 
 namespace normlab::engine {
 namespace {
 
 template <typename T, typename Fn>
 void for_each(int64_t count, Fn fn) {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_pays(count))
   for (int64_t i = 0; i < count; ++i) fn(i);
 }
 
@@ -68,7 +69,7 @@ void gelu_forward_kernel(Graph& g, const Node& n) {
   const T* x = g.data<T>(n.in[0]);
   T* y = g.data<T>(n.out);
   const int64_t width = g.shape(n.out).last();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_pays(numel(g, n)))
   for (int64_t r = 0; r < g.shape(n.out).rows(); ++r)
     for (int64_t j = r * width; j < (r + 1) * width; ++j) y[j] = gelu_of(x[j]);
 }
@@ -77,7 +78,7 @@ void gelu_backward_kernel(Graph& g, const Node& n) {
   const T *x = g.data<T>(n.in[0]), *dy = g.grad<T>(n.out);
   T* dx = g.grad<T>(n.in[0]);
   const int64_t width = g.shape(n.out).last();
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_pays(numel(g, n)))
   for (int64_t r = 0; r < g.shape(n.out).rows(); ++r)
     for (int64_t j = r * width; j < (r + 1) * width; ++j) dx[j] += dy[j] * gelu_slope(x[j]);
 }
@@ -122,7 +123,7 @@ void center_forward_kernel(Graph& g, const Node& n) {
   const int64_t rows = g.shape(n.out).rows(), w = g.shape(n.out).last();
   const T* x = g.data<T>(n.in[0]);
   T* y = g.data<T>(n.out);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_pays(rows * w))
   for (int64_t r = 0; r < rows; ++r) {
     T mean = 0;
     for (int64_t i = 0; i < w; ++i) mean += x[r * w + i];
@@ -135,7 +136,7 @@ void center_backward_kernel(Graph& g, const Node& n) {
   const int64_t rows = g.shape(n.out).rows(), w = g.shape(n.out).last();
   const T* dy = g.grad<T>(n.out);
   T* dx = g.grad<T>(n.in[0]);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_pays(rows * w))
   for (int64_t r = 0; r < rows; ++r) {
     T mean = 0;
     for (int64_t i = 0; i < w; ++i) mean += dy[r * w + i];

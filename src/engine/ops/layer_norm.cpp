@@ -43,7 +43,7 @@ void forward_kernel(Graph& g, const Node& n, const Node* sum) {
   T* y = g.data<T>(n.out);
   T* mean = g.data<T>(n.saved[0]);
   T* rstd = g.data<T>(n.saved[1]);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_pays(rows * d))
   for (int64_t r = 0; r < rows; ++r) {
     if (sum) producer.forward_row(r, d);
     const T* xr = x + r * d;
@@ -84,7 +84,7 @@ void backward_kernel(Graph& g, const Node& n, const Node* sum) {
   const T* rstd = g.data<T>(n.saved[1]);
   if (g.requires_grad(n.in[kX])) {
     T* dx = g.grad<T>(n.in[kX]);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_pays(rows * d))
     for (int64_t r = 0; r < rows; ++r) {
       const T *xr = x + r * d, *gr = dy + r * d;
       const T mu = mean[r], rs = rstd[r];

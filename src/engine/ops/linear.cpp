@@ -37,7 +37,7 @@ bool centered(const Node& n) { return n.attr.i[0] != 0; }
 template <typename T>
 void center_columns(int64_t rows, int64_t cols, const T* src, T* dst, bool accumulate) {
   constexpr int64_t kBlock = 64;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_pays(rows * cols))
   for (int64_t c0 = 0; c0 < cols; c0 += kBlock) {
     const int64_t width = std::min(kBlock, cols - c0);
     T mean[kBlock] = {};
@@ -77,7 +77,7 @@ void forward_kernel(Graph& g, const Node& n, const Node* gelu) {
   T* z = gelu ? g.data<T>(gelu->out) : nullptr;
   gemm(false, true, rows, out, in, T(1), g.data<T>(n.in[kX]), in, w, in, T(0), y, out);
   if (!b && !z) return;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_pays(rows * out))
   for (int64_t r = 0; r < rows; ++r) {
     T* yr = y + r * out;
     if (b)
@@ -105,7 +105,7 @@ void backward_kernel(Graph& g, const Node& n, const Node* gelu) {
         for (int64_t j = 0; j < out; ++j) acc[j] += dy[r * out + j];
       });
     else {
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_pays(rows * out))
       for (int64_t r = 0; r < rows; ++r) finish_row(r);
     }
   }

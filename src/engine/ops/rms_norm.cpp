@@ -35,7 +35,7 @@ void forward_kernel(Graph& g, const Node& n, const Node* sum) {
   const T* gain = n.in[kGain] == kNoTensor ? nullptr : g.data<T>(n.in[kGain]);
   T* y = g.data<T>(n.out);
   T* rstd = g.data<T>(n.saved[0]);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_pays(rows * d))
   for (int64_t r = 0; r < rows; ++r) {
     if (sum) producer.forward_row(r, d);
     const T* xr = x + r * d;
@@ -67,7 +67,7 @@ void backward_kernel(Graph& g, const Node& n, const Node* sum) {
   const T* rstd = g.data<T>(n.saved[0]);
   if (g.requires_grad(n.in[kX])) {
     T* dx = g.grad<T>(n.in[kX]);
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (parallel_pays(rows * d))
     for (int64_t r = 0; r < rows; ++r) {
       const T *xr = x + r * d, *gr = dy + r * d;
       const T rs = rstd[r];
