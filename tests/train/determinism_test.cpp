@@ -67,11 +67,12 @@ TEST(TrainDeterminism, RecomputedAttentionFollowsTheSavedRunToRounding) {
   saved.train.batch_size = 2;
   RunConfig recomputed = saved;
   recomputed.engine.recompute_attention = true;
-  // It is applied: the estimate (for the whole batch) drops by at least the probabilities, [B, H, T, T] floats per
+  // It is applied: the estimate of what is to allocate (for the whole batch; the process's resident part varies
+  // between two estimates, under ASan most) drops by at least the probabilities, [B, H, T, T] floats per
   // layer (more: their gradient's scratch goes too).
   const auto b = static_cast<size_t>(saved.train.batch_size);
   const size_t probabilities = b * static_cast<size_t>(saved.model.n_heads * saved.model.n_layers) * 150 * 150 * 4;
-  EXPECT_GE(plan_run(saved).memory.peak(), plan_run(recomputed).memory.peak() + probabilities);
+  EXPECT_GE(plan_run(saved).memory.to_allocate(), plan_run(recomputed).memory.to_allocate() + probabilities);
   train(saved, tmp / "saved");
   train(recomputed, tmp / "recomputed");
   const auto x = train_records(tmp / "saved"), y = train_records(tmp / "recomputed");
