@@ -34,9 +34,9 @@ inline std::string render_in_chromium(const std::string& url, const std::string&
       "--user-data-dir='" +
       profile.path().string() + "' ";
   // One load gives both: the DOM after the virtual time, and the screenshot. Headless chromium now and
-  // then hangs on a load that takes seconds otherwise (CI saw one in ~100 loads, on a page that had
-  // rendered a moment before): a load that outlasts 90 s is tried again, up to three times;
-  // any other failure fails at once.
+  // then hangs on a load that takes seconds otherwise (CI saw it once, on the serve test's second load
+  // of a page that had rendered a moment before; never reproduced here): a load that outlasts 90 s is
+  // tried again, up to three times; any other failure fails at once.
   const fs::path dom = artifacts / (screenshot_name + ".dom.html");
   const std::string cmd = "timeout -k 5 90 chromium " + flags + "--window-size=1400,1800 --screenshot='" +
                           (artifacts / (screenshot_name + ".png")).string() + "' --dump-dom '" + url + "' >'" +

@@ -46,10 +46,12 @@ __attribute__((target("avx512f,avx512bf16"))) void round_row_avx512(const float*
   for (; i + 16 <= n; i += 16) {
     const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(x + i));
     const __m256i bits = reinterpret_cast<const __m256i&>(h);
-    if constexpr (std::is_same_v<Out, uint16_t>) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), bits);
-    else
+    if constexpr (std::is_same_v<Out, uint16_t>) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), bits);
+    } else {
       // The zero-masking forms: GCC 12 warns that the plain ones' undefined pass-through may be uninitialized.
       _mm512_storeu_si512(out + i, _mm512_maskz_slli_epi32(0xFFFF, _mm512_maskz_cvtepu16_epi32(0xFFFF, bits), 16));
+    }
   }
   for (; i < n; ++i) put(out + i, bf16_bits(x[i]));
 }
@@ -67,6 +69,30 @@ void round_rows(int64_t first, int64_t last, int64_t cols, const float* x, int64
       for (int64_t c = 0; c < cols; ++c) put(out + r * cols + c, bf16_bits(x[r * ld + c]));
     }
   }
+}
+
+// The stored shapes of A and B (a transposed operand is stored [k, m] or [n, k]), and the calling thread's buffers
+// for their rounded copies, sized for them: they grow once to the largest operands, then are reused.
+struct Operands {
+  int64_t a_rows, a_cols, b_rows, b_cols;
+};
+Operands stored_operands(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k) {
+  return {trans_a ? k : m, trans_a ? m : k, trans_b ? n : k, trans_b ? k : n};
+}
+template <typename Out>
+std::pair<Out*, Out*> operand_buffers(const Operands& o) {
+  thread_local std::vector<Out> a, b;
+  a.resize(static_cast<size_t>(o.a_rows * o.a_cols));
+  b.resize(static_cast<size_t>(o.b_rows * o.b_cols));
+  return {a.data(), b.data()};
+}
+// Both operands whole, rounded into contiguous copies in their stored layouts.
+template <typename Out>
+std::pair<Out*, Out*> round_operands(const Operands& o, const float* a, int64_t lda, const float* b, int64_t ldb) {
+  const auto [a_out, b_out] = operand_buffers<Out>(o);
+  round_rows(0, o.a_rows, o.a_cols, a, lda, a_out);
+  round_rows(0, o.b_rows, o.b_cols, b, ldb, b_out);
+  return {a_out, b_out};
 }
 
 const dnnl::engine& cpu() {
@@ -172,13 +198,9 @@ bool bf16_matmul_pays(int64_t m, int64_t n, int64_t k) {
 // op(A) · op(B) on the operands rounded to bf16, through sgemm (see bf16_matmul_pays).
 void gemm_bf16_rounded(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const float* a,
                        int64_t lda, const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-  thread_local std::vector<float> a_rounded, b_rounded;
-  const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k, b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
-  a_rounded.resize(static_cast<size_t>(a_rows * a_cols));
-  b_rounded.resize(static_cast<size_t>(b_rows * b_cols));
-  round_rows(0, a_rows, a_cols, a, lda, a_rounded.data());
-  round_rows(0, b_rows, b_cols, b, ldb, b_rounded.data());
-  gemm_fp32(trans_a, trans_b, m, n, k, alpha, a_rounded.data(), a_cols, b_rounded.data(), b_cols, beta, c, ldc);
+  const Operands o = stored_operands(trans_a, trans_b, m, n, k);
+  const auto [a_rounded, b_rounded] = round_operands<float>(o, a, lda, b, ldb);
+  gemm_fp32(trans_a, trans_b, m, n, k, alpha, a_rounded, o.a_cols, b_rounded, o.b_cols, beta, c, ldc);
 }
 
 void run_matmul(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alpha, const uint16_t* a16,
@@ -196,18 +218,13 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
                const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
   if (!bf16_matmul_pays(m, n, k))
     return gemm_bf16_rounded(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-  // The calling thread's buffers: they grow once to the largest operands, then are reused.
-  thread_local std::vector<uint16_t> a16, b16;
-  const int64_t a_rows = trans_a ? k : m, a_cols = trans_a ? m : k, b_rows = trans_b ? n : k, b_cols = trans_b ? k : n;
-  a16.resize(static_cast<size_t>(a_rows * a_cols));
-  b16.resize(static_cast<size_t>(b_rows * b_cols));
+  const Operands o = stored_operands(trans_a, trans_b, m, n, k);
   const int blocks = trans_a ? k_blocks(trans_b, k) : row_blocks(false, m);
   if (blocks == 1) {
-    round_rows(0, a_rows, a_cols, a, lda, a16.data());
-    round_rows(0, b_rows, b_cols, b, ldb, b16.data());
-    return run_matmul(trans_a, trans_b, m, n, k, alpha, a16.data(), b16.data(), beta, c, ldc);
+    const auto [a16, b16] = round_operands<uint16_t>(o, a, lda, b, ldb);
+    return run_matmul(trans_a, trans_b, m, n, k, alpha, a16, b16, beta, c, ldc);
   }
-  uint16_t *a_out = a16.data(), *b_out = b16.data();
+  const auto [a_out, b_out] = operand_buffers<uint16_t>(o);
   bool failed = false;  // a throw cannot leave the parallel region
   if (trans_a) {
     // A transposed is a weight gradient, ∂W = ∂yᵀ·x: k (the batch's tokens) is long and m × n small, and the matmul
@@ -244,7 +261,7 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
     const int t = omp_get_thread_num();
     const auto [first, last] = row_block(m, blocks, t);
     round_rows(first, last, k, a, lda, a_out);
-    round_rows(b_rows * t / blocks, b_rows * (t + 1) / blocks, b_cols, b, ldb, b_out);
+    round_rows(o.b_rows * t / blocks, o.b_rows * (t + 1) / blocks, o.b_cols, b, ldb, b_out);
 #pragma omp barrier
     try {
       run_matmul(false, trans_b, last - first, n, k, alpha, a_out + first * k, b_out, beta, c + first * ldc, ldc);

@@ -3,12 +3,12 @@
 // rows are cut into a fixed number of chunks (not one per thread), each chunk is summed into its own
 // slice of the workspace, and the slices are added in chunk order.
 #include <omp.h>
+#include <strings.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
-#include <string_view>
 
 namespace normlab::engine {
 
@@ -19,17 +19,15 @@ inline void set_threads(int threads) {
 
 // Below this many elements a kernel's loop runs on the calling thread alone, where waking the other threads costs
 // more than it saves. That cost is libgomp's wait policy: with OMP_WAIT_POLICY=PASSIVE idle threads sleep, and each
-// region wakes them (tens of µs): the study size's [1024, 64] activations then made a step of ~600 regions of a few
-// µs each, and running loops under 2^17 elements alone took its step from 49.1 to 45.6 ms (2 threads, medians of
-// 20 steps, 3 alternated rounds); with the default policy idle threads spin and a region is cheap: the same
-// threshold cost 37.3 → 39.2 ms, so there it is 2^13. Results do not depend on it (the reductions below cut rows
-// into fixed chunks whatever runs them).
+// region wakes them (tens of µs): at the study size a step enters 568 regions (counted with a perf uprobe on
+// libgomp's GOMP_parallel), most over [1024, 64] activations, a few µs of work each, and running loops under 2^17
+// elements alone took its step from 49.1 to 45.6 ms (2 threads, medians of 20 steps, 3 alternated rounds); with the
+// default policy idle threads spin and a region is cheap: the same threshold cost 37.3 → 39.2 ms, so there it is 2^13.
+// Results do not depend on it (the reductions below cut rows into fixed chunks whatever runs them).
 inline int64_t parallel_min_elements() {
   static const int64_t elements = [] {
-    const char* policy = std::getenv("OMP_WAIT_POLICY");
-    return policy && (std::string_view(policy) == "PASSIVE" || std::string_view(policy) == "passive")
-               ? int64_t{1} << 17
-               : int64_t{1} << 13;
+    const char* policy = std::getenv("OMP_WAIT_POLICY");  // libgomp reads it in any case
+    return policy && strcasecmp(policy, "passive") == 0 ? int64_t{1} << 17 : int64_t{1} << 13;
   }();
   return elements;
 }
