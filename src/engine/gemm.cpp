@@ -224,7 +224,9 @@ void gemm_bf16(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, floa
     const auto [a16, b16] = round_operands<uint16_t>(o, a, lda, b, ldb);
     return run_matmul(trans_a, trans_b, m, n, k, alpha, a16, b16, beta, c, ldc);
   }
-  const auto [a_out, b_out] = operand_buffers<uint16_t>(o);
+  // Plain pointers, not a structured binding: clang 14 cannot refer to one inside an OpenMP region.
+  const std::pair<uint16_t*, uint16_t*> buffers = operand_buffers<uint16_t>(o);
+  uint16_t *a_out = buffers.first, *b_out = buffers.second;
   bool failed = false;  // a throw cannot leave the parallel region
   if (trans_a) {
     // A transposed is a weight gradient, ∂W = ∂yᵀ·x: k (the batch's tokens) is long and m × n small, and the matmul
