@@ -18,6 +18,7 @@
 #include "study/kit.h"
 #include "study/report.h"
 #include "study/studies.h"
+#include "train/checkpoint.h"
 #include "train/tiny_corpus.h"
 
 namespace normlab::study {
@@ -207,6 +208,12 @@ TEST(StudyPlan, LargePresetGrowsEveryStudysModelAndRuns) {
     }
   StudyOptions both{.quick = true};
   EXPECT_THROW(use_large_preset(find_study("why-pre-ln"), both), Error);
+  // The flagship's --large leaves its Xavier contrast pair out: per seed 6 inits and 4 trainings at 24 layers.
+  StudyOptions flagship;
+  use_large_preset(find_study("why-pre-ln"), flagship);
+  const std::vector<RunRequest> flagship_runs = plan_study(find_study("why-pre-ln"), flagship);
+  EXPECT_EQ(flagship_runs.size(), 30u);
+  for (const RunRequest& r : flagship_runs) EXPECT_NE(r.id.rfind("xavier", 0), 0u) << r.id;
 }
 
 // --grid replaces an axis's values: the runs, their ids and their configs follow.
@@ -389,6 +396,32 @@ TEST(StudyRunner, RefusesRunIdsThatLeaveTheRunsFolder) {
       Error);
   EXPECT_FALSE(fs::exists(dir));
   EXPECT_FALSE(fs::exists(tmp / "escape"));
+}
+
+// What docs/studies.md commits of a large preset run in pieces: scripts/keep-runs.sh copies a study's ended runs
+// without their checkpoints, and a study pointed at the copy reuses them; a run that had not ended is left out
+// and runs there.
+TEST(StudyRunner, RunsKeptWithoutCheckpointsAreReusedWhereTheyAreCopied) {
+  TempDir tmp("study");
+  spit(tmp / "sweep.json", sweep_file(30).dump());
+  const fs::path first = tmp / "first", kept = tmp / "kept";
+  const auto made = run_cli({"sweep", (tmp / "sweep.json").string(), "--out", first.string()}, tmp.path());
+  ASSERT_EQ(made.exit_code, 0) << made.err;
+  ASSERT_TRUE(fs::exists(first / "runs" / "placement-pre_s1" / "run" / train::kCheckpointFile));
+  fs::remove(first / "runs" / "placement-peri_s1" / "status.json");  // as if it were still training
+  const std::string keep =
+      fmt::format("bash {}/scripts/keep-runs.sh {} {} > /dev/null", NORMLAB_SOURCE_DIR, first.string(), kept.string());
+  ASSERT_EQ(std::system(keep.c_str()), 0) << keep;
+  EXPECT_FALSE(fs::exists(kept / "runs" / "placement-peri_s1"));
+  for (const auto& e : fs::recursive_directory_iterator(kept))
+    EXPECT_EQ(e.path().filename().string().rfind("checkpoint.", 0), std::string::npos) << e.path();
+
+  const auto r = run_cli({"sweep", (tmp / "sweep.json").string(), "--out", kept.string()}, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.err.find("2 of 3 runs already done"), std::string::npos) << r.err;
+  EXPECT_EQ(finished_runs(kept), 3);
+  EXPECT_EQ(slurp(kept / "runs" / "placement-pre_s1" / "status.json"),
+            slurp(first / "runs" / "placement-pre_s1" / "status.json"));
 }
 
 TEST(StudyRunner, AKilledSweepFinishesOnlyTheRemainingRuns) {
