@@ -5,9 +5,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -44,7 +48,8 @@ const char* status_name(RunStatus s) {
 
 namespace {
 
-// status.json marks a run as ended: {"status": ..., "message": ..., "seconds": ...}.
+// status.json marks a run as ended: {"status": ..., "message": ..., "seconds": ..., "normlab": ...}; runs kept from
+// before "normlab" was written have none.
 bool read_status(const fs::path& dir, RunOutcome& out) {
   const fs::path file = dir / "status.json";
   if (!fs::exists(file)) return false;
@@ -54,6 +59,7 @@ bool read_status(const fs::path& dir, RunOutcome& out) {
   out.status = s == "finished" ? RunStatus::finished : s == "diverged" ? RunStatus::diverged : RunStatus::failed;
   out.message = j.value("message", "");
   out.seconds = j.value("seconds", 0.0);
+  out.made_by = j.value("normlab", "not recorded");
   return true;
 }
 
@@ -357,6 +363,29 @@ std::string corpus_checksum(const fs::path& data_dir) {
   return fmt::format("{:016x}", io::fnv1a64(io::read_file(meta, "token metadata")));
 }
 
+std::string source_version() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "unknown";
+  std::string command = "git -C '" + exe.parent_path().string() + "' describe --always --dirty --tags 2>/dev/null";
+  std::string out;
+  if (FILE* pipe = popen(command.c_str(), "r")) {
+    char buffer[256];
+    while (std::fgets(buffer, sizeof buffer, pipe)) out += buffer;
+    if (pclose(pipe) != 0) out.clear();
+  }
+  while (!out.empty() && std::isspace(static_cast<unsigned char>(out.back()))) out.pop_back();
+  return out.empty() ? "unknown" : out;
+}
+
+std::string runs_made_by(const std::vector<RunOutcome>& runs) {
+  std::map<std::string, int> makers;
+  for (const RunOutcome& r : runs) ++makers[r.made_by.empty() ? "not recorded" : r.made_by];
+  std::vector<std::string> made;
+  for (const auto& [version, n] : makers) made.push_back(fmt::format("{} ({} run{})", version, n, n == 1 ? "" : "s"));
+  return fmt::format("runs made by (status.json): {}", fmt::join(made, ", "));
+}
+
 int threads_per_process(const RunnerOptions& options) {
   const int processes = std::max(1, options.jobs) * (dist::world().distributed() ? 1 : options.ranks_per_run);
   return std::max(1, options.threads / std::max(1, processes));
@@ -420,6 +449,7 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
     std::cerr << fmt::format("study: {} of {} runs already done\n", skipped, outcomes.size());
 
   const dist::World& world = dist::world();
+  const std::string version = source_version();
   // Every rank runs up to `jobs` runs at once, rank 0 among them; exclusive runs run on rank 0. With runs over
   // groups of ranks, the first rank of each group starts its runs and the others lend their cores.
   const int jobs = std::max(1, options.jobs), threads = threads_per_process(options);
@@ -484,9 +514,12 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
     const bool ok = ended.exit_code == 0;
     o.message = ok ? "" : last_line(o.dir / "log.txt");
     o.status = ok ? RunStatus::finished : diverged(o.dir) ? RunStatus::diverged : RunStatus::failed;
+    o.made_by = version;
     io::write_file_atomic(
         o.dir / "status.json",
-        Json{{"status", status_name(o.status)}, {"message", o.message}, {"seconds", o.seconds}}.dump() + "\n");
+        Json{{"status", status_name(o.status)}, {"message", o.message}, {"seconds", o.seconds}, {"normlab", o.made_by}}
+                .dump() +
+            "\n");
     ++done;
     if (!options.quiet)
       std::cerr << fmt::format("study: [{}/{}] {} {} ({:.0f}s{}){}\n", done, outcomes.size(), o.request.id,

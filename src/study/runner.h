@@ -35,7 +35,8 @@ struct RunOutcome {
   RunStatus status = RunStatus::failed;
   std::string message;  // the error line of a diverged or failed run
   double seconds = 0;
-  Json config;  // the full config the run used (resolve_config of the request's)
+  Json config;          // the full config the run used (resolve_config of the request's)
+  std::string made_by;  // the normlab that ran it, as status.json records it (source_version of the study's binary)
 };
 
 struct RunnerOptions {
@@ -54,6 +55,14 @@ Json resolve_config(const Json& config, const std::string& where);
 // What identifies a corpus: the fnv1a64 of its meta.json, which records its sources' and tokenizer's
 // checksums and token counts ("missing" when it has none).
 std::string corpus_checksum(const std::filesystem::path& data_dir);
+
+// The commit of the source tree the running binary sits in (git describe --dirty), or "unknown" when git or the
+// tree is not there (a binary copied elsewhere).
+std::string source_version();
+
+// "runs made by (status.json): V (n runs), ...": runs kept from earlier calls (a study run in pieces, results/) may
+// have been made by other binaries than the one that reports them.
+std::string runs_made_by(const std::vector<RunOutcome>& runs);
 
 // The OpenMP threads of each run's process: a rank's --threads shared by its --jobs runs, and in a world of one by
 // every process of those runs too (--ranks-per-run).

@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -105,22 +104,6 @@ void check_override_key(const Json& fields, const std::string& assignment) {
        fmt::join(known, ", "));
 }
 
-// The commit of the source tree the binary sits in (git describe), if git and the tree are there.
-std::string source_version() {
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "unknown";
-  std::string command = "git -C '" + exe.parent_path().string() + "' describe --always --dirty --tags 2>/dev/null";
-  std::string out;
-  if (FILE* pipe = popen(command.c_str(), "r")) {
-    char buffer[256];
-    while (std::fgets(buffer, sizeof buffer, pipe)) out += buffer;
-    if (pclose(pipe) != 0) out.clear();
-  }
-  while (!out.empty() && std::isspace(static_cast<unsigned char>(out.back()))) out.pop_back();
-  return out.empty() ? "unknown" : out;
-}
-
 // "a,b,c" → {"a", "b", "c"} (an empty text: no values).
 std::vector<std::string> split_values(std::string_view text) {
   std::vector<std::string> out;
@@ -215,6 +198,7 @@ std::vector<std::string> provenance(const StudyOptions& o, const RunnerOptions& 
                   o.grid.empty() ? "none (the preset's)" : fmt::format("{}", fmt::join(o.grid, " "))),
       "normlab: " + source_version() + " (git describe, at report time, of the source tree holding the binary)",
   };
+  lines.push_back(runs_made_by(runs));
   std::set<std::string> corpora;
   for (const RunOutcome& r : runs) {
     const std::string dir = r.config["data"]["dir"].get<std::string>();

@@ -422,6 +422,13 @@ TEST(StudyRunner, RunsKeptWithoutCheckpointsAreReusedWhereTheyAreCopied) {
   EXPECT_EQ(finished_runs(kept), 3);
   EXPECT_EQ(slurp(kept / "runs" / "placement-pre_s1" / "status.json"),
             slurp(first / "runs" / "placement-pre_s1" / "status.json"));
+  // Each run's status.json names the normlab that ran it, and the report counts the runs each made.
+  const Json status = Json::parse(slurp(kept / "runs" / "placement-peri_s1" / "status.json"));
+  ASSERT_TRUE(status.contains("normlab")) << status.dump();
+  EXPECT_NE(slurp(kept / "report.md")
+                .find(fmt::format("runs made by (status.json): {} (3 runs)", status["normlab"].get<std::string>())),
+            std::string::npos)
+      << slurp(kept / "report.md");
 }
 
 TEST(StudyRunner, AKilledSweepFinishesOnlyTheRemainingRuns) {
