@@ -399,9 +399,9 @@ TEST(StudyRunner, RefusesRunIdsThatLeaveTheRunsFolder) {
 }
 
 // What docs/studies.md commits of a large preset run in pieces: scripts/keep-runs.sh copies a study's ended runs
-// without their checkpoints, and a study pointed at the copy reuses them; a run that had not ended is left out
+// without their tensor files, and a study pointed at the copy reuses them; a run that had not ended is left out
 // and runs there.
-TEST(StudyRunner, RunsKeptWithoutCheckpointsAreReusedWhereTheyAreCopied) {
+TEST(StudyRunner, RunsKeptWithoutTheirTensorsAreReusedWhereTheyAreCopied) {
   TempDir tmp("study");
   spit(tmp / "sweep.json", sweep_file(30).dump());
   const fs::path first = tmp / "first", kept = tmp / "kept";
@@ -413,8 +413,10 @@ TEST(StudyRunner, RunsKeptWithoutCheckpointsAreReusedWhereTheyAreCopied) {
       fmt::format("bash {}/scripts/keep-runs.sh {} {} > /dev/null", NORMLAB_SOURCE_DIR, first.string(), kept.string());
   ASSERT_EQ(std::system(keep.c_str()), 0) << keep;
   EXPECT_FALSE(fs::exists(kept / "runs" / "placement-peri_s1"));
-  for (const auto& e : fs::recursive_directory_iterator(kept))
-    EXPECT_EQ(e.path().filename().string().rfind("checkpoint.", 0), std::string::npos) << e.path();
+  for (const auto& e : fs::recursive_directory_iterator(kept)) {
+    EXPECT_NE(e.path().extension(), ".safetensors") << e.path();
+    EXPECT_NE(e.path().filename(), train::kCheckpointJson) << e.path();
+  }
 
   const auto r = run_cli({"sweep", (tmp / "sweep.json").string(), "--out", kept.string()}, tmp.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
