@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Copies the ended runs of a study folder (those with a status.json that is not "failed") into another study
 # folder without their tensor files (the checkpoint, the probes' reference logits: 300 MB for a 24-layer d 256
-# run), small enough to commit: what a report is made from stays (metrics, probes, analyses, summary). A study given the copy as --out reuses them: a run
-# is reused on its request.json and status.json alone, and only the runs still missing run (docs/studies.md,
-# "A large preset in pieces"). A run still going, or failed, is left out: it starts again from step 0 there.
+# run), small enough to commit: what a report is made from stays (metrics, probes, analyses, summary). A study
+# given the copy as --out reuses them: a run is reused on its request.json and status.json alone, and only the
+# runs still missing run (docs/studies.md, "The flagship's large preset, in pieces"). A run still going, or failed, is left out: it starts again from step 0 there.
 # Usage: scripts/keep-runs.sh FROM_STUDY_DIR TO_STUDY_DIR
 set -euo pipefail
 if [ $# -ne 2 ]; then
