@@ -157,7 +157,48 @@ void Graph::plan() {
     t.grad = tensors_[static_cast<size_t>(t.view_of)].grad;
   }
   if (fusion_) pair_fused_nodes();
+  mark_first_weight_grad_writes();
   planned_ = true;
+}
+
+// Backward runs the tape in reverse, so the last node to read a parameter writes its gradient first. Where that
+// node is a linear map reading it as its weight, the weight GEMM runs with beta = 0 after zero_param_grads(), and
+// the weight is left out of the zeroing. A parameter read through a view is always zeroed: a view's reader may
+// write only part of it. Every other parameter's gradient, and every later write, accumulates into zeros as before.
+std::vector<TensorId> Graph::parameters_by_gradient_offset() const {
+  std::vector<TensorId> by_offset = parameters_;
+  std::sort(by_offset.begin(), by_offset.end(),
+            [&](TensorId a, TensorId b) { return spec(a).grad_offset < spec(b).grad_offset; });
+  return by_offset;
+}
+
+void Graph::mark_first_weight_grad_writes() {
+  std::vector<size_t> last_reader(tensors_.size(), nodes_.size());
+  std::vector<bool> viewed(tensors_.size(), false);
+  for (size_t i = 0; i < nodes_.size(); ++i)
+    for (TensorId t : nodes_[i].in) {
+      if (t == kNoTensor) continue;
+      const TensorSpec& s = spec(t);
+      const size_t base = static_cast<size_t>(s.view_of == kNoTensor ? t : s.view_of);
+      if (s.kind == TensorKind::view) viewed[base] = true;
+      last_reader[base] = i;
+    }
+  zeroed_gradients_.clear();
+  for (TensorId p : parameters_by_gradient_offset()) {
+    const size_t reader = last_reader[static_cast<size_t>(p)];
+    if (reader < nodes_.size() && !viewed[static_cast<size_t>(p)]) {
+      Node& n = nodes_[reader];
+      if (n.op == OpKind::linear && n.in[1] == p && n.in[0] != p && n.in[2] != p) {
+        n.first_weight_grad_write = true;
+        continue;
+      }
+    }
+    const TensorSpec& s = spec(p);
+    const size_t end = std::min(s.grad_offset + align_up(s.bytes()), parameter_bytes_);
+    if (!zeroed_gradients_.empty() && zeroed_gradients_.back().first + zeroed_gradients_.back().second == s.grad_offset)
+      zeroed_gradients_.back().second = end - zeroed_gradients_.back().first;
+    else zeroed_gradients_.emplace_back(s.grad_offset, end - s.grad_offset);
+  }
 }
 
 void Graph::set_fusion(bool on) {
@@ -225,6 +266,7 @@ void Graph::backward(TensorId loss, double loss_grad, const std::function<void(s
     }
     if (after) after(i);
   }
+  fresh_gradients_ = false;
 }
 
 std::vector<size_t> Graph::final_gradients_from() const {
@@ -233,9 +275,7 @@ std::vector<size_t> Graph::final_gradients_from() const {
   for (size_t i = nodes_.size(); i-- > 0;)
     for (TensorId t : nodes_[i].in)
       if (t != kNoTensor) first_use[static_cast<size_t>(spec(t).view_of == kNoTensor ? t : spec(t).view_of)] = i;
-  std::vector<TensorId> by_offset = parameters_;
-  std::sort(by_offset.begin(), by_offset.end(),
-            [&](TensorId a, TensorId b) { return spec(a).grad_offset < spec(b).grad_offset; });
+  const std::vector<TensorId> by_offset = parameters_by_gradient_offset();
   // earliest[k]: the earliest first use among the parameters at or after the k-th in the block.
   std::vector<size_t> earliest(by_offset.size() + 1, nodes_.size());
   for (size_t k = by_offset.size(); k-- > 0;)
@@ -249,7 +289,10 @@ std::vector<size_t> Graph::final_gradients_from() const {
   return from;
 }
 
-void Graph::zero_param_grads() { std::memset(grad_arena_.data(), 0, grad_arena_.size()); }
+void Graph::zero_param_grads() {
+  for (const auto& [offset, bytes] : zeroed_gradients_) std::memset(gradient_base_ + offset, 0, bytes);
+  fresh_gradients_ = true;
+}
 
 TensorId Graph::find(const std::string& name) const {
   auto it = by_name_.find(name);

@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -38,6 +39,9 @@ struct Node {
   // backward at the next). The tape keeps both nodes; see fusion.h.
   bool fused_with_next = false;
   OpKind fused_op{};
+  // Set by plan() on a linear node that is the last on the tape to read its weight, so the first in backward to
+  // write the weight's gradient: right after zero_param_grads() it stores ∂L/∂W instead of adding it to zeros.
+  bool first_weight_grad_write = false;
 };
 
 // The bytes plan() allocates, per arena. A sum that would not fit in size_t saturates at SIZE_MAX.
@@ -88,7 +92,12 @@ class Graph {
   // is final: final_gradients_from()[i] is the byte offset in gradient_block() from which every gradient is
   // final then (the block's size while none is). Data-parallel training sums that tail during the backward pass.
   std::vector<size_t> final_gradients_from() const;
+  // Starts a fresh gradient: zeroes every parameter gradient except those of the weights whose first writer in
+  // backward overwrites them (Node::first_weight_grad_write). That saves a pass over most of the gradient block
+  // and each weight GEMM's read of C. Gradients are meant to be read after a backward(), not before.
   void zero_param_grads();
+  // Whether node n's backward stores the weight gradient (the first write since zero_param_grads()) or adds to it.
+  bool overwrites_weight_grad(const Node& n) const { return fresh_gradients_ && n.first_weight_grad_write; }
   void set_step(uint64_t step) { step_ = step; }  // dropout masks are a function of (seed, step, node)
   void set_seed(uint64_t seed) { seed_ = seed; }
   // This graph holds rows [first_row, first_row + rows) of a larger batch (a data-parallel rank's shard):
@@ -140,6 +149,8 @@ class Graph {
  private:
   TensorId add_tensor(TensorSpec spec);
   void pair_fused_nodes();
+  void mark_first_weight_grad_writes();
+  std::vector<TensorId> parameters_by_gradient_offset() const;
 
   DType float_type_;
   std::vector<TensorSpec> tensors_;
@@ -150,6 +161,8 @@ class Graph {
   std::byte* workspace_ = nullptr;
   bool planned_ = false;
   bool fusion_ = true;
+  bool fresh_gradients_ = false;                             // zero_param_grads() has run and backward() not yet
+  std::vector<std::pair<size_t, size_t>> zeroed_gradients_;  // (byte offset, bytes) zero_param_grads() clears
   bool training_ = false;
   uint64_t step_ = 0;
   uint64_t seed_ = 0;

@@ -2,7 +2,8 @@
 //
 //   ∂L/∂x = g W,   ∂L/∂W = gᵀ x,   ∂L/∂b = Σ_rows g          (g = ∂L/∂y, [N, out])
 //
-// All three products are GEMMs; the backward ones run with beta = 1 to accumulate.
+// All three products are GEMMs; the backward ones run with beta = 1 to accumulate, except ∂L/∂W's first write
+// after zero_param_grads(), which stores it (beta = 0; Graph::overwrites_weight_grad).
 //
 // Centered (Pre-RMSNorm's efficient form, Jiang et al. 2023 §3.1): every output row has zero mean, y = C(x Wᵀ + b)
 // with C = I − 11ᵀ/out the centering projection on the output axis. C folds into the parameters:
@@ -113,11 +114,13 @@ void backward_kernel(Graph& g, const Node& n, const Node* gelu) {
   // Centered: the products land in scratch after reduce_rows' own, then C is applied as they are added.
   T* scratch = reinterpret_cast<T*>(g.workspace() + reduce_rows_workspace<double>(out, 1));
   if (g.requires_grad(n.in[kWeight])) {
+    const bool overwrite = g.overwrites_weight_grad(n);  // the first write since zero_param_grads() (graph.h)
     if (!centered(n))
-      gemm(true, false, out, in, rows, T(1), dy, out, g.data<T>(n.in[kX]), in, T(1), g.grad<T>(n.in[kWeight]), in);
+      gemm(true, false, out, in, rows, T(1), dy, out, g.data<T>(n.in[kX]), in, overwrite ? T(0) : T(1),
+           g.grad<T>(n.in[kWeight]), in);
     else {
       gemm(true, false, out, in, rows, T(1), dy, out, g.data<T>(n.in[kX]), in, T(0), scratch, in);
-      center_columns<T>(out, in, scratch, g.grad<T>(n.in[kWeight]), true);
+      center_columns<T>(out, in, scratch, g.grad<T>(n.in[kWeight]), !overwrite);
     }
   }
   if (g.requires_grad(n.in[kBias]) && !bias_in_gelu_pass) {
