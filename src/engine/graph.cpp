@@ -161,10 +161,6 @@ void Graph::plan() {
   planned_ = true;
 }
 
-// Backward runs the tape in reverse, so the last node to read a parameter writes its gradient first. Where that
-// node is a linear map reading it as its weight, the weight GEMM runs with beta = 0 after zero_param_grads(), and
-// the weight is left out of the zeroing. A parameter read through a view is always zeroed: a view's reader may
-// write only part of it. Every other parameter's gradient, and every later write, accumulates into zeros as before.
 std::vector<TensorId> Graph::parameters_by_gradient_offset() const {
   std::vector<TensorId> by_offset = parameters_;
   std::sort(by_offset.begin(), by_offset.end(),
@@ -172,6 +168,10 @@ std::vector<TensorId> Graph::parameters_by_gradient_offset() const {
   return by_offset;
 }
 
+// Backward runs the tape in reverse, so the last node to read a parameter writes its gradient first. Where that
+// node is a linear map reading it as its weight, the weight GEMM runs with beta = 0 after zero_param_grads(), and
+// the weight is left out of the zeroing. A parameter read through a view is always zeroed: a view's reader may
+// write only part of it. Every other parameter's gradient, and every later write, accumulates into zeros as before.
 void Graph::mark_first_weight_grad_writes() {
   std::vector<size_t> last_reader(tensors_.size(), nodes_.size());
   std::vector<bool> viewed(tensors_.size(), false);

@@ -117,6 +117,7 @@ TEST(FinalGradients, ZeroingLeavesEachWeightToItsFirstWriterInBackward) {
         for (size_t i = first; i < first + count; ++i) differ += !(std::abs(got[i] - pass * plain[i]) <= tolerance);
         EXPECT_EQ(differ, 0u) << s.name << " after backward pass " << pass << " (of " << count << " values)";
       }
+      if (pass == 2) break;
       m->forward(true);
       g.backward(m->loss);  // a second micro-batch: every gradient adds
     }
