@@ -118,12 +118,16 @@ void add_eval(CLI::App& app) {
       run.loader->eval_batch(0, args->batches, batch);
       train::feed(m, batch);
       m.forward(false);
-      if (m.graph.float_type() != engine::DType::f32)
-        fail("--logits writes fp32 logits; this run computes in another type");
       const int64_t b = m.batch, t = m.seq, v = run.config.model.vocab_size;
+      std::vector<float> rounded;  // an fp64 run's logits, rounded: the file holds fp32 (--logits' help)
+      if (m.graph.float_type() == engine::DType::f64) {
+        const double* l = m.graph.data<double>(m.logits);
+        rounded.assign(l, l + b * t * v);
+      }
+      const float* logits = rounded.empty() ? m.graph.data<float>(m.logits) : rounded.data();
       std::vector<io::TensorToWrite> tensors = {{"tokens", io::Dtype::I32, {b, t}, batch.tokens.data()},
                                                 {"targets", io::Dtype::I32, {b, t}, batch.targets.data()},
-                                                {"logits", io::Dtype::F32, {b, t, v}, m.graph.data<float>(m.logits)}};
+                                                {"logits", io::Dtype::F32, {b, t, v}, logits}};
       if (run.config.model.encoder_decoder()) {  // the encoder's input: the padded source and each row's length
         if (batch.source.size() != static_cast<size_t>(b * t) || batch.source_lengths.size() != static_cast<size_t>(b))
           fail("--logits: the batch's source holds {} ids and {} lengths, not {} x {} and {}", batch.source.size(),

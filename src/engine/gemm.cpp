@@ -301,15 +301,45 @@ void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, float alp
   gemm_fp32(trans_a, trans_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+// fp64: the finite-difference checks and train.precision = fp64. Each C[i, j] is Σ_p A[i, p]·B[p, j] summed in order
+// p = 0, 1, ..., k − 1, as the textbook loop does; the loops are ordered so that the innermost runs along a row of B
+// (transposed B is first copied into that layout) and four rows of A share each row of B read, which vectorizes and
+// keeps B's rows in cache: the same sums, an order of magnitude faster than the (i, j, p) loop.
 void gemm(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
           const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (int64_t p = 0; p < k; ++p)
-        s += (trans_a ? a[p * lda + i] : a[i * lda + p]) * (trans_b ? b[j * ldb + p] : b[p * ldb + j]);
-      c[i * ldc + j] = alpha * s + (beta == 0 ? 0 : beta * c[i * ldc + j]);
+  if (m == 0 || n == 0) return;
+  thread_local std::vector<double> b_rows;  // B as [k, n] when it is stored transposed
+  if (trans_b) {
+    b_rows.resize(static_cast<size_t>(k * n));
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p) b_rows[static_cast<size_t>(p * n + j)] = b[j * ldb + p];
+  }
+  const double* b_row0 = trans_b ? b_rows.data() : b;
+  const int64_t b_stride = trans_b ? n : ldb;
+  constexpr int64_t kRows = 4;
+  const int64_t blocks = (m + kRows - 1) / kRows;
+  const bool parallel =
+      !omp_in_parallel() && static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) >= 0x1p18;
+#pragma omp parallel for schedule(static) if (parallel)
+  for (int64_t block = 0; block < blocks; ++block) {
+    const int64_t i0 = block * kRows, rows = std::min(kRows, m - i0);
+    thread_local std::vector<double> sums;
+    sums.assign(static_cast<size_t>(kRows * n), 0.0);
+    for (int64_t p = 0; p < k; ++p) {
+      const double* b_p = b_row0 + p * b_stride;
+      for (int64_t r = 0; r < rows; ++r) {
+        const double a_ip = trans_a ? a[p * lda + i0 + r] : a[(i0 + r) * lda + p];
+        double* s = sums.data() + r * n;
+#pragma omp simd
+        for (int64_t j = 0; j < n; ++j) s[j] += a_ip * b_p[j];
+      }
     }
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        double& out = c[(i0 + r) * ldc + j];
+        out = alpha * sums[static_cast<size_t>(r * n + j)] + (beta == 0 ? 0 : beta * out);
+      }
+  }
 }
 
 }  // namespace normlab::engine

@@ -1,7 +1,7 @@
 #pragma once
 // C = alpha · op(A) · op(B) + beta · C, row-major, op(X) = X or Xᵀ.
 // fp32 goes to oneDNN's sgemm, or, at GemmPrecision::bf16, to oneDNN's matmul with bf16 inputs and fp32
-// accumulation and output; fp64 (used by the finite-difference tests only) to a plain loop.
+// accumulation and output; fp64 (the finite-difference tests, train.precision = fp64) to a loop of our own.
 // Called inside an OpenMP parallel region, oneDNN runs single-threaded, so per-head GEMMs nest safely.
 #include <cstdint>
 #include <string>

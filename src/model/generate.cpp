@@ -30,10 +30,22 @@ int32_t Sampler::next(const float* logits) {
   return ranked_[0].second;  // u beyond the total by rounding
 }
 
+namespace {
+// Row `row` of the logits as floats: a model trained in fp64 (train.precision) samples from its logits rounded to
+// fp32, which sampling does not notice.
+const float* logits_row(const Model& m, size_t row) {
+  const size_t vocab = static_cast<size_t>(m.config.vocab_size);
+  if (m.graph.float_type() == engine::DType::f32) return m.graph.data<float>(m.logits) + row * vocab;
+  thread_local std::vector<float> rounded;
+  const double* logits = m.graph.data<double>(m.logits) + row * vocab;
+  rounded.assign(logits, logits + vocab);
+  return rounded.data();
+}
+}  // namespace
+
 void generate(Model& m, std::vector<int32_t>& ids, int count, Sampler& sampler) {
   if (m.batch != 1 || m.seq != 1 || m.cache_capacity < 1)
     fail("internal: generate needs a decoding model for batch 1 and chunk 1");
-  if (m.graph.float_type() != engine::DType::f32) fail("internal: generate reads fp32 logits");
   if (ids.empty()) fail("internal: generate needs at least one token to continue");
   const size_t capacity = static_cast<size_t>(m.cache_capacity);
   size_t start = ids.size() - std::min(ids.size(), capacity);  // ids[start] sits at position 0
@@ -46,14 +58,13 @@ void generate(Model& m, std::vector<int32_t>& ids, int count, Sampler& sampler) 
       m.set_batch(&ids[fed], &unused_target);
       m.forward(false);
     }
-    ids.push_back(sampler.next(m.graph.data<float>(m.logits)));
+    ids.push_back(sampler.next(logits_row(m, 0)));
   }
 }
 
 void generate_uncached(Model& m, std::vector<int32_t>& ids, int count, Sampler& sampler) {
   if (m.batch != 1) fail("internal: generate needs a model built for batch 1, got {}", m.batch);
-  if (m.graph.float_type() != engine::DType::f32) fail("internal: generate reads fp32 logits");
-  const size_t window = static_cast<size_t>(m.seq), vocab = static_cast<size_t>(m.config.vocab_size);
+  const size_t window = static_cast<size_t>(m.seq);
   std::vector<int32_t> input(window), unused(window, 0);
   for (int n = 0; n < count; ++n) {
     const size_t context = std::min(ids.size(), window);
@@ -61,7 +72,7 @@ void generate_uncached(Model& m, std::vector<int32_t>& ids, int count, Sampler& 
     std::copy(ids.end() - static_cast<std::ptrdiff_t>(context), ids.end(), input.begin());
     m.set_batch(input.data(), unused.data());
     m.forward(false);
-    ids.push_back(sampler.next(m.graph.data<float>(m.logits) + (context - 1) * vocab));
+    ids.push_back(sampler.next(logits_row(m, context - 1)));
   }
 }
 

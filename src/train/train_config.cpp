@@ -35,7 +35,7 @@ RunConfig read_run_config(const Json& doc, const std::string& where) {
     t.read("spike_skip", x.spike_skip);
     t.read("mask_prob", x.mask_prob, 0.0, 1.0);
     t.read("bleu_pairs", x.bleu_pairs, 0, 1 << 30);
-    t.read("precision", x.precision, {"fp32", "bf16"});
+    t.read("precision", x.precision, {"fp32", "bf16", "fp64"});
   });
   r.section("engine", [&](ConfigReader& e) {
     e.read("fuse", c.engine.fuse);

@@ -426,7 +426,9 @@ TrainSummary Trainer::train() {
   }
   if (profile) write_profile(last, std::chrono::duration<double>(Clock::now() - begin).count());
   summary.steps = last;
-  summary.precision = engine::gemm_precision() == engine::GemmPrecision::bf16 ? "bf16" : "fp32";
+  summary.precision = m.graph.float_type() == engine::DType::f64                ? "fp64"
+                      : engine::gemm_precision() == engine::GemmPrecision::bf16 ? "bf16"
+                                                                                : "fp32";
   summary.train_loss = loss;
   summary.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
   if (last == t.steps && writer_ && m.config.encoder_decoder() && t.bleu_pairs > 0) {

@@ -36,7 +36,7 @@ struct TrainSummary {
   double seconds = 0;
   double tokens_per_second = 0;
   double bleu = NAN, chrf = NAN;   // an encoder-decoder's greedy translations of train.bleu_pairs validation pairs
-  std::string precision = "fp32";  // the GEMM precision the run used (bf16 asked on a CPU without it: fp32)
+  std::string precision = "fp32";  // what the run computed in: fp32, bf16 (asked on a CPU without it: fp32) or fp64
 };
 
 struct TrainOptions {

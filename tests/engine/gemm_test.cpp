@@ -148,5 +148,43 @@ TEST(Bf16Gemm, UsesOneDnnsBf16Kernels) {
     }
 }
 
+// The fp64 GEMM (finite-difference checks, train.precision = fp64): the textbook sum Σ_p A[i, p]·B[p, j] for every
+// transpose, alpha and beta, with row strides wider than the rows (C's padding left alone), row counts that are not
+// multiples of its four-row blocks, k = 0, and a product large enough to run on several threads.
+TEST(Fp64Gemm, IsTheTextbookSumForEveryTransposeAndStride) {
+  Rng rng(11);
+  struct Size {
+    int64_t m, n, k;
+  };
+  for (const Size& s : {Size{1, 1, 1}, Size{7, 5, 9}, Size{13, 33, 0}, Size{67, 65, 70}})
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true})
+        for (const double beta : {0.0, 1.0, -0.5}) {
+          const int64_t lda = (ta ? s.m : s.k) + 2, ldb = (tb ? s.k : s.n) + 3, ldc = s.n + 1;
+          std::vector<double> a(static_cast<size_t>((ta ? s.k : s.m) * lda)),
+              b(static_cast<size_t>((tb ? s.n : s.k) * ldb)), c(static_cast<size_t>(s.m * ldc));
+          for (double& x : a) x = rng.normal();
+          for (double& x : b) x = rng.normal();
+          for (double& x : c) x = rng.normal();
+          std::vector<double> out = c;
+          gemm(ta, tb, s.m, s.n, s.k, 0.75, a.data(), lda, b.data(), ldb, beta, out.data(), ldc);
+          for (int64_t i = 0; i < s.m; ++i) {
+            for (int64_t j = 0; j < s.n; ++j) {
+              long double sum = 0, size = 0;
+              for (int64_t p = 0; p < s.k; ++p) {
+                const long double term = static_cast<long double>(ta ? a[p * lda + i] : a[i * lda + p]) *
+                                         (tb ? b[j * ldb + p] : b[p * ldb + j]);
+                sum += term;
+                size += std::abs(term);
+              }
+              const double want = static_cast<double>(0.75L * sum + beta * static_cast<long double>(c[i * ldc + j]));
+              EXPECT_NEAR(out[i * ldc + j], want, 1e-15 * static_cast<double>(size + 2 + s.k))
+                  << s.m << "x" << s.n << "x" << s.k << " ta " << ta << " tb " << tb << " beta " << beta;
+            }
+            EXPECT_EQ(out[i * ldc + s.n], c[i * ldc + s.n]) << "the padding after row " << i << " was written";
+          }
+        }
+}
+
 }  // namespace
 }  // namespace normlab::engine
