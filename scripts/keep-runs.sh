@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Copies the ended runs of a study folder (those with a status.json that is not "failed") into another study
-# folder without their tensor files (the checkpoint, the probes' reference logits: 300 MB for a 24-layer d 256
+# folder without their tensor files and the CSV twins of their JSONL files (the checkpoint, the probes' reference logits: 300 MB for a 24-layer d 256
 # run), small enough to commit: what a report is made from stays (metrics, probes, analyses, summary). A study
 # given the copy as --out reuses them: a run is reused on its request.json and status.json alone, and only the
 # runs still missing run (docs/studies.md, "The flagship's large preset, in pieces"). A run still going, or failed, is left out: it starts again from step 0 there.
@@ -25,7 +25,9 @@ for run in "$from"/*/; do
   fi
   rm -rf "$to/$id.partial"
   cp -a "$run" "$to/$id.partial"
-  find "$to/$id.partial" \( -name '*.safetensors' -o -name 'checkpoint.json' \) -delete
+  # probes.csv and analysis.csv hold the numbers of the .jsonl beside them (what the judges read), in long form
+  find "$to/$id.partial" \( -name '*.safetensors' -o -name 'checkpoint.json' -o -name 'probes.csv' \
+    -o -name 'analysis.csv' \) -delete
   rm -rf "$to/$id"
   mv "$to/$id.partial" "$to/$id"
   kept=$((kept + 1))

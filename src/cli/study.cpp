@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "dist/comm.h"
 #include "io/atomic_file.h"
+#include "study/findings.h"
 #include "study/kit.h"
 #include "study/studies.h"
 #include "study/sweep.h"
@@ -95,13 +96,30 @@ void print_study_list() {
   if (fs::exists("runs/studies.html")) std::cout << "Every report with its verdict: runs/studies.html\n";
 }
 
+void write_findings_index(const fs::path& results, bool check) {
+  if (!fs::is_directory(results)) fail("study index: {} is not a folder (give the results folder)", results.string());
+  const fs::path file = results / "README.md";
+  const std::string text = study::findings_index(results);
+  if (!check) {
+    io::write_file_atomic(file, text);
+    std::cout << "wrote " << file.string() << "\n";
+    return;
+  }
+  const std::string committed = fs::exists(file) ? io::read_file(file, "findings index") : "";
+  if (committed != text)
+    fail("{} is not what the reports under {} say; regenerate it with `normlab study index {}`", file.string(),
+         results.string(), results.string());
+  std::cout << file.string() << " matches the reports\n";
+}
+
 }  // namespace
 
 void add_study(CLI::App& app) {
   struct Args {
-    std::string name, out;
-    bool help = false, large = false;
+    std::string name, out, index_dir;
+    bool help = false, large = false, check = false;
     std::string seeds;
+    int max_seeds = study::SeedSchedule::kDefaultCap;
     study::StudyOptions options;
     study::RunnerOptions runner;
   };
@@ -111,14 +129,21 @@ void add_study(CLI::App& app) {
   // read in the callback rather than by CLI11, which would print the generic help.
   cmd->set_help_flag();
   cmd->add_flag("-h,--help", args->help, "this help; with a study name, that study's claim, axes and examples");
-  cmd->add_option("name", args->name, "study name, or `list`");
+  cmd->add_option("name", args->name,
+                  "study name, `list`, or `index` (writes DIR/README.md, the findings table of the reports kept "
+                  "under DIR, default results)");
+  cmd->add_option("dir", args->index_dir, "with `index`: the results folder (default results)");
+  cmd->add_flag("--check", args->check,
+                "with `index`: write nothing, fail if DIR/README.md differs from what the reports say");
   cmd->add_flag("--quick", args->options.quick, "the small preset (a few minutes)");
   cmd->add_flag("--large", args->large,
                 "the cluster-sized preset: d 256, T 128, 12-48 layers, thousands of steps (`normlab study NAME --help` "
                 "shows its settings; docs/studies.md its core-hours)");
   cmd->add_option("--seeds", args->seeds,
-                  "the seeds every configuration runs with: a count N (seeds 1..N), a list 101,102,103 or a range "
-                  "101-103 (default: the study's, 3 for most; 1 with --quick)");
+                  "the seeds every configuration runs with: auto (the default: 3 seeds, then 2 more at a time while a "
+                  "sub-claim is unclear, up to --max-seeds), auto:101 (the same from seed 101), or fixed: a count N "
+                  "(seeds 1..N), a list 101,102,103 or a range 101-103 (--quick: 1 seed, --large: 3)");
+  cmd->add_option("--max-seeds", args->max_seeds, "the cap of --seeds auto")->capture_default_str();
   cmd->add_option("-s,--set", args->options.overrides, "override a field of every run, e.g. --set train.lr=3e-4");
   cmd->add_option("-g,--grid", args->options.grid,
                   "replace the values of one of the study's axes, e.g. --grid model.n_layers=8,16,32 (repeatable; "
@@ -133,16 +158,23 @@ void add_study(CLI::App& app) {
     }
     if (args->name.empty()) fail("study: a study name is required (`normlab study list` shows them)");
     if (args->name == "list") return print_study_list();
+    if (args->name == "index")
+      return write_findings_index(args->index_dir.empty() ? "results" : args->index_dir, args->check);
+    if (!args->index_dir.empty()) fail("study {}: unexpected argument '{}'", args->name, args->index_dir);
     const study::Study& s = study::find_study(args->name);
     if (served_as_worker()) return;
-    if (!args->seeds.empty()) args->options.seeds = study::parse_seeds(args->seeds);
     if (args->large) study::use_large_preset(s, args->options);
+    study::choose_seeds(args->options, args->seeds, args->max_seeds);
     const std::string_view preset = args->options.quick ? "quick" : args->large ? "large" : "";
     args->options.dir = args->out.empty() ? default_study_dir(s.name, preset) : fs::path(args->out);
     args->options.command_line = command_line();
     const study::StudyResult result = study::run_study(s, args->options, args->runner);
     study::release_workers();
-    std::cout << fmt::format("verdict: {}\nreport: {}\nsummary: {}\nevery report: {}\n", result.verdict,
+    std::cout << fmt::format("verdict: {}\n", result.verdict);
+    for (const study::SubClaim& c : result.claims)
+      std::cout << fmt::format("  {}. {} — {}: {}, interval {}, threshold {}\n", c.id, c.outcome(), c.statistic,
+                               c.values.show(), c.interval(), c.threshold());
+    std::cout << fmt::format("headline: {}\nreport: {}\nsummary: {}\nevery report: {}\n", result.headline,
                              result.report.string(), (args->options.dir / "report.md").string(), result.index.string());
     if (result.verdict != "incomplete") return;
     for (const std::string& f : result.failures) std::cerr << "study: failed run " << f << "\n";

@@ -55,8 +55,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Report r;
   r.setup =
       "Encoders trained as masked LMs (BERT's 15% masking, replaced 80/10/10; a LayerNorm on the embeddings); Post-LN "
-      "and Pre-LN differ in nothing else. Linear warm-up, then a constant lr. A diverged run counts as an infinite "
-      "loss.";
+      "and Pre-LN differ in nothing else. Linear warm-up, then a constant lr.";
 
   std::vector<std::string> header = {"placement", "warm-up"};
   for (double lr : g.lrs) header.push_back(fmt::format("lr {:g}", lr));
@@ -77,32 +76,36 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 
   const auto val = [&](const char* placement, double lr, int warmup) {
     return over_seeds(
-        o.seeds, [&](int seed) { return val_loss_or_infinity(find_run(runs, id_of(placement, lr, warmup, seed))); });
+        o.seeds, [&](int seed) { return val_loss_or_unigram(find_run(runs, id_of(placement, lr, warmup, seed))); });
   };
   const SeedValues post_cold = val("post", high, 0), post_warm = val("post", high, longest),
                    pre_cold = val("pre", high, 0);
-  Truth a = decide_greater(post_cold, post_warm), c = decide_less(pre_cold, post_warm);
-  std::vector<Truth> pre_learns;  // per seed: Pre-LN without warm-up learns at every lr
-  std::vector<std::string> b_text;
-  for (int seed : o.seeds) {
-    Truth all = Truth::holds;
-    std::vector<std::string> outcomes;
-    for (double lr : g.lrs) {
-      const TrainResult t = train_result(find_run(runs, id_of("pre", lr, 0, seed)));
-      all = all && t.learned();
-      outcomes.push_back(fmt::format("lr {:g} {}", lr, t.outcome));
-    }
-    pre_learns.push_back(all);
-    b_text.push_back(fmt::format("seed {}: {}", seed, fmt::join(outcomes, ", ")));
-  }
-  Truth b = decide_each(pre_learns);
+  // B: the worst lr of each seed's Pre-LN without warm-up, by its final training loss above the trained line.
+  const SeedValues pre_worst = over_seeds(o.seeds, [&](int seed) {
+    std::vector<double> margins;
+    for (double lr : g.lrs) margins.push_back(loss_above_trained_line(find_run(runs, id_of("pre", lr, 0, seed))));
+    return std::any_of(margins.begin(), margins.end(), [](double m) { return std::isnan(m); })
+               ? double(NAN)
+               : *std::max_element(margins.begin(), margins.end());
+  });
+  r.claims = {
+      claim_above(
+          "A", fmt::format("Without warm-up, Post-LN at lr {:g} ends worse", high),
+          fmt::format("Post-LN final validation loss at lr {:g}, no warm-up − {} warm-up steps (nats)", high, longest),
+          difference(post_cold, post_warm), 0.0),
+      claim_below("B", "Pre-LN trains without warm-up at every lr",
+                  "Pre-LN without warm-up: final train loss − (unigram entropy − 0.25 nats), the worst lr (< 0: all "
+                  "train)",
+                  pre_worst, 0.0),
+      claim_below("C", "Pre-LN without warm-up ends below the Post-LN that had it",
+                  fmt::format("final validation loss at lr {:g}, Pre-LN without warm-up − Post-LN with {} (nats)", high,
+                              longest),
+                  difference(pre_cold, post_warm), 0.0),
+  };
   const bool cold = g.warmups.front() == 0, warmed = longest > 0;
-  const std::string lacks = !cold     ? "cannot decide: warm-up 0 is not on the train.warmup axis"
-                            : !warmed ? "cannot decide: no warm-up > 0 on the train.warmup axis"
-                                      : "";
-  if (!lacks.empty()) a = c = Truth::undecided;
-  if (!cold) b = Truth::undecided;
-  const auto say = [&](Truth t) { return lacks.empty() ? said(t) : lacks; };
+  for (SubClaim& c : r.claims) cannot_decide_unless(c, cold, "warm-up 0 is not on the train.warmup axis");
+  cannot_decide_unless(r.claims[0], warmed, "no warm-up > 0 on the train.warmup axis");
+  cannot_decide_unless(r.claims[2], warmed, "no warm-up > 0 on the train.warmup axis");
 
   for (int warmup : {0, longest}) {
     Chart curves{fmt::format("training loss at lr {:g}, warm-up {} (seed {})", high, warmup, o.seeds.front()), "step",
@@ -114,21 +117,14 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.tables.push_back(outcome_table("Every run", runs));
 
   r.evidence = {
-      fmt::format("A. Post-LN at lr {:g}: final validation loss without warm-up {} vs with {} warm-up steps {} — {}",
-                  high, post_cold.show(), longest, post_warm.show(), say(a)),
-      fmt::format("B. Pre-LN without warm-up learns at every lr: {} — {}", fmt::join(b_text, "; "),
-                  cold ? said(b) : "cannot decide: warm-up 0 is not on the train.warmup axis"),
-      fmt::format("C. at lr {:g}, Pre-LN without warm-up {} vs Post-LN with {} warm-up steps {}: lower — {}", high,
-                  pre_cold.show(), longest, post_warm.show(), say(c)),
-  };
-  r.verdict = combine_verdicts({a, b, c});
+      fmt::format("final validation loss at lr {:g}: Post-LN {} without warm-up, {} with {} warm-up steps; "
+                  "Pre-LN {} without",
+                  high, post_cold.show(), post_warm.show(), longest, pre_cold.show())};
   r.verdict_rule =
-      std::string(
-          "A: Post-LN's final validation loss at the highest lr is higher without warm-up than with the longest "
-          "warm-up (a diverged run counts as ∞); B: Pre-LN without warm-up learns (trained or slow, not stalled or "
-          "diverged) at every lr, decided per seed; C: at the highest lr, Pre-LN without warm-up ends below Post-LN "
-          "with the longest warm-up. ") +
-      kSeedRule + " All hold: reproduced; all fail: not reproduced; otherwise inconclusive.";
+      "A: Post-LN's final validation loss at the highest lr is higher without warm-up than with the longest warm-up "
+      "(difference per seed; a diverged run counts as the unigram entropy); B: Pre-LN without warm-up trains at every "
+      "lr (its final training loss ends below the unigram entropy − 0.25 nats; the worst lr per seed); C: at the "
+      "highest lr, Pre-LN without warm-up ends below Post-LN with the longest warm-up.";
   return r;
 }
 
@@ -143,6 +139,10 @@ extern const Study kBertWarmup{
     .source =
         "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745) §3.2, "
         "§4.2 and Figure 3 (c, d); Devlin et al. 2019, BERT (arXiv 1810.04805) §3.1 for the masking.",
+    .paper_setting =
+        "Xiong et al. §4, Fig. 5: BERT-base (12 layers, d 768) on Wikipedia + BookCorpus, masked LM; Post-LN at lr "
+        "1e-4 with 10k warm-up steps (lr 3e-4 diverged), Pre-LN at lr 3e-4 without warm-up reaches the same validation "
+        "loss (about 1.69) some 40% sooner.",
     .cost = "default ~30 min on 2 cores (8 runs × 3 seeds, --jobs 2), --quick ~20 s (4 runs)",
     .large =
         "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=12 "

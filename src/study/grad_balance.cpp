@@ -76,27 +76,21 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.charts.push_back(chart);
   r.tables = {table, outcome_table("Runs", runs)};
 
-  const Truth a = decide_above(ratios["pre"], 1.5);
-  std::vector<Truth> holds = {a};
-  r.evidence.push_back(fmt::format("A. Pre-LN first ÷ last layer gradient: {} — {}", ratios["pre"].show(),
-                                   said(a, "early layers get more (holds)", "not above 1.5 (does not hold)")));
+  r.claims.push_back(claim_above("A", "Pre-LN's early layers receive much larger gradients than its late layers",
+                                 "Pre-LN first-layer ÷ last-layer gradient norm, averaged over training", ratios["pre"],
+                                 1.5));
   char letter = 'B';
   for (const Arm& arm : kArms) {
     if (arm.id == std::string("pre")) continue;
-    const Truth flatter = decide_less(imbalance[arm.id], imbalance["pre"]);
-    holds.push_back(flatter);
-    r.evidence.push_back(fmt::format("{}. {}: |ln(first ÷ last)| = {} vs Pre-LN's {} — {}", letter++, arm.label,
-                                     imbalance[arm.id].show(), imbalance["pre"].show(),
-                                     said(flatter, "more balanced (holds)", "not more balanced (does not hold)")));
+    r.claims.push_back(claim_below(std::string(1, letter++),
+                                   fmt::format("{} balances the gradient across depth", arm.label),
+                                   fmt::format("|ln(first ÷ last layer gradient)|, {} − Pre-LN", arm.label),
+                                   difference(imbalance[arm.id], imbalance["pre"]), 0.0));
   }
-  r.verdict = combine_verdicts(holds);
   r.verdict_rule =
-      std::string(
-          "Per layer, the norm of the gradient of all its parameters, averaged over the probe steps; ratios per "
-          "seed. A: Pre-LN's first-layer gradient > 1.5× its last layer's on every seed; B, C, D: NormFormer's, "
-          "Mix-LN's and HybridNorm's imbalance |ln(first ÷ last)| is below Pre-LN's (paired by seed). All hold: "
-          "reproduced; all fail: not reproduced; otherwise inconclusive. ") +
-      kSeedRule;
+      "Per layer, the norm of the gradient of all its parameters, averaged over the probe steps; ratios per seed. A: "
+      "Pre-LN's first-layer gradient > 1.5× its last layer's; B, C, D: NormFormer's, Mix-LN's and HybridNorm's "
+      "imbalance |ln(first ÷ last)| is below Pre-LN's (difference per seed < 0).";
   return r;
 }
 
@@ -113,6 +107,10 @@ extern const Study kGradBalance{
         "Shleifer et al. 2021, NormFormer (arXiv 2110.09456), §3, Fig. 2; Li et al. 2025, Mix-LN (arXiv 2412.13795); "
         "Zhuo "
         "et al. 2025, HybridNorm (arXiv 2503.04598).",
+    .paper_setting =
+        "NormFormer §3: causal LMs of 125M–2.7B (fairseq, 2048-token sequences, Adam, warm-up 750): fc2 gradients of "
+        "early against late layers early in training. Mix-LN: LLaMA 71M–7B on C4 (71M: 12 layers, d 512, lr 1e-3, 10k "
+        "steps). HybridNorm: OLMo 2 models of 550M–7B, gradient norms at steps 1 and 100 (Fig. 2).",
     .cost = "default ~9 min on 2 cores (3 seeds), --quick ~15 s",
     .large =
         "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=24 "

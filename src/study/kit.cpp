@@ -116,34 +116,6 @@ std::vector<double> seed_mean_each(const std::vector<int>& seeds, size_t size,
   return sum;
 }
 
-bool SeedValues::complete() const {
-  return !values.empty() && std::none_of(values.begin(), values.end(), [](double v) { return std::isnan(v); });
-}
-
-double SeedValues::mean() const { return complete() ? study::mean(values) : NAN; }
-
-double SeedValues::sd() const {
-  if (!complete() || std::any_of(values.begin(), values.end(), [](double v) { return std::isinf(v); })) return NAN;
-  if (n() == 1) return 0;
-  const double m = mean();
-  double ss = 0;
-  for (double v : values) ss += (v - m) * (v - m);
-  return std::sqrt(ss / static_cast<double>(n() - 1));
-}
-
-std::string SeedValues::show() const {
-  if (values.empty()) return "n/a (no seeds)";
-  if (!complete()) {
-    std::vector<int> missing;
-    for (size_t i = 0; i < n(); ++i)
-      if (std::isnan(values[i])) missing.push_back(seeds[i]);
-    return fmt::format("n/a (seed{} {} missing)", missing.size() > 1 ? "s" : "", fmt::join(missing, ", "));
-  }
-  if (n() == 1) return fmt::format("{} (1 seed: indicative)", num(values[0]));
-  const double s = sd();
-  return fmt::format("{} ± {} ({} seeds)", num(mean()), std::isnan(s) ? "n/a" : num(s), n());
-}
-
 SeedValues over_seeds(const std::vector<int>& seeds, const std::function<double(int)>& value) {
   SeedValues out{seeds, {}};
   for (int seed : seeds) out.values.push_back(value(seed));
@@ -169,69 +141,6 @@ SeedValues each(const SeedValues& a, const std::function<double(double)>& f) {
   SeedValues out{a.seeds, {}};
   for (double v : a.values) out.values.push_back(f(v));
   return out;
-}
-
-namespace {
-
-// The threshold rule: every seed on the claimed side holds, none fails, mixed is unclear.
-Truth decide_side(const SeedValues& x, const std::function<bool(double)>& on_side) {
-  if (!x.complete()) return Truth::undecided;
-  size_t on = 0;
-  for (double v : x.values) on += on_side(v);
-  return on == x.n() ? Truth::holds : on == 0 ? Truth::fails : Truth::unclear;
-}
-
-}  // namespace
-
-// The paired rule (kit.h): direction on every seed and a mean gap beyond the pooled seed sd.
-Truth decide_greater(const SeedValues& a, const SeedValues& b) {
-  if (!a.complete() || !b.complete() || a.seeds != b.seeds) return Truth::undecided;
-  size_t ahead = 0;
-  for (size_t i = 0; i < a.n(); ++i) ahead += a.values[i] > b.values[i];
-  if (ahead == 0) return Truth::fails;
-  if (ahead < a.n()) return Truth::unclear;
-  const double gap = a.mean() - b.mean();
-  if (std::isinf(gap)) return truth(gap > 0);  // a diverged (∞) side: the gap dwarfs any noise
-  const double pooled = std::sqrt((a.sd() * a.sd() + b.sd() * b.sd()) / 2);
-  return gap > pooled ? Truth::holds : Truth::unclear;
-}
-
-Truth decide_above(const SeedValues& x, double threshold) {
-  return decide_side(x, [&](double v) { return v > threshold; });
-}
-Truth decide_below(const SeedValues& x, double threshold) {
-  return decide_side(x, [&](double v) { return v < threshold; });
-}
-Truth decide_between(const SeedValues& x, double lo, double hi) {
-  return decide_side(x, [&](double v) { return lo < v && v < hi; });
-}
-
-Truth decide_each(const std::vector<Truth>& per_seed) {
-  size_t holding = 0;
-  for (Truth t : per_seed) {
-    if (t == Truth::undecided) return Truth::undecided;
-    holding += t == Truth::holds;
-  }
-  if (per_seed.empty()) return Truth::undecided;
-  return holding == per_seed.size() ? Truth::holds : holding == 0 ? Truth::fails : Truth::unclear;
-}
-
-Truth greater(double a, double b) { return std::isnan(a) || std::isnan(b) ? Truth::undecided : truth(a > b); }
-Truth less(double a, double b) { return greater(b, a); }
-Truth between(double x, double lo, double hi) { return greater(x, lo) && less(x, hi); }
-
-std::string said(Truth t, std::string_view holds, std::string_view fails) {
-  switch (t) {
-    case Truth::holds:
-      return std::string(holds);
-    case Truth::fails:
-      return std::string(fails);
-    case Truth::unclear:
-      return "unclear over the seeds (they disagree, or the gap is within the seed spread)";
-    case Truth::undecided:
-      break;
-  }
-  return "cannot decide: a number is missing";
 }
 
 namespace {
@@ -345,14 +254,45 @@ std::string finished_outcome(const TrainCurve& curve, double unigram) {
   return curve.recent_drop() < 0.1 ? "stalled" : "slow";
 }
 
-double val_loss_or_infinity(const RunOutcome* run) {
-  const TrainResult r = train_result(run);
-  return r.outcome == "diverged" ? INFINITY : r.val_loss;
+namespace {
+
+// The unigram entropy a run is measured against: its summary's, or for a diverged run (no summary) its
+// non_finite record's, or, in runs older than that field, its corpus's.
+double unigram_of(const RunOutcome* run, const TrainResult& r) {
+  if (!std::isnan(r.unigram) || !run) return r.unigram;
+  {
+    std::ifstream in(run->dir / "run" / "metrics.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const Json j = Json::parse(line, nullptr, false);
+      if (j.is_object() && j.value("type", "") == "non_finite" && j.contains("unigram_entropy_nats"))
+        return number(j, "unigram_entropy_nats");
+    }
+  }
+  const fs::path meta = fs::path(run->config["data"]["dir"].get<std::string>()) / "meta.json";
+  std::error_code ec;
+  if (!fs::is_regular_file(meta, ec)) return NAN;
+  return number(Json::parse(io::read_file(meta, "corpus meta"), nullptr, false), "unigram_entropy_nats");
 }
 
-Truth TrainResult::learned() const {
-  if (outcome == "trained" || outcome == "slow") return Truth::holds;
-  return outcome == "stalled" || outcome == "diverged" ? Truth::fails : Truth::undecided;
+}  // namespace
+
+double final_loss_or_unigram(const RunOutcome* run) {
+  const TrainResult r = train_result(run);
+  return r.outcome == "diverged"                           ? unigram_of(run, r)
+         : r.outcome == "failed" || r.outcome == "missing" ? NAN
+                                                           : r.final_loss;
+}
+
+double val_loss_or_unigram(const RunOutcome* run) {
+  const TrainResult r = train_result(run);
+  return r.outcome == "diverged"                           ? unigram_of(run, r)
+         : r.outcome == "failed" || r.outcome == "missing" ? NAN
+                                                           : r.val_loss;
+}
+
+double loss_above_trained_line(const RunOutcome* run) {
+  const TrainResult r = train_result(run);
+  return final_loss_or_unigram(run) - (unigram_of(run, r) - 0.25);
 }
 
 Table outcome_table(const std::string& title, const std::vector<RunOutcome>& runs) {
@@ -411,8 +351,9 @@ Series loss_series(const std::string& label, const RunOutcome* run) {
 Truth all_trained(const std::vector<RunOutcome>& runs, const std::string& arm, const std::vector<int>& seeds) {
   Truth all = Truth::holds;
   for (int seed : seeds) {
-    const TrainResult t = train_result(find_run(runs, seed_id(arm, seed)));
-    all = all && (t.learned() == Truth::undecided ? Truth::undecided : truth(t.outcome == "trained"));
+    const std::string outcome = train_result(find_run(runs, seed_id(arm, seed))).outcome;
+    if (outcome == "failed" || outcome == "missing") all = all == Truth::fails ? all : Truth::undecided;
+    else if (outcome != "trained") all = Truth::fails;
   }
   return all;
 }
@@ -423,18 +364,6 @@ SeedValues val_losses(const std::vector<RunOutcome>& runs, const std::string& ar
 
 double mean_val_loss(const std::vector<RunOutcome>& runs, const std::string& arm, const std::vector<int>& seeds) {
   return val_losses(runs, arm, seeds).mean();
-}
-
-double mean(const std::vector<double>& v) {
-  if (v.empty()) return NAN;
-  double s = 0;
-  for (double x : v) s += x;
-  return s / static_cast<double>(v.size());
-}
-
-std::string num(double v) {
-  if (std::isnan(v)) return "n/a";
-  return std::abs(v) >= 0.01 || v == 0 ? fmt::format("{:.3f}", v) : fmt::format("{:.3g}", v);
 }
 
 }  // namespace normlab::study

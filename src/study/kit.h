@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "study/claims.h"
 #include "study/report.h"
 #include "study/runner.h"
 #include "study/studies.h"
@@ -59,72 +60,16 @@ double seed_mean(const std::vector<int>& seeds, const std::function<double(int)>
 std::vector<double> seed_mean_each(const std::vector<int>& seeds, size_t size,
                                    const std::function<std::vector<double>(int)>& values);
 
-// ---- Deciding over seeds ------------------------------------------------------------------------
-// Every sub-claim is decided on per-seed numbers, never on one seed or on a bare comparison of means.
-// A SeedValues holds one quantity for each seed of the study, in the order of StudyOptions::seeds, so
-// two of them are paired by seed (the same seed's init, batches and data order on both sides).
-//
-// The rule, in one place (decide_greater / decide_side in kit.cpp):
-//  * "a > b" (paired): holds when a > b on every seed AND mean(a) − mean(b) > the pooled seed sd
-//    √((sd_a² + sd_b²)/2); fails when a > b on no seed; otherwise unclear (the seeds disagree, or
-//    they agree but the gap is within the seed-to-seed noise).
-//    Why: the per-seed direction alone can hold by luck when the gap is tiny against the noise
-//    (with 3 seeds a coin-flip effect agrees on all of them 1 time in 4); asking the mean gap to
-//    exceed one pooled sd as well asks for an effect at least as large as the seed noise, the
-//    scale on which a fresh seed could flip it. Failing needs the opposite on every seed, so one
-//    stray seed makes a claim unclear, never refuted.
-//  * "x > t", "x < t", "lo < x < hi" (a threshold the claim states): holds when every seed is on the
-//    claimed side, fails when none is, unclear when they are mixed. The threshold already states
-//    the effect size, so no further margin is asked.
-//  * ratios and differences of two quantities are formed per seed (ratio, difference), then
-//    decided against their threshold by the second rule.
-//  * with one seed the sd is 0 and both rules reduce to the direction on that seed; the evidence
-//    then says "1 seed: indicative".
-//  * a NaN on any seed (a run failed, a record is missing) makes the claim undecided. An infinite
-//    value (a diverged run counted as ∞ loss) compares as a number; the gap is then infinite.
-struct SeedValues {
-  std::vector<int> seeds;
-  std::vector<double> values;  // values[i] belongs to seeds[i]; NaN where missing
-  size_t n() const { return values.size(); }
-  bool complete() const;  // at least one seed and no NaN
-  double mean() const;    // NaN unless complete
-  double sd() const;      // sample sd (n − 1); 0 for one seed; NaN unless complete or with an infinite value
-  // "mean ± sd (n seeds)", "mean (1 seed: indicative)", or "n/a (seed 2 missing)".
-  std::string show() const;
-};
+// ---- Per-seed numbers ----------------------------------------------------------------------------
+// Every sub-claim is decided on per-seed numbers (claims.h), never on one seed or a bare comparison of
+// means. Ratios and differences of two arms are formed seed by seed (the arms of one seed share its init
+// and data order).
 SeedValues over_seeds(const std::vector<int>& seeds, const std::function<double(int)>& value);
 // f(a_i, b_i) seed by seed (the two must hold the same seeds).
 SeedValues paired(const SeedValues& a, const SeedValues& b, const std::function<double(double, double)>& f);
 SeedValues ratio(const SeedValues& a, const SeedValues& b);       // a_i / b_i
 SeedValues difference(const SeedValues& a, const SeedValues& b);  // a_i − b_i
 SeedValues each(const SeedValues& a, const std::function<double(double)>& f);
-
-// The decisions (the rule above). decide_greater(a, b): "a > b" paired by seed.
-Truth decide_greater(const SeedValues& a, const SeedValues& b);
-inline Truth decide_less(const SeedValues& a, const SeedValues& b) { return decide_greater(b, a); }
-Truth decide_above(const SeedValues& x, double threshold);        // every seed > threshold
-Truth decide_below(const SeedValues& x, double threshold);        // every seed < threshold
-Truth decide_between(const SeedValues& x, double lo, double hi);  // every seed in (lo, hi)
-// Per seed, whether a claim holds on it (a claim that is not a comparison, e.g. "the run trained"):
-// holds when it holds on every seed, fails when on none, unclear when mixed, undecided if any is.
-Truth decide_each(const std::vector<Truth>& per_seed);
-// The rule as a sentence, for verdict_rule texts.
-inline constexpr const char* kSeedRule =
-    "Every number is per seed and shown as mean ± sd over the seeds. \"a > b\" holds when a > b on every seed "
-    "and the mean gap exceeds the pooled seed sd √((sd_a² + sd_b²)/2), fails when a > b on no seed, and is "
-    "unclear otherwise; \"x > t\" against a stated threshold (ratios and differences formed per seed) holds "
-    "when every seed is past t, fails when none is, unclear when they are mixed. One seed: the direction on "
-    "that seed, indicative only. An unclear sub-claim makes the verdict inconclusive.";
-
-// Single-number comparisons, NaN-aware: undecided when either side is NaN, so a missing number is
-// evidence neither for nor against a claim. For one number that is not per seed (a check); a
-// sub-claim over seeds is decided with the decide_* functions above.
-Truth greater(double a, double b);
-Truth less(double a, double b);
-Truth between(double x, double lo, double hi);  // lo < x < hi
-// An evidence line's conclusion: `holds`, `fails`, "cannot decide: a number is missing", or for an
-// unclear claim "unclear over the seeds (...)".
-std::string said(Truth t, std::string_view holds = "holds", std::string_view fails = "does not hold");
 
 // The runs' configs in one sentence, as --set keys: the model and training fields every run shares,
 // every field that varies between runs (with its values), and every field an override set.
@@ -145,18 +90,22 @@ struct TrainResult {
   double final_loss = NAN, val_loss = NAN, unigram = NAN;
   double seconds = NAN;  // the training's wall time (summary.json)
   double bleu = NAN;     // an encoder-decoder's greedy BLEU on held-out pairs (summary.json)
-  // Whether the run learned: holds if trained or slow (still learning), fails if stalled or diverged,
-  // undecided if it failed or is missing.
-  Truth learned() const;
 };
 // A finished run whose final training loss is above the unigram entropy − 0.25 nats is stalled if its
 // loss has plateaued (the last quarter of the logs is < 0.1 nats below the quarter before), else slow:
 // still learning, only short of budget. Measured on the warm-up grid: stalled runs moved < 0.04 nats,
 // slow ones 0.35–0.39. A finished run without those numbers (no logged loss, no summary.json) failed.
 TrainResult train_result(const RunOutcome* run);
-// A run's final validation loss, a diverged run counting as +∞ (it reached no loss at all); NaN if it failed or is
-// missing, so the decide_* rules leave the claim undecided.
-double val_loss_or_infinity(const RunOutcome* run);
+// A run's final training loss (mean of the last 3 logs) or validation loss, a diverged run counting as the corpus's
+// unigram entropy: it learned nothing a table of token frequencies does not know. The finite stand-in keeps the
+// seed's interval defined; it understates how bad a divergence is, so it can only weaken a claim that the run did
+// worse. NaN if the run failed or is missing (the sub-claim is then undecided).
+double final_loss_or_unigram(const RunOutcome* run);
+double val_loss_or_unigram(const RunOutcome* run);
+// The statistic of a claim that a run learned (or did not): its final training loss minus the trained line, the
+// unigram entropy − 0.25 nats (kStalledRule): below 0 it trained; a stalled run sits near +0.25, a diverged one at
+// +0.25 exactly.
+double loss_above_trained_line(const RunOutcome* run);
 // A cell of a grid over seeds: its worst outcome (missing > diverged > failed > stalled > slow > trained) and the
 // mean final training and validation losses (NaN unless every seed has them); id_of_seed names each seed's run.
 TrainResult worst_over_seeds(const std::vector<RunOutcome>& runs, const std::vector<int>& seeds,
@@ -193,8 +142,5 @@ Truth all_trained(const std::vector<RunOutcome>& runs, const std::string& arm, c
 SeedValues val_losses(const std::vector<RunOutcome>& runs, const std::string& arm, const std::vector<int>& seeds);
 // The same, averaged over seeds.
 double mean_val_loss(const std::vector<RunOutcome>& runs, const std::string& arm, const std::vector<int>& seeds);
-
-double mean(const std::vector<double>& v);
-std::string num(double v);  // 3 decimals, or 3 significant digits when small
 
 }  // namespace normlab::study

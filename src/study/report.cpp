@@ -1,5 +1,7 @@
 #include "study/report.h"
 
+#include <fmt/ranges.h>
+
 #include <algorithm>
 #include <cmath>
 #include <ctime>
@@ -45,8 +47,9 @@ Json chart_config(const Chart& c) {
 
 // The verdict's colour, in a report and in the index of reports.
 constexpr const char* kVerdictStyle = R"(
-.reproduced { background: #d4edda; } .not-reproduced { background: #f8d7da; } .inconclusive { background: #fff3cd; }
-.incomplete { background: #e2e3e5; })";
+.reproduced, .holds { background: #d4edda; } .partly-reproduced { background: #e6f2d0; }
+.not-reproduced, .fails { background: #f8d7da; } .inconclusive, .unclear { background: #fff3cd; }
+.incomplete, .undecided { background: #e2e3e5; })";
 
 std::string verdict_class(std::string verdict) {
   std::replace(verdict.begin(), verdict.end(), ' ', '-');
@@ -79,6 +82,19 @@ std::string md_cell(const std::string& text) {
   return out;
 }
 
+std::string html_table(const Table& t) {
+  std::string html = "<h3>" + html_escape(t.title) + "</h3>\n<table><tr>";
+  for (const auto& h : t.header) html += "<th>" + html_escape(h) + "</th>";
+  html += "</tr>\n";
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const bool coloured = i < t.row_class.size() && !t.row_class[i].empty();
+    html += coloured ? fmt::format("<tr class=\"{}\">", t.row_class[i]) : std::string("<tr>");
+    for (const auto& cell : t.rows[i]) html += cell_tag(cell) + html_escape(cell) + "</td>";
+    html += "</tr>\n";
+  }
+  return html + "</table>\n";
+}
+
 std::string markdown_table(const Table& t) {
   std::string md = "\n**" + t.title + "**\n\n|";
   for (const auto& h : t.header) md.append(" ").append(md_cell(h)).append(" |");
@@ -93,26 +109,83 @@ std::string markdown_table(const Table& t) {
   return md;
 }
 
-}  // namespace
-
-Truth operator&&(Truth a, Truth b) {
-  if (a == Truth::fails || b == Truth::fails) return Truth::fails;
-  if (a == Truth::undecided || b == Truth::undecided) return Truth::undecided;
-  return a == Truth::unclear || b == Truth::unclear ? Truth::unclear : Truth::holds;
-}
-
-Truth operator||(Truth a, Truth b) { return !(!a && !b); }
-
-Truth operator!(Truth a) { return a == Truth::holds ? Truth::fails : a == Truth::fails ? Truth::holds : a; }
-
-std::string combine_verdicts(const std::vector<Truth>& claims) {
-  size_t holding = 0, failing = 0;
-  for (Truth t : claims) {
-    if (t == Truth::undecided) return "incomplete";
-    holding += t == Truth::holds, failing += t == Truth::fails;
+const char* truth_name(Truth t) {
+  switch (t) {
+    case Truth::holds:
+      return "holds";
+    case Truth::fails:
+      return "fails";
+    case Truth::unclear:
+      return "unclear";
+    case Truth::undecided:
+      break;
   }
-  return holding == claims.size() ? "reproduced" : failing == claims.size() ? "not reproduced" : "inconclusive";
+  return "undecided";
 }
+
+// A sub-claim's values, seed by seed: "1: 0.412, 2: 0.398, 3: 0.455".
+std::string per_seed_text(const SeedValues& v) {
+  std::string out;
+  for (size_t i = 0; i < v.n(); ++i) out += fmt::format("{}{}: {}", i ? ", " : "", v.seeds[i], num(v.values[i]));
+  return out;
+}
+
+// The sub-claims as a table: id, claim, statistic, per seed, mean ± sd, interval, threshold, outcome.
+Table claims_table(const Report& r) {
+  Table t{"Sub-claims: each one number per seed, decided by its interval",
+          {"", "claim", "statistic (per seed)", "seeds", "mean ± sd", "interval", "holds when", "outcome"}};
+  for (const SubClaim& c : r.claims) {
+    t.rows.push_back({c.id + (c.id == r.headline ? " (headline)" : ""), c.statement, c.statistic,
+                      per_seed_text(c.values), c.values.show(), c.interval(), c.threshold(), c.outcome()});
+    t.row_class.push_back(truth_name(c.truth));
+  }
+  return t;
+}
+
+// How the seeds were chosen: "seeds 1–5: 3 at the first look (B unclear), 5 at the second".
+std::string looks_text(const Report& r) {
+  std::string out;
+  for (size_t i = 0; i < r.looks.size(); ++i) {
+    const SeedLook& look = r.looks[i];
+    out += fmt::format("{}look {}: {} seed{} ({}), {}{}", i ? "; " : "", i + 1, look.seeds.size(),
+                       look.seeds.size() == 1 ? "" : "s", fmt::join(look.seeds, ", "), look.verdict,
+                       look.unclear.empty() ? "" : " (unclear: " + look.unclear + ")");
+  }
+  return out.empty() ? "one look" : out;
+}
+
+// A CSV field, quoted, with inner quotes doubled.
+std::string csv_quoted(const std::string& text) {
+  std::string out = "\"";
+  for (char c : text) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+Json claim_json(const SubClaim& c) {
+  Json seeds = Json::object();
+  for (size_t i = 0; i < c.values.n(); ++i)
+    seeds[std::to_string(c.values.seeds[i])] = std::isfinite(c.values.values[i]) ? Json(c.values.values[i]) : Json();
+  const auto number = [](double v) { return std::isfinite(v) ? Json(v) : Json(); };
+  return {{"id", c.id},
+          {"statement", c.statement},
+          {"statistic", c.statistic},
+          {"per_seed", seeds},
+          {"n", c.values.n()},
+          {"mean", number(c.values.mean())},
+          {"sd", number(c.values.sd())},
+          {"interval", {number(c.interval_lo), number(c.interval_hi)}},
+          {"confidence", c.confidence},
+          {"threshold", c.threshold()},
+          {"side", c.side == SubClaim::Side::above   ? "above"
+                   : c.side == SubClaim::Side::below ? "below"
+                                                     : "within"},
+          {"lo", c.lo},
+          {"hi", c.hi},
+          {"outcome", truth_name(c.truth)},
+          {"said", c.outcome()}};
+}
+
+}  // namespace
 
 std::string html_escape(const std::string& s) {
   std::string out;
@@ -163,9 +236,12 @@ canvas { margin: 1em 0; border: 1px solid #eee; }
   html += "<h1>" + html_escape(r.title) + "</h1>\n<p><b>Claim.</b> " + html_escape(r.claim) +
           "</p>\n<p><b>Source.</b> " + html_escape(r.source) + "</p>\n<p><b>Setup.</b> " + html_escape(r.setup) +
           "</p>\n";
+  if (!r.paper_setting.empty()) html += "<p><b>The paper's setting.</b> " + html_escape(r.paper_setting) + "</p>\n";
   if (!r.verdict.empty())
     html += "<h2>Verdict</h2>\n<p class=\"verdict " + verdict_class(r.verdict) + "\">" + html_escape(r.verdict) +
             "</p>\n<p><b>Rule.</b> " + html_escape(r.verdict_rule) + "</p>\n";
+  if (!r.claims.empty())
+    html += html_table(claims_table(r)) + "<p><b>Seeds.</b> " + html_escape(looks_text(r)) + "</p>\n";
   if (!r.failures.empty()) {
     html +=
         "<p><b>Failed runs</b> (nothing is decided from them; fix the cause and rerun the same command):</p>\n<ul>\n";
@@ -177,18 +253,7 @@ canvas { margin: 1em 0; border: 1px solid #eee; }
   html += "</ul>\n<h2>Evidence</h2>\n";
   for (size_t i = 0; i < r.charts.size(); ++i)
     html += fmt::format("<canvas id=\"chart{}\" width=\"900\" height=\"380\"></canvas>\n", i);
-  for (const Table& t : r.tables) {
-    html += "<h3>" + html_escape(t.title) + "</h3>\n<table><tr>";
-    for (const auto& h : t.header) html += "<th>" + html_escape(h) + "</th>";
-    html += "</tr>\n";
-    for (size_t i = 0; i < t.rows.size(); ++i) {
-      const bool coloured = i < t.row_class.size() && !t.row_class[i].empty();
-      html += coloured ? fmt::format("<tr class=\"{}\">", t.row_class[i]) : std::string("<tr>");
-      for (const auto& cell : t.rows[i]) html += cell_tag(cell) + html_escape(cell) + "</td>";
-      html += "</tr>\n";
-    }
-    html += "</table>\n";
-  }
+  for (const Table& t : r.tables) html += html_table(t);
   if (!r.provenance.empty()) {
     html += "<h2>Reproduce</h2>\n<ul>\n";
     for (const auto& p : r.provenance) html += "<li>" + html_escape(p) + "</li>\n";
@@ -220,7 +285,9 @@ document.body.setAttribute('data-errors', window.__errors);
 
   std::string md = "# " + r.title + "\n\n**Claim.** " + r.claim + "\n\n**Source.** " + r.source + "\n\n**Setup.** " +
                    r.setup + "\n\n";
+  if (!r.paper_setting.empty()) md += "**The paper's setting.** " + r.paper_setting + "\n\n";
   if (!r.verdict.empty()) md += "## Verdict: " + r.verdict + "\n\n**Rule.** " + r.verdict_rule + "\n\n";
+  if (!r.claims.empty()) md += markdown_table(claims_table(r)) + "\n**Seeds.** " + looks_text(r) + "\n\n";
   if (!r.failures.empty()) {
     md += "**Failed runs** (nothing is decided from them; fix the cause and rerun the same command):\n\n";
     for (const auto& f : r.failures) md += "* " + f + "\n";
@@ -234,9 +301,25 @@ document.body.setAttribute('data-errors', window.__errors);
   }
   md += "\nCharts: report.html. Runs: " + std::to_string(r.run_dirs.size()) + " directories under runs/.\n";
   io::write_file_atomic(dir / "report.md", md);
-  io::write_file_atomic(
-      dir / "report.json",
-      Json{{"name", r.name}, {"title", r.title}, {"verdict", r.verdict}, {"written", utc_now()}}.dump(2) + "\n");
+  Json json = r.record.is_object() ? r.record : Json::object();
+  json.update(Json{{"name", r.name}, {"title", r.title}, {"verdict", r.verdict}, {"written", utc_now()}});
+  if (!r.claims.empty()) {
+    json["claim"] = r.claim, json["source"] = r.source, json["paper_setting"] = r.paper_setting;
+    json["setup"] = r.setup, json["rule"] = r.verdict_rule, json["headline"] = r.headline;
+    json["failing"] = ids_where(r.claims, Truth::fails), json["unclear"] = ids_where(r.claims, Truth::unclear);
+    json["sub_claims"] = Json::array();
+    for (const SubClaim& c : r.claims) json["sub_claims"].push_back(claim_json(c));
+    json["looks"] = Json::array();
+    for (const SeedLook& look : r.looks)
+      json["looks"].push_back({{"seeds", look.seeds}, {"verdict", look.verdict}, {"unclear", look.unclear}});
+    json["provenance"] = r.provenance;
+    std::string csv = "sub_claim,seed,value,statistic\n";
+    for (const SubClaim& c : r.claims)
+      for (size_t i = 0; i < c.values.n(); ++i)
+        csv += fmt::format("{},{},{},{}\n", c.id, c.values.seeds[i], c.values.values[i], csv_quoted(c.statistic));
+    io::write_file_atomic(dir / "seeds.csv", csv);
+  }
+  io::write_file_atomic(dir / "report.json", json.dump(2) + "\n");
   return dir / "report.html";
 }
 
@@ -248,7 +331,7 @@ std::optional<ReportEntry> read_report_entry(const fs::path& dir) {
   const auto text = [&](const char* key) {
     return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";
   };
-  return ReportEntry{dir, text("name"), text("title"), text("verdict"), text("written")};
+  return ReportEntry{dir, text("name"), text("title"), text("verdict"), text("written"), j};
 }
 
 fs::path write_report_index(const fs::path& report_dir) {

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "common/config_reader.h"
+#include "study/claims.h"
+
 namespace normlab::study {
 
 struct Series {
@@ -28,10 +31,21 @@ struct Table {
   std::vector<std::string> row_class;  // optional per row: trained | slow | stalled | diverged (coloured)
 };
 
+// One look of a study at its numbers (--seeds auto looks again with more seeds while a sub-claim is unclear).
+struct SeedLook {
+  std::vector<int> seeds;
+  std::string verdict, unclear;  // the verdict at this look and the ids of its unclear sub-claims
+};
+
 struct Report {
   std::string name, title, claim, source, setup;
-  std::string verdict;       // reproduced | not reproduced | inconclusive | incomplete
-  std::string verdict_rule;  // what was compared, with which threshold
+  std::string paper_setting;  // the regime the paper states its claim in, beside this preset's `setup`
+  std::string verdict;        // reproduced | partly reproduced | not reproduced | inconclusive | incomplete (a study's)
+  std::string verdict_rule;   // what was compared, with which threshold
+  std::vector<SubClaim> claims;  // decided by judge_study; each with its per-seed values, interval and rule
+  std::string headline;          // the id of the sub-claim that carries the claim's main effect
+  std::vector<SeedLook> looks;   // how the seeds were chosen (one look for a fixed seed list)
+  Json record;                   // more facts for report.json: model size, steps, core-hours, CPU, corpus ...
   std::vector<std::string>
       failures;  // "<run>: <its error line>" for each run that failed (the verdict is then incomplete)
   std::vector<std::string> evidence;  // the numbers behind the verdict
@@ -42,8 +56,9 @@ struct Report {
       provenance;  // what rerunning it takes: command, overrides, normlab commit, corpus, threads, seeds
 };
 
-// Writes report.html, report.md and report.json (name, title, verdict, when) into dir; returns the
-// HTML path. A report without a verdict (a sweep's) has no verdict section.
+// Writes report.html, report.md and report.json (name, title, verdict, sub-claims with their per-seed values and
+// intervals, the looks, `record`, when) into dir, and seeds.csv (one row per sub-claim and seed) when there are
+// sub-claims; returns the HTML path. A report without a verdict (a sweep's) has no verdict section.
 std::filesystem::path write_report(const std::filesystem::path& dir, const Report& report);
 
 // What a report.json records, for overviews: the report's name (a study's, or "sweep"), title and
@@ -51,6 +66,7 @@ std::filesystem::path write_report(const std::filesystem::path& dir, const Repor
 struct ReportEntry {
   std::filesystem::path dir;
   std::string name, title, verdict, written;
+  Json json;  // the whole report.json
 };
 // The entry of the report in `dir`; nullopt when it has no readable report.json.
 std::optional<ReportEntry> read_report_entry(const std::filesystem::path& dir);
@@ -64,21 +80,5 @@ std::string chart_js_source();
 
 // Text made safe inside HTML elements and double-quoted attributes (&, <, >, ").
 std::string html_escape(const std::string& s);
-
-// A sub-claim's outcome. A number it needs that is missing (NaN: a run failed, a file lacks a record)
-// is evidence neither way: the sub-claim is then undecided. `unclear`: every number is there, but the
-// seeds disagree on the direction or the gap is within their spread (kit.h's seed rule), so the claim
-// is neither shown nor refuted.
-enum class Truth { holds, fails, undecided, unclear };
-// Both hold: fails if either fails, else undecided if either is, else unclear if either is.
-Truth operator&&(Truth a, Truth b);
-// Either holds: holds if either holds, else undecided if either is, else unclear if either is.
-Truth operator||(Truth a, Truth b);
-Truth operator!(Truth a);  // undecided and unclear stay as they are
-inline Truth truth(bool b) { return b ? Truth::holds : Truth::fails; }
-
-// The verdict from the sub-claims: any undecided → incomplete; all hold → reproduced; all fail →
-// not reproduced; else (some hold, or some are unclear over the seeds) inconclusive.
-std::string combine_verdicts(const std::vector<Truth>& claims);
 
 }  // namespace normlab::study

@@ -60,6 +60,8 @@ bool read_status(const fs::path& dir, RunOutcome& out) {
   out.message = j.value("message", "");
   out.seconds = j.value("seconds", 0.0);
   out.made_by = j.value("normlab", "not recorded");
+  out.cpu = j.value("cpu", "");
+  out.threads = j.value("threads", 0);
   return true;
 }
 
@@ -177,8 +179,7 @@ std::vector<std::vector<std::string>> stages(const RunOutcome& o) {
 // variables are left out of its environment, so it runs as a single process, or, given the words of a
 // `data_parallel_launch` (a run over a group of ranks), its training stage runs data-parallel as a job of its own.
 pid_t launch(const std::vector<std::vector<std::string>>& commands, const fs::path& dir, int threads,
-             const std::vector<std::string>& train_launch) {
-  const std::string binary = self_binary();
+             const std::vector<std::string>& train_launch, const std::string& binary = self_binary()) {
   std::vector<std::vector<std::string>> lines;
   for (const auto& command : commands) {
     std::vector<std::string> line = command.front() == "train" ? train_launch : std::vector<std::string>{};
@@ -378,6 +379,23 @@ std::string source_version() {
   return out.empty() ? "unknown" : out;
 }
 
+std::string cpu_description() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string model = "unknown CPU", flags;
+  for (std::string line; std::getline(in, line);) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    const std::string key = line.substr(0, line.find_last_not_of(" \t", colon - 1) + 1);
+    const std::string value = colon + 2 <= line.size() ? line.substr(colon + 2) : "";
+    if (key == "model name") model = value;
+    if (key == "flags") flags = " " + value + " ";
+    if (!flags.empty() && model != "unknown CPU") break;
+  }
+  const bool bf16 = flags.find(" avx512_bf16 ") != std::string::npos,
+             amx = flags.find(" amx_bf16 ") != std::string::npos;
+  return fmt::format("{} ({}, {})", model, bf16 ? "avx512_bf16" : "no avx512_bf16", amx ? "AMX" : "no AMX");
+}
+
 std::string runs_made_by(const std::vector<RunOutcome>& runs) {
   std::map<std::string, int> makers;
   for (const RunOutcome& r : runs) ++makers[r.made_by.empty() ? "not recorded" : r.made_by];
@@ -449,7 +467,7 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
     std::cerr << fmt::format("study: {} of {} runs already done\n", skipped, outcomes.size());
 
   const dist::World& world = dist::world();
-  const std::string version = source_version();
+  const std::string version = source_version(), cpu = cpu_description();
   // Every rank runs up to `jobs` runs at once, rank 0 among them; exclusive runs run on rank 0. With runs over
   // groups of ranks, the first rank of each group starts its runs and the others lend their cores.
   const int jobs = std::max(1, options.jobs), threads = threads_per_process(options);
@@ -474,7 +492,9 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
         std::cerr << fmt::format("study: {} resumes from its checkpoint at step {}\n", outcomes[i].request.id,
                                  read_json(outcomes[i].dir / "run" / train::kCheckpointJson).value("step", 0));
       pid_t pid = 0;
-      if (rank == 0) pid = launch(stages(outcomes[i]), outcomes[i].dir, threads, data_parallel_launch(0, group));
+      if (rank == 0)
+        pid = launch(stages(outcomes[i]), outcomes[i].dir, threads, data_parallel_launch(0, group),
+                     options.binary.empty() ? self_binary() : options.binary);
       else world.send(rank, run_message(i, outcomes[i], threads, data_parallel_launch(rank, group)).dump());
       --free_slots[static_cast<size_t>(rank)];
       running.push_back({i, rank, pid, Clock::now()});
@@ -514,12 +534,15 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
     const bool ok = ended.exit_code == 0;
     o.message = ok ? "" : last_line(o.dir / "log.txt");
     o.status = ok ? RunStatus::finished : diverged(o.dir) ? RunStatus::diverged : RunStatus::failed;
-    o.made_by = version;
-    io::write_file_atomic(
-        o.dir / "status.json",
-        Json{{"status", status_name(o.status)}, {"message", o.message}, {"seconds", o.seconds}, {"normlab", o.made_by}}
-                .dump() +
-            "\n");
+    o.made_by = version, o.cpu = cpu, o.threads = threads;
+    io::write_file_atomic(o.dir / "status.json", Json{{"status", status_name(o.status)},
+                                                      {"message", o.message},
+                                                      {"seconds", o.seconds},
+                                                      {"normlab", o.made_by},
+                                                      {"cpu", o.cpu},
+                                                      {"threads", o.threads}}
+                                                         .dump() +
+                                                     "\n");
     ++done;
     if (!options.quiet)
       std::cerr << fmt::format("study: [{}/{}] {} {} ({:.0f}s{}){}\n", done, outcomes.size(), o.request.id,

@@ -37,6 +37,8 @@ struct RunOutcome {
   double seconds = 0;
   Json config;          // the full config the run used (resolve_config of the request's)
   std::string made_by;  // the normlab that ran it, as status.json records it (source_version of the study's binary)
+  std::string cpu;      // the CPU it ran on (cpu_description), "" where status.json predates the field
+  int threads = 0;      // its processes' OpenMP threads; 0 where status.json predates the field
 };
 
 struct RunnerOptions {
@@ -47,6 +49,9 @@ struct RunnerOptions {
   // Processes per run: above 1 each run trains data-parallel, as `mpirun -np ranks_per_run normlab train`, on this
   // host or, under mpirun, over a group of that many consecutive ranks (the job's ranks must divide into groups).
   int ranks_per_run = 1;
+  // The normlab each run starts (on this rank); empty: this process's own executable. A test that drives the
+  // runner from its own binary names the normlab it built.
+  std::string binary = "";
 };
 
 // A run config as the strict reader resolves it (every default filled in, threads left to the
@@ -59,6 +64,10 @@ std::string corpus_checksum(const std::filesystem::path& data_dir);
 // The commit of the source tree the running binary sits in (git describe --dirty), or "unknown" when git or the
 // tree is not there (a binary copied elsewhere).
 std::string source_version();
+
+// This machine's CPU for the record: its model name and whether it multiplies bf16 in hardware, e.g.
+// "AMD EPYC 9R14 96-Core Processor (avx512_bf16, no AMX)".
+std::string cpu_description();
 
 // "runs made by (status.json): V (n runs), ...": runs kept from earlier calls (a study run in pieces, results/) may
 // have been made by other binaries than the one that reports them.

@@ -74,6 +74,32 @@ std::vector<int> parse_seeds(const std::string& text) {
   return seeds;
 }
 
+void choose_seeds(StudyOptions& o, const std::string& text, int max_seeds) {
+  if (max_seeds < SeedSchedule::kStart || max_seeds > 1000)
+    fail("--max-seeds {}: the cap of --seeds auto must be between {} and 1000", max_seeds, SeedSchedule::kStart);
+  o.max_seeds = max_seeds;
+  const bool given = !text.empty();
+  o.auto_seeds = given ? text == "auto" || text.starts_with("auto:") : !o.quick && !o.large;
+  if (!o.auto_seeds) {
+    o.seeds = given ? parse_seeds(text) : parse_seeds(o.quick ? "1" : "3");
+    o.schedule = {};
+    return;
+  }
+  o.first_seed = 1;
+  if (text.starts_with("auto:")) {
+    const std::string first = text.substr(5);
+    if (first.empty() || first.size() > 9 ||
+        !std::all_of(first.begin(), first.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)); }) ||
+        std::stoi(first) == 0)
+      fail("--seeds {}: expected auto:FIRST with FIRST a positive whole number, e.g. auto:101 for the fresh seeds",
+           text);
+    o.first_seed = std::stoi(first);
+  }
+  o.schedule = SeedSchedule::automatic(max_seeds);
+  o.seeds.clear();
+  for (int k = 0; k < SeedSchedule::kStart; ++k) o.seeds.push_back(o.first_seed + k);
+}
+
 std::string describe_seeds(const std::vector<int>& seeds) {
   bool consecutive = seeds.size() > 1;
   for (size_t i = 1; i < seeds.size(); ++i) consecutive = consecutive && seeds[i] == seeds[i - 1] + 1;
@@ -293,9 +319,17 @@ void resolve_axes(const Study& study, StudyOptions& options) {
 
 std::string study_help(const Study& s) {
   std::string out = fmt::format(
-      "normlab study {}: {}\n\nclaim:  {}\nsource: {}\ncost:   {}\nseeds:  {} by default "
-      "(--seeds N, 101,102,103 or 101-103; --quick uses 1)\n\n",
-      s.name, s.title, s.claim, s.source, s.cost, s.default_seeds);
+      "normlab study {}: {}\n\nclaim:  {}\nsource: {}\ncost:   {}\nseeds:  auto by default: 3 seeds, then 2 more "
+      "at a time while a sub-claim is unclear, up to --max-seeds ({}); --seeds auto:101 starts at seed 101; a fixed "
+      "--seeds N, 101,102,103 or 101-103 looks once (--quick: 1 seed, --large: 3)\n\n",
+      s.name, s.title, s.claim, s.source, s.cost, SeedSchedule::kDefaultCap);
+  StudyOptions preset;
+  std::vector<RunOutcome> planned_runs;
+  for (const RunRequest& r : plan_study(s, preset))
+    planned_runs.push_back({.request = r, .config = resolve_config(r.config, r.id)});
+  out += fmt::format("the paper's setting: {}\nthis preset ({} runs at 3 seeds): {}\n\n",
+                     s.paper_setting.empty() ? std::string_view("(not stated)") : s.paper_setting, planned_runs.size(),
+                     config_summary(planned_runs, {}));
   StudyOptions large;
   use_large_preset(s, large);
   const std::vector<RunRequest> planned = plan_study(s, large);
@@ -358,8 +392,7 @@ long long layer_steps(const std::vector<RunRequest>& requests) {
 int checkpoint_interval(int steps) { return std::clamp(steps / 4, 1, 100); }
 
 std::vector<RunRequest> plan_study(const Study& study, StudyOptions& options) {
-  if (options.seeds.empty())
-    for (int seed = 1; seed <= (options.quick ? 1 : study.default_seeds); ++seed) options.seeds.push_back(seed);
+  if (options.seeds.empty()) choose_seeds(options, "", options.max_seeds);
   resolve_axes(study, options);
   std::vector<RunRequest> requests = study.plan(options);
   // What the user gave, to name in an error about a run's config.
@@ -399,8 +432,15 @@ Report judge_study(const Study& study, const StudyOptions& given, const std::vec
   if (options.axes.empty()) resolve_axes(study, options);
   Report report = study.judge(options, outcomes);
   report.name = study.name, report.title = study.title, report.claim = study.claim, report.source = study.source;
+  report.paper_setting = std::string(study.paper_setting);
   const std::string configs = config_summary(outcomes, options.overrides);
   report.setup = report.setup.empty() ? configs : configs + " " + report.setup;
+  for (SubClaim& c : report.claims) decide(c, options.schedule);
+  report.headline = report.claims.empty()    ? ""
+                    : study.headline.empty() ? report.claims.front().id
+                                             : std::string(study.headline);
+  report.verdict = combine_verdicts(report.claims);
+  report.verdict_rule += (report.verdict_rule.empty() ? "" : " ") + seed_rule_text(options.schedule);
   for (const RunOutcome& o : outcomes) {
     if (o.status == RunStatus::failed)
       report.failures.push_back(fmt::format(
@@ -415,15 +455,87 @@ Report judge_study(const Study& study, const StudyOptions& given, const std::vec
   return report;
 }
 
+std::string headline_text(const Report& report) {
+  for (const SubClaim& c : report.claims)
+    if (c.id == report.headline)
+      return fmt::format("{}. {}: {} = {} ({}), interval {}: {}", c.id, c.statement, c.statistic, c.values.show(),
+                         c.threshold(), c.interval(), c.outcome());
+  return "";
+}
+
+namespace {
+
+// What report.json records beyond the verdict, for the findings index: sizes, steps, cost, machines, corpora.
+Json study_record(const StudyOptions& o, const RunnerOptions& runner, const std::vector<RunOutcome>& runs) {
+  std::set<int> d_model, layers, steps;
+  std::map<std::string, int> cpus;
+  double core_seconds = 0;
+  Json corpora = Json::object();
+  for (const RunOutcome& r : runs) {
+    d_model.insert(r.config["model"]["d_model"].get<int>());
+    layers.insert(r.config["model"]["n_layers"].get<int>());
+    if (r.request.kind == "train") steps.insert(r.config["train"]["steps"].get<int>());
+    ++cpus[r.cpu.empty() ? "not recorded" : r.cpu];
+    core_seconds += r.seconds * (r.threads > 0 ? r.threads : threads_per_process(runner));
+    const std::string dir = r.config["data"]["dir"].get<std::string>();
+    if (!corpora.contains(dir)) corpora[dir] = corpus_checksum(dir);
+  }
+  return {{"preset", o.quick   ? "quick"
+                     : o.large ? "large"
+                               : "default"},
+          {"seeds", o.seeds},
+          {"auto_seeds", o.auto_seeds},
+          {"max_seeds", o.auto_seeds ? Json(o.max_seeds) : Json()},
+          {"confidence", o.schedule.confidence()},
+          {"planned_looks", o.schedule.looks},
+          {"d_model", d_model},
+          {"n_layers", layers},
+          {"train_steps", steps},
+          {"runs", runs.size()},
+          {"core_hours", core_seconds / 3600},
+          {"cpus", cpus},
+          {"threads", runner.threads},
+          {"jobs", runner.jobs},
+          {"corpora", corpora},
+          {"command", o.command_line},
+          {"normlab", source_version()},
+          {"runs_made_by", runs_made_by(runs)}};
+}
+
+}  // namespace
+
 StudyResult run_study(const Study& study, const StudyOptions& given, const RunnerOptions& runner) {
   StudyOptions options = given;
-  const std::vector<RunRequest> requests = plan_study(study, options);
-  const auto outcomes = run_grid(options.dir, requests, runner);
-  write_summary_csv(options.dir / "summary.csv", outcomes);
-  Report report = judge_study(study, options, outcomes);
-  report.provenance = provenance(options, runner, outcomes);
-  const fs::path html = write_report(options.dir, report);
-  return {html, write_report_index(options.dir), report.verdict, report.failures};
+  if (options.seeds.empty()) choose_seeds(options, "", options.max_seeds);
+  // A fixed seed list looks once; --seeds auto looks at 3, 5, 7 ... seeds and stops at the first look where no
+  // sub-claim is unclear (its intervals account for every planned look: options.schedule).
+  const std::vector<int> sizes = options.auto_seeds ? SeedSchedule::look_sizes(options.max_seeds)
+                                                    : std::vector<int>{static_cast<int>(options.seeds.size())};
+  std::vector<SeedLook> looks;
+  for (const int size : sizes) {
+    if (options.auto_seeds) {
+      options.seeds.clear();
+      for (int k = 0; k < size; ++k) options.seeds.push_back(options.first_seed + k);
+    }
+    const std::vector<RunRequest> requests = plan_study(study, options);
+    const auto outcomes = run_grid(options.dir, requests, runner);
+    write_summary_csv(options.dir / "summary.csv", outcomes);
+    Report report = judge_study(study, options, outcomes);
+    looks.push_back({options.seeds, report.verdict, ids_where(report.claims, Truth::unclear)});
+    if (size != sizes.back() && report.verdict == "inconclusive") {
+      std::cerr << fmt::format("study: {} at {} seeds: sub-claim {} unclear; looking again at {} seeds (at most {})\n",
+                               study.name, size, looks.back().unclear,
+                               *std::upper_bound(sizes.begin(), sizes.end(), size), options.max_seeds);
+      continue;
+    }
+    report.looks = looks;
+    report.provenance = provenance(options, runner, outcomes);
+    report.record = study_record(options, runner, outcomes);
+    const fs::path html = write_report(options.dir, report);
+    return {
+        html, write_report_index(options.dir), report.verdict, report.failures, report.claims, headline_text(report)};
+  }
+  fail("internal: study {} looked at no seeds", study.name);
 }
 
 double TrainCurve::final_loss() const {

@@ -7,15 +7,21 @@
 #include <string>
 #include <vector>
 
+#include "study/claims.h"
 #include "study/report.h"
 #include "study/runner.h"
 
 namespace normlab::study {
 
 struct StudyOptions {
-  bool quick = false;                  // the ~3-minute preset (tests use it)
-  bool large = false;                  // the cluster-sized preset: Study::large's overrides (use_large_preset)
-  std::vector<int> seeds;              // the seeds every configuration runs with; empty: the study's default
+  bool quick = false;      // the ~3-minute preset (tests use it)
+  bool large = false;      // the cluster-sized preset: Study::large's overrides (use_large_preset)
+  std::vector<int> seeds;  // the seeds every configuration runs with (at this look of --seeds auto)
+  // --seeds auto (the default preset's): 3 seeds from first_seed, 2 more while a sub-claim is unclear, up to
+  // max_seeds (run_study); `schedule` says how many looks the intervals account for (1 for fixed seeds).
+  bool auto_seeds = false;
+  int first_seed = 1, max_seeds = SeedSchedule::kDefaultCap;
+  SeedSchedule schedule = {};
   std::vector<std::string> overrides;  // key=value, applied to every run's config
   std::filesystem::path dir;           // the study directory
   std::string command_line;            // how the study was started, recorded in its report
@@ -45,12 +51,15 @@ struct Axis {
 struct Study {
   std::string_view name;
   std::string_view title, claim, source;  // the report's heading, the claim tested, the papers (with sections)
-  std::string_view cost;                  // the presets' run time on 2 cores
+  // The regime the paper states its claim in (depth, width, lr and schedule, init, steps, data), with the sentence
+  // or figure it comes from; --help and the report show it beside this preset's setup.
+  std::string_view paper_setting = "";
+  std::string_view cost;           // the presets' run time on 2 cores
+  std::string_view headline = "";  // the sub-claim carrying the claim's main effect (empty: the first)
   // The --large preset: where the claim lives as far as CPUs allow (d 256, T 128, 12-48 layers, thousands of
   // steps), meant for many cores (`mpirun ... normlab study NAME --large`): space-separated --set overrides that
   // come before the user's, with each axis's `large` values. docs/studies.md states its cost in core-hours.
   std::string_view large = "";
-  int default_seeds = 3;        // seeds 1..n when --seeds is not given (the quick preset uses 1)
   std::vector<Axis> axes = {};  // the grid's axes (none: fixed arms; --set changes what they share)
   std::vector<RunRequest> (*plan)(const StudyOptions& options);
   // The report's setup (what is measured, beyond the runs' configs), evidence, verdict and rule,
@@ -62,6 +71,10 @@ std::span<const Study* const> all_studies();
 // --seeds: a count N (seeds 1..N), a list "101,102,103" or a range "101-103" of positive seeds, each
 // seed once; anything else fails with a message naming --seeds.
 std::vector<int> parse_seeds(const std::string& text);
+// --seeds and --max-seeds into the options: "auto" or "auto:FIRST" (3 seeds from FIRST, default 1, then 2 at a
+// time while a sub-claim is unclear, up to max_seeds, at least 3), or a fixed list as parse_seeds reads it
+// (one look). Without --seeds: auto for the default preset, 1 seed for --quick, 3 for --large.
+void choose_seeds(StudyOptions& options, const std::string& seeds_text, int max_seeds);
 // "1–3", "101, 102, 104", "7".
 std::string describe_seeds(const std::vector<int>& seeds);
 const Study& find_study(std::string_view name);
@@ -92,14 +105,19 @@ int checkpoint_interval(int steps);
 // and its error line listed, whatever the sub-claims say. Adds the setup generated from the runs'
 // configs and the run directories.
 Report judge_study(const Study& study, const StudyOptions& options, const std::vector<RunOutcome>& outcomes);
+// The headline sub-claim in one line: statement, statistic, mean ± sd, threshold, interval and outcome.
+std::string headline_text(const Report& report);
 
 struct StudyResult {
   std::filesystem::path report;  // report.html
   std::filesystem::path index;   // studies.html beside the study's folder, refreshed
   std::string verdict;
   std::vector<std::string> failures;  // as in Report::failures
+  std::vector<SubClaim> claims;       // decided
+  std::string headline;               // the headline sub-claim's effect and interval, one line
 };
-// Runs a study end to end (grid, summary.csv, report, the index of reports beside it).
+// Runs a study end to end (grid, summary.csv, seeds.csv, report, the index of reports beside it); with
+// --seeds auto, looks again with 2 more seeds while a sub-claim is unclear, up to the cap.
 StudyResult run_study(const Study& study, const StudyOptions& options, const RunnerOptions& runner);
 
 // Reading what runs wrote.

@@ -193,7 +193,11 @@ void Trainer::stop_non_finite(int step, std::initializer_list<std::pair<const ch
     saved =
         fmt::format("the last good state (step {}) is saved in {}", step - 1, (run_dir_ / kCheckpointFile).string());
   }
-  Json record{{"type", "non_finite"}, {"step", step}, {"first", where}};
+  // The corpus's unigram entropy, the stand-in for a diverged run's loss in the studies (it learned no more).
+  Json record{{"type", "non_finite"},
+              {"step", step},
+              {"first", where},
+              {"unigram_entropy_nats", run_.data.unigram_entropy_nats}};
   std::string value_text;  // "loss nan, grad norm inf"
   for (const auto& [key, value] : values) {
     record[key] = value;

@@ -103,8 +103,12 @@ inline void write_diverged(RunOutcome& o) {
                                                     {"grad_norm", 1.0},
                                                     {"tokens_per_s", 1000.0},
                                                     {"elapsed_s", 1.0}});
-  append_line(o.dir / "run" / "metrics.jsonl",
-              Json{{"type", "non_finite"}, {"step", 5}, {"loss", NAN}, {"grad_norm", INFINITY}, {"first", "layers.0"}});
+  append_line(o.dir / "run" / "metrics.jsonl", Json{{"type", "non_finite"},
+                                                    {"step", 5},
+                                                    {"loss", NAN},
+                                                    {"grad_norm", INFINITY},
+                                                    {"first", "layers.0"},
+                                                    {"unigram_entropy_nats", 6.0}});
 }
 
 // One training-probe record (probes.jsonl): {"step", "family", columns...}.

@@ -1,0 +1,248 @@
+#include "study/claims.h"
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+namespace normlab::study {
+
+double mean(const std::vector<double>& v) {
+  if (v.empty()) return NAN;
+  double s = 0;
+  for (double x : v) s += x;
+  return s / static_cast<double>(v.size());
+}
+
+std::string num(double v) {
+  if (std::isnan(v)) return "n/a";
+  if (std::isinf(v)) return v > 0 ? "∞" : "−∞";
+  return std::abs(v) >= 0.01 || v == 0 ? fmt::format("{:.3f}", v) : fmt::format("{:.3g}", v);
+}
+
+bool SeedValues::complete() const {
+  return !values.empty() && std::none_of(values.begin(), values.end(), [](double v) { return std::isnan(v); });
+}
+
+double SeedValues::mean() const { return complete() ? study::mean(values) : NAN; }
+
+double SeedValues::sd() const {
+  if (!complete() || std::any_of(values.begin(), values.end(), [](double v) { return std::isinf(v); })) return NAN;
+  if (n() == 1) return 0;
+  const double m = mean();
+  double ss = 0;
+  for (double v : values) ss += (v - m) * (v - m);
+  return std::sqrt(ss / static_cast<double>(n() - 1));
+}
+
+std::string SeedValues::show() const {
+  if (values.empty()) return "n/a (no seeds)";
+  if (!complete()) {
+    std::vector<int> missing;
+    for (size_t i = 0; i < n(); ++i)
+      if (std::isnan(values[i])) missing.push_back(seeds[i]);
+    return fmt::format("n/a (seed{} {} missing)", missing.size() > 1 ? "s" : "", fmt::join(missing, ", "));
+  }
+  if (n() == 1) return fmt::format("{} (1 seed)", num(values[0]));
+  const double s = sd();
+  return fmt::format("{} ± {} ({} seeds)", num(mean()), std::isnan(s) ? "n/a" : num(s), n());
+}
+
+namespace {
+
+// The regularized incomplete beta function I_x(a, b) by its continued fraction (modified Lentz's method),
+// used on the side of x where it converges fast: I_x(a, b) = 1 − I_{1−x}(b, a).
+double incomplete_beta(double x, double a, double b) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  if (x > (a + 1) / (a + b + 2)) return 1 - incomplete_beta(1 - x, b, a);
+  const double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) +
+                                b * std::log1p(-x)) /
+                       a;
+  constexpr double tiny = 1e-300;
+  double f = 1, c = 1, d = 0;
+  for (int i = 0; i <= 400; ++i) {
+    const int m = i / 2;
+    double numerator;
+    if (i == 0) numerator = 1;
+    else if (i % 2 == 0) numerator = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m));
+    else numerator = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1));
+    d = 1 + numerator * d;
+    d = std::abs(d) < tiny ? tiny : d;
+    d = 1 / d;
+    c = 1 + numerator / c;
+    c = std::abs(c) < tiny ? tiny : c;
+    const double step = c * d;
+    f *= step;
+    if (std::abs(1 - step) < 1e-15) break;
+  }
+  return front * (f - 1);
+}
+
+// P(T ≤ t) for Student's t with `dof` degrees of freedom.
+double student_t_cdf(double t, int dof) {
+  const double nu = dof;
+  const double tail = 0.5 * incomplete_beta(nu / (nu + t * t), nu / 2, 0.5);
+  return t >= 0 ? 1 - tail : tail;
+}
+
+}  // namespace
+
+double student_t_quantile(double p, int dof) {
+  if (!(p > 0 && p < 1) || dof < 1) throw std::invalid_argument("student_t_quantile: p in (0, 1), dof >= 1");
+  if (p < 0.5) return -student_t_quantile(1 - p, dof);
+  double lo = 0, hi = 1;
+  while (student_t_cdf(hi, dof) < p) hi *= 2;
+  for (int i = 0; i < 200 && hi - lo > 1e-12 * hi; ++i) {
+    const double mid = (lo + hi) / 2;
+    (student_t_cdf(mid, dof) < p ? lo : hi) = mid;
+  }
+  return (lo + hi) / 2;
+}
+
+std::vector<int> SeedSchedule::look_sizes(int cap) {
+  std::vector<int> sizes;
+  for (int n = std::min(kStart, cap); n < cap; n += kStep) sizes.push_back(n);
+  sizes.push_back(cap);
+  return sizes;
+}
+
+SeedSchedule SeedSchedule::automatic(int cap) { return {static_cast<int>(look_sizes(cap).size())}; }
+
+std::string SeedSchedule::describe() const {
+  const std::string level = fmt::format("{:g}%", 100 * confidence());
+  if (looks == 1) return level;
+  return fmt::format("{} (Bonferroni over {} planned looks: {:g}% for all of them together)", level, looks,
+                     100 * (1 - kFamilyAlpha));
+}
+
+std::string SubClaim::threshold() const {
+  switch (side) {
+    case Side::above:
+      return "> " + num(lo);
+    case Side::below:
+      return "< " + num(hi);
+    case Side::within:
+      break;
+  }
+  return fmt::format("in ({}, {})", num(lo), num(hi));
+}
+
+std::string SubClaim::interval() const {
+  if (!cannot_decide.empty() || !values.complete()) return "n/a";
+  if (std::isnan(interval_lo)) return values.n() < 2 ? "n/a (1 seed: no interval)" : "n/a (an infinite value)";
+  return fmt::format("[{}, {}] ({:g}%)", num(interval_lo), num(interval_hi), 100 * confidence);
+}
+
+std::string SubClaim::outcome() const {
+  switch (truth) {
+    case Truth::holds:
+      return "holds";
+    case Truth::fails:
+      return "fails";
+    case Truth::unclear:
+      return std::isnan(interval_lo) ? "unclear: no interval" : "unclear: the interval reaches across " + threshold();
+    case Truth::undecided:
+      break;
+  }
+  if (!cannot_decide.empty()) return "cannot decide: " + cannot_decide;
+  return "cannot decide: " + values.show();
+}
+
+namespace {
+
+SubClaim make_claim(std::string id, std::string statement, std::string statistic, SeedValues values,
+                    SubClaim::Side side, double lo, double hi) {
+  SubClaim c;
+  c.id = std::move(id), c.statement = std::move(statement), c.statistic = std::move(statistic);
+  c.values = std::move(values), c.side = side, c.lo = lo, c.hi = hi;
+  return c;
+}
+
+}  // namespace
+
+SubClaim claim_above(std::string id, std::string statement, std::string statistic, SeedValues values, double t) {
+  return make_claim(std::move(id), std::move(statement), std::move(statistic), std::move(values),
+                    SubClaim::Side::above, t, t);
+}
+SubClaim claim_below(std::string id, std::string statement, std::string statistic, SeedValues values, double t) {
+  return make_claim(std::move(id), std::move(statement), std::move(statistic), std::move(values),
+                    SubClaim::Side::below, t, t);
+}
+SubClaim claim_within(std::string id, std::string statement, std::string statistic, SeedValues values, double lo,
+                      double hi) {
+  return make_claim(std::move(id), std::move(statement), std::move(statistic), std::move(values),
+                    SubClaim::Side::within, lo, hi);
+}
+
+SubClaim& cannot_decide_unless(SubClaim& claim, bool decidable, std::string why) {
+  if (!decidable) claim.cannot_decide = std::move(why);
+  return claim;
+}
+
+void decide(SubClaim& c, const SeedSchedule& schedule) {
+  c.confidence = schedule.confidence();
+  c.interval_lo = c.interval_hi = NAN;
+  if (!c.cannot_decide.empty() || !c.values.complete()) {
+    c.truth = Truth::undecided;
+    return;
+  }
+  const auto& v = c.values.values;
+  if (std::all_of(v.begin(), v.end(), [&](double x) { return x == v.front(); }) && v.size() > 1) {
+    c.interval_lo = c.interval_hi = v.front();  // no spread (possibly every seed infinite): a point
+  } else if (v.size() > 1 && std::isfinite(c.values.sd())) {
+    const double half = student_t_quantile(1 - schedule.alpha() / 2, static_cast<int>(v.size()) - 1) *
+                        c.values.sd() / std::sqrt(static_cast<double>(v.size()));
+    c.interval_lo = c.values.mean() - half, c.interval_hi = c.values.mean() + half;
+  }
+  if (std::isnan(c.interval_lo)) {
+    c.truth = Truth::unclear;
+    return;
+  }
+  const double lo = c.interval_lo, hi = c.interval_hi;
+  switch (c.side) {
+    case SubClaim::Side::above:
+      c.truth = lo > c.lo ? Truth::holds : hi < c.lo ? Truth::fails : Truth::unclear;
+      break;
+    case SubClaim::Side::below:
+      c.truth = hi < c.hi ? Truth::holds : lo > c.hi ? Truth::fails : Truth::unclear;
+      break;
+    case SubClaim::Side::within:
+      c.truth = lo > c.lo && hi < c.hi ? Truth::holds : hi < c.lo || lo > c.hi ? Truth::fails : Truth::unclear;
+      break;
+  }
+}
+
+std::string combine_verdicts(const std::vector<SubClaim>& claims) {
+  size_t holding = 0, failing = 0, unclear = 0;
+  for (const SubClaim& c : claims) {
+    if (c.truth == Truth::undecided) return "incomplete";
+    holding += c.truth == Truth::holds, failing += c.truth == Truth::fails, unclear += c.truth == Truth::unclear;
+  }
+  if (claims.empty()) return "incomplete";
+  if (holding == claims.size()) return "reproduced";
+  if (failing == claims.size()) return "not reproduced";
+  return unclear > 0 ? "inconclusive" : "partly reproduced";
+}
+
+std::string ids_where(const std::vector<SubClaim>& claims, Truth truth) {
+  std::vector<std::string> ids;
+  for (const SubClaim& c : claims)
+    if (c.truth == truth) ids.push_back(c.id);
+  return fmt::format("{}", fmt::join(ids, ", "));
+}
+
+std::string seed_rule_text(const SeedSchedule& schedule) {
+  return fmt::format(
+      "Each sub-claim is one number per seed (a comparison of two arms: their difference or ratio formed seed by "
+      "seed, since the arms of a seed share its init and data order). Its interval is mean ± t · sd/√n over the n "
+      "seeds at {} confidence. It holds when the interval lies wholly past its threshold on the claimed side, "
+      "fails when it lies wholly on the other side, and is unclear otherwise (one seed gives no interval). "
+      "Reproduced: every sub-claim holds; partly reproduced: every sub-claim decided, some fail; not reproduced: "
+      "every one fails; inconclusive: some sub-claim unclear; incomplete: a run failed or a number is missing.",
+      schedule.describe());
+}
+
+}  // namespace normlab::study

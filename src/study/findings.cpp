@@ -1,0 +1,154 @@
+#include "study/findings.h"
+
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <set>
+#include <vector>
+
+#include "study/claims.h"
+#include "study/report.h"
+#include "study/studies.h"
+
+namespace normlab::study {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// The reports kept for one study: the default preset on the design seeds (first seed below 100) and on the fresh
+// seeds (from 101), and the large preset. The newest report of each kind wins.
+struct Kept {
+  std::optional<ReportEntry> design, fresh, large;
+};
+
+Kept kept_reports(const fs::path& results, std::string_view study) {
+  Kept k;
+  std::error_code ec;
+  std::vector<ReportEntry> entries;
+  for (const auto& e : fs::directory_iterator(results / std::string(study), ec))
+    if (e.is_directory(ec))
+      if (auto entry = read_report_entry(e.path()); entry && entry->json.contains("sub_claims"))
+        entries.push_back(*entry);
+  std::sort(entries.begin(), entries.end(),
+            [](const ReportEntry& a, const ReportEntry& b) { return a.written < b.written; });
+  for (ReportEntry& e : entries) {
+    const std::string preset = e.json.value("preset", "default");
+    const auto& seeds = e.json["seeds"];
+    const bool fresh = seeds.is_array() && !seeds.empty() && seeds.front().get<int>() > 100;
+    if (preset == "large") k.large = e;
+    else if (preset == "default") (fresh ? k.fresh : k.design) = e;
+  }
+  return k;
+}
+
+std::string seeds_text(const Json& report) {
+  std::vector<int> seeds = report["seeds"].get<std::vector<int>>();
+  return describe_seeds(seeds);
+}
+
+// "reproduced", "partly reproduced (fails: B2)", "inconclusive (unclear: B1)".
+std::string verdict_text(const Json& r) {
+  const std::string verdict = r.value("verdict", "");
+  const std::string failing = r.value("failing", ""), unclear = r.value("unclear", "");
+  if (verdict == "partly reproduced") return fmt::format("**{}** (fails: {})", verdict, failing);
+  if (verdict == "inconclusive")
+    return fmt::format("**{}** (unclear: {}{})", verdict, unclear, failing.empty() ? "" : "; fails: " + failing);
+  return "**" + verdict + "**";
+}
+
+const Json* headline_claim(const Json& r) {
+  for (const Json& c : r["sub_claims"])
+    if (c.value("id", "") == r.value("headline", "")) return &c;
+  return nullptr;
+}
+
+// "1.310 [0.920, 1.700]".
+std::string effect_text(const Json& r) {
+  const Json* c = headline_claim(r);
+  if (!c) return "n/a";
+  const auto number = [](const Json& v) { return v.is_number() ? num(v.get<double>()) : std::string("n/a"); };
+  return fmt::format("{} [{}, {}]", number((*c)["mean"]), number((*c)["interval"][0]), number((*c)["interval"][1]));
+}
+
+// "d 64, 6–24 layers, 500 steps".
+std::string size_text(const Json& r) {
+  const auto range = [](const Json& v) {
+    std::vector<int> x = v.is_array() ? v.get<std::vector<int>>() : std::vector<int>{};
+    if (x.empty()) return std::string("—");
+    return x.front() == x.back() ? std::to_string(x.front()) : fmt::format("{}–{}", x.front(), x.back());
+  };
+  const std::string steps = range(r["train_steps"]);
+  return fmt::format("d {}, {} layers{}", range(r["d_model"]), range(r["n_layers"]),
+                     steps == "—" ? ", init only" : ", " + steps + " steps");
+}
+
+std::string cell(const std::optional<ReportEntry>& e) {
+  return e ? fmt::format("{}, seeds {}", verdict_text(e->json), seeds_text(e->json)) : "not run";
+}
+
+// The paper part of a source: up to the first ", " that follows a year or the first ';'.
+std::string paper_of(std::string_view source) {
+  const size_t semicolon = source.find(';');
+  std::string first(source.substr(0, semicolon));
+  if (const size_t paren = first.find(" ("); paren != std::string::npos) first = first.substr(0, paren);
+  return first;
+}
+
+}  // namespace
+
+std::string findings_table(const fs::path& results) {
+  std::string md =
+      "| study | claim | paper | design seeds | fresh seeds | headline effect, design / fresh [interval] | model | "
+      "core-hours |\n|---|---|---|---|---|---|---|---|\n";
+  for (const Study* s : all_studies()) {
+    const Kept k = kept_reports(results, s->name);
+    const auto effect = [](const std::optional<ReportEntry>& e) { return e ? effect_text(e->json) : "—"; };
+    const std::optional<ReportEntry>& any = k.fresh ? k.fresh : k.design;
+    double hours = 0;
+    for (const auto* e : {&k.design, &k.fresh})
+      if (*e) hours += (*e)->json.value("core_hours", 0.0);
+    md += fmt::format("| [{}]({}/) | {} | {} | {} | {} | {}: {} / {} | {} | {} |\n", s->name, s->name, s->title,
+                      paper_of(s->source), cell(k.design), cell(k.fresh),
+                      any ? any->json.value("headline", "") : std::string("—"), effect(k.design), effect(k.fresh),
+                      any ? size_text(any->json) : std::string("—"), any ? fmt::format("{:.2f}", hours) : "—");
+  }
+  return md;
+}
+
+std::string findings_index(const fs::path& results) {
+  std::string md =
+      "# What the studies found\n\n"
+      "Generated by `normlab study index results` from the `report.json` of each study kept here; do not edit by "
+      "hand (a test regenerates it and compares). Each study ran its default preset on the design seeds (1, 2, 3 "
+      "…) and again, with nothing retuned, on the fresh seeds (101, 102, 103 …), with `--seeds auto`: 3 seeds, "
+      "then 2 more at a time while a sub-claim's interval reaches across its threshold, up to 8. A sub-claim holds "
+      "when its interval (Student t over the seeds, Bonferroni over the planned looks) lies wholly past its "
+      "threshold; see docs/studies.md for the rule and each study's regime.\n\n" +
+      findings_table(results) + "\n## Headline sub-claims\n\n";
+  for (const Study* s : all_studies()) {
+    const Kept k = kept_reports(results, s->name);
+    const std::optional<ReportEntry>& any = k.fresh ? k.fresh : k.design;
+    if (!any) continue;
+    if (const Json* c = headline_claim(any->json))
+      md += fmt::format("- `{}` {}: {} — {} ({})\n", s->name, c->value("id", ""), c->value("statement", ""),
+                        c->value("statistic", ""), c->value("threshold", ""));
+  }
+  std::string large;
+  for (const Study* s : all_studies())
+    if (const Kept k = kept_reports(results, s->name); k.large)
+      large += fmt::format("| [{}]({}/{}/) | {}, seeds {} | {}: {} | {} | {:.2f} |\n", s->name, s->name,
+                           k.large->dir.filename().string(), verdict_text(k.large->json), seeds_text(k.large->json),
+                           k.large->json.value("headline", ""), effect_text(k.large->json), size_text(k.large->json),
+                           k.large->json.value("core_hours", 0.0));
+  if (!large.empty())
+    md += "\n## Large presets (`--large`)\n\n| study | verdict | headline effect [interval] | model | core-hours |\n"
+          "|---|---|---|---|---|\n" +
+          large;
+  return md;
+}
+
+}  // namespace normlab::study
