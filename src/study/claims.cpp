@@ -58,9 +58,8 @@ double incomplete_beta(double x, double a, double b) {
   if (x <= 0) return 0;
   if (x >= 1) return 1;
   if (x > (a + 1) / (a + b + 2)) return 1 - incomplete_beta(1 - x, b, a);
-  const double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) +
-                                b * std::log1p(-x)) /
-                       a;
+  const double front =
+      std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) + a * std::log(x) + b * std::log1p(-x)) / a;
   constexpr double tiny = 1e-300;
   double f = 1, c = 1, d = 0;
   for (int i = 0; i <= 400; ++i) {
@@ -164,12 +163,12 @@ SubClaim make_claim(std::string id, std::string statement, std::string statistic
 }  // namespace
 
 SubClaim claim_above(std::string id, std::string statement, std::string statistic, SeedValues values, double t) {
-  return make_claim(std::move(id), std::move(statement), std::move(statistic), std::move(values),
-                    SubClaim::Side::above, t, t);
+  return make_claim(std::move(id), std::move(statement), std::move(statistic), std::move(values), SubClaim::Side::above,
+                    t, t);
 }
 SubClaim claim_below(std::string id, std::string statement, std::string statistic, SeedValues values, double t) {
-  return make_claim(std::move(id), std::move(statement), std::move(statistic), std::move(values),
-                    SubClaim::Side::below, t, t);
+  return make_claim(std::move(id), std::move(statement), std::move(statistic), std::move(values), SubClaim::Side::below,
+                    t, t);
 }
 SubClaim claim_within(std::string id, std::string statement, std::string statistic, SeedValues values, double lo,
                       double hi) {
@@ -193,8 +192,8 @@ void decide(SubClaim& c, const SeedSchedule& schedule) {
   if (std::all_of(v.begin(), v.end(), [&](double x) { return x == v.front(); }) && v.size() > 1) {
     c.interval_lo = c.interval_hi = v.front();  // no spread (possibly every seed infinite): a point
   } else if (v.size() > 1 && std::isfinite(c.values.sd())) {
-    const double half = student_t_quantile(1 - schedule.alpha() / 2, static_cast<int>(v.size()) - 1) *
-                        c.values.sd() / std::sqrt(static_cast<double>(v.size()));
+    const double half = student_t_quantile(1 - schedule.alpha() / 2, static_cast<int>(v.size()) - 1) * c.values.sd() /
+                        std::sqrt(static_cast<double>(v.size()));
     c.interval_lo = c.values.mean() - half, c.interval_hi = c.values.mean() + half;
   }
   if (std::isnan(c.interval_lo)) {

@@ -61,12 +61,12 @@ struct SeedSchedule {
 
 struct SubClaim {
   enum class Side { above, below, within };
-  std::string id;          // "A", "B1"
-  std::string statement;   // what the paper claims, as tested here
-  std::string statistic;   // what each seed's number is
-  SeedValues values;       // per seed
+  std::string id;         // "A", "B1"
+  std::string statement;  // what the paper claims, as tested here
+  std::string statistic;  // what each seed's number is
+  SeedValues values;      // per seed
   Side side = Side::above;
-  double lo = 0, hi = 0;   // above: > lo; below: < hi; within: lo < x < hi
+  double lo = 0, hi = 0;      // above: > lo; below: < hi; within: lo < x < hi
   std::string cannot_decide;  // why the study's grid leaves it undecidable ("" if it does not)
   // Set by decide():
   double confidence = 0.95;

@@ -86,6 +86,13 @@ std::string size_text(const Json& r) {
                      steps == "—" ? ", init only" : ", " + steps + " steps");
 }
 
+// Text inside a Markdown table cell: a '|' would end the cell.
+std::string md_cell(std::string_view text) {
+  std::string out;
+  for (char c : text) out += c == '|' ? std::string("\\|") : std::string(1, c);
+  return out;
+}
+
 std::string cell(const std::optional<ReportEntry>& e) {
   return e ? fmt::format("{}, seeds {}", verdict_text(e->json), seeds_text(e->json)) : "not run";
 }
@@ -111,8 +118,8 @@ std::string findings_table(const fs::path& results) {
     double hours = 0;
     for (const auto* e : {&k.design, &k.fresh})
       if (*e) hours += (*e)->json.value("core_hours", 0.0);
-    md += fmt::format("| [{}]({}/) | {} | {} | {} | {} | {}: {} / {} | {} | {} |\n", s->name, s->name, s->title,
-                      paper_of(s->source), cell(k.design), cell(k.fresh),
+    md += fmt::format("| [{}]({}/) | {} | {} | {} | {} | {}: {} / {} | {} | {} |\n", s->name, s->name,
+                      md_cell(s->title), md_cell(paper_of(s->source)), cell(k.design), cell(k.fresh),
                       any ? any->json.value("headline", "") : std::string("—"), effect(k.design), effect(k.fresh),
                       any ? size_text(any->json) : std::string("—"), any ? fmt::format("{:.2f}", hours) : "—");
   }
@@ -128,15 +135,17 @@ std::string findings_index(const fs::path& results) {
       "then 2 more at a time while a sub-claim's interval reaches across its threshold, up to 8. A sub-claim holds "
       "when its interval (Student t over the seeds, Bonferroni over the planned looks) lies wholly past its "
       "threshold; see docs/studies.md for the rule and each study's regime.\n\n" +
-      findings_table(results) + "\n## Headline sub-claims\n\n";
+      findings_table(results);
+  std::string headlines;
   for (const Study* s : all_studies()) {
     const Kept k = kept_reports(results, s->name);
     const std::optional<ReportEntry>& any = k.fresh ? k.fresh : k.design;
     if (!any) continue;
     if (const Json* c = headline_claim(any->json))
-      md += fmt::format("- `{}` {}: {} — {} ({})\n", s->name, c->value("id", ""), c->value("statement", ""),
-                        c->value("statistic", ""), c->value("threshold", ""));
+      headlines += fmt::format("- `{}` {}: {} — {} ({})\n", s->name, c->value("id", ""), c->value("statement", ""),
+                               c->value("statistic", ""), c->value("threshold", ""));
   }
+  if (!headlines.empty()) md += "\n## Headline sub-claims\n\n" + headlines;
   std::string large;
   for (const Study* s : all_studies())
     if (const Kept k = kept_reports(results, s->name); k.large)
@@ -145,9 +154,10 @@ std::string findings_index(const fs::path& results) {
                            k.large->json.value("headline", ""), effect_text(k.large->json), size_text(k.large->json),
                            k.large->json.value("core_hours", 0.0));
   if (!large.empty())
-    md += "\n## Large presets (`--large`)\n\n| study | verdict | headline effect [interval] | model | core-hours |\n"
-          "|---|---|---|---|---|\n" +
-          large;
+    md +=
+        "\n## Large presets (`--large`)\n\n| study | verdict | headline effect [interval] | model | core-hours |\n"
+        "|---|---|---|---|---|\n" +
+        large;
   return md;
 }
 
