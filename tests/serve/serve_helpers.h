@@ -78,8 +78,8 @@ inline std::string raw_request(int port, const std::string& bytes,
 
 // GET `target` with `headers` (each ending in \r\n) and the right Host.
 inline std::string get(int port, const std::string& target, const std::string& headers = "") {
-  return raw_request(port, "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n" +
-                               headers + "Connection: close\r\n\r\n");
+  return raw_request(port, "GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port) + "\r\n" + headers +
+                               "Connection: close\r\n\r\n");
 }
 
 inline int status_of(const std::string& response) {
@@ -94,8 +94,7 @@ inline std::string body_of(const std::string& response) {
 inline std::string header_of(const std::string& response, const std::string& name) {
   std::smatch m;
   const std::string head = response.substr(0, response.find("\r\n\r\n") + 2);
-  return std::regex_search(head, m, std::regex("\r\n" + name + ": *([^\r]*)\r\n", std::regex::icase)) ? m[1].str()
-                                                                                                         : "";
+  return std::regex_search(head, m, std::regex("\r\n" + name + ": *([^\r]*)\r\n", std::regex::icase)) ? m[1].str() : "";
 }
 
 // A training run's folder with the files the trainer writes first (config.json, metrics.jsonl; `tail` is
@@ -126,7 +125,7 @@ inline void write_summary(const fs::path& dir, double train_loss, double val_los
                                   {"tokens_per_s", 221.8},
                                   {"parameters", 566272},
                                   {"precision", "fp32"}}
-                                 .dump(2) +
+                                     .dump(2) +
                                  "\n");
 }
 
@@ -146,7 +145,7 @@ inline fs::path study_run(const fs::path& study, const std::string& id, const st
                                   {"corpus", "c7bc2a8fd9e14825"},
                                   {"config", config}}
                                      .dump(2) +
-                                     "\n");
+                                 "\n");
   if (started) spit(dir / "log.txt", "566272 parameters\nstep      2/20 | loss 8.2513 | lr 1.00e-03\n");
   return dir;
 }
@@ -168,13 +167,15 @@ inline void train_study_run(const fs::path& dir, bool finished) {
 
 // `normlab probe --analysis grad-init`'s analysis.jsonl: one record, columns as arrays.
 inline void write_grad_init(const fs::path& dir) {
-  spit(dir / "analysis.jsonl",
-       Json{{"analysis", "grad-init"},
-            {"result",
-             {{"name", {"embed.tokens.weight", "layers.0.attn.q.weight", "layers.0.ffn.fc1.weight", "final_norm.weight"}},
-              {"grad_norm", {0.638, 0.0878, 0.2805, 0.0412}}}}}
-               .dump() +
-           "\n");
+  spit(
+      dir / "analysis.jsonl",
+      Json{
+          {"analysis", "grad-init"},
+          {"result",
+           {{"name", {"embed.tokens.weight", "layers.0.attn.q.weight", "layers.0.ffn.fc1.weight", "final_norm.weight"}},
+            {"grad_norm", {0.638, 0.0878, 0.2805, 0.0412}}}}}
+              .dump() +
+          "\n");
 }
 
 // Sets the time of every file and folder under `dir` back by `age`, as if written that long ago.

@@ -223,10 +223,22 @@ TEST(ServeUnreadable, AMalformedMetricsLine) {
   TempDir tmp("serve");
   const std::map<std::string, std::pair<std::string, std::string>> cases = {
       {"text", {"garbage\n", "metrics.jsonl line 3: not a JSON object"}},
-      {"step", {R"({"type":"train","step":"x","loss":5.0})" "\n", "metrics.jsonl line 3: step is not an integer"}},
-      {"loss", {R"({"type":"train","step":3,"loss":"5.0"})" "\n", "metrics.jsonl line 3: loss is not a number"}},
-      {"eval", {R"({"type":"eval","step":3,"val_loss":[5]})" "\n", "line 3: val_loss is not a number"}},
-      {"type", {R"({"type":7,"step":3})" "\n", "metrics.jsonl line 3: type is not a string"}}};
+      {"step",
+       {R"({"type":"train","step":"x","loss":5.0})"
+        "\n",
+        "metrics.jsonl line 3: step is not an integer"}},
+      {"loss",
+       {R"({"type":"train","step":3,"loss":"5.0"})"
+        "\n",
+        "metrics.jsonl line 3: loss is not a number"}},
+      {"eval",
+       {R"({"type":"eval","step":3,"val_loss":[5]})"
+        "\n",
+        "line 3: val_loss is not a number"}},
+      {"type",
+       {R"({"type":7,"step":3})"
+        "\n",
+        "metrics.jsonl line 3: type is not a string"}}};
   for (const auto& [id, line] : cases) fake_run(tmp / id, {7.0, 6.5}, line.first);
   std::map<std::string, Json> runs = served_runs(tmp.path());
   for (const auto& [id, line] : cases) {
