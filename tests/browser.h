@@ -35,17 +35,18 @@ inline std::string render_in_chromium(const std::string& url, const std::string&
       profile.path().string() + "' ";
   // One load gives both: the DOM after the virtual time, and the screenshot. Headless chromium now and
   // then hangs on a load that takes seconds otherwise (CI saw it once, on the serve test's second load
-  // of a page that had rendered a moment before; never reproduced here): a load that outlasts 90 s is
-  // tried again, up to three times; any other failure fails at once.
+  // of a page that had rendered a moment before; never reproduced here): a load that outlasts 150 s (a
+  // load takes seconds, a starved machine's up to a minute) is tried again, up to three times; any
+  // other failure fails at once.
   const fs::path dom = artifacts / (screenshot_name + ".dom.html");
-  const std::string cmd = "timeout -k 5 90 chromium " + flags + "--window-size=1400,1800 --screenshot='" +
+  const std::string cmd = "timeout -k 5 150 chromium " + flags + "--window-size=1400,1800 --screenshot='" +
                           (artifacts / (screenshot_name + ".png")).string() + "' --dump-dom '" + url + "' >'" +
                           dom.string() + "' 2>/dev/null";
   int status = 0;
   for (int attempt = 1; attempt <= 3; ++attempt) {
     status = std::system(cmd.c_str());
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 124) break;
-    std::fprintf(stderr, "chromium: %s timed out after 90 s (attempt %d of 3)\n", screenshot_name.c_str(), attempt);
+    std::fprintf(stderr, "chromium: %s timed out after 150 s (attempt %d of 3)\n", screenshot_name.c_str(), attempt);
   }
   EXPECT_EQ(status, 0) << "chromium failed: is Debian's chromium installed (scripts/setup.sh)?";
   const fs::path png = artifacts / (screenshot_name + ".png");

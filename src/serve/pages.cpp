@@ -15,7 +15,7 @@ table { border-collapse: collapse; margin: .5em 0 1.5em; } td, th { border: 1px 
 td.num { text-align: right; font-variant-numeric: tabular-nums; }
 .status { padding: 1px 6px; border-radius: 4px; }
 .running { background: #e2f0fb; } .finished { background: #d4edda; } .stalled, .stopped { background: #fff3cd; }
-.diverged, .failed { background: #f8d7da; }
+.diverged, .failed, .unreadable { background: #f8d7da; } .queued { background: #eee; }
 .reproduced { background: #d4edda; } .not-reproduced { background: #f8d7da; } .inconclusive { background: #fff3cd; }
 figure { display: inline-block; margin: .5em 1em .5em 0; vertical-align: top; }
 figure button { display: block; margin-top: 2px; font-size: .8em; }
@@ -182,8 +182,8 @@ async function refresh() {
   if (!index.studies.length) cell(studies.insertRow(), 'none yet: normlab study NAME writes one into runs/study-NAME', 'muted').colSpan = 6;
   for (const s of index.studies) {
     const row = studies.insertRow();
-    cell(row, link(filesUrl(s.path) + '/', s.path || '(this folder)'));
-    cell(row, statusBadge(s.status));
+    cell(row, s.status === 'unreadable' ? s.path : link(filesUrl(s.path) + '/', s.path || '(this folder)'));
+    cell(row, statusBadge(s.status)).title = s.message;
     cell(row, s.done + ' / ' + s.runs, 'num');
     cell(row, s.running, 'num');
     cell(row, s.verdict, s.verdict.replace(' ', '-'));
@@ -198,19 +198,22 @@ async function refresh() {
     box.type = 'checkbox'; box.checked = picked.has(run.path);
     box.onchange = () => box.checked ? picked.add(run.path) : picked.delete(run.path);
     cell(row, box);
-    cell(row, link('/run?path=' + encodeURIComponent(run.path), run.path));
+    cell(row, run.viewable ? link('/run?path=' + encodeURIComponent(run.path), run.path) : run.path);
     cell(row, run.study === null ? '' : run.study || '(this folder)');
-    cell(row, statusBadge(run.status)).title = run.message;
+    // Why a run cannot be read is shown in full: it names the file and field to fix.
+    const status = cell(row, statusBadge(run.status));
+    if (run.status === 'unreadable') status.append(' ' + run.message); else status.title = run.message;
     cell(row, run.placement);
     cell(row, run.n_layers, 'num');
-    cell(row, run.step + ' / ' + run.steps, 'num');
+    cell(row, run.step + ' / ' + run.steps + (run.kind === 'analysis' ? ' analyses' : ''), 'num');
     cell(row, fmtNum(run.loss), 'num');
     cell(row, fmtNum(run.val_loss), 'num');
     cell(row, fmtNum(run.tokens_per_s, 3), 'num');
     cell(row, run.probes ? 'yes' : '');
-    cell(row, link(filesUrl(run.path) + '/', 'files'));
+    cell(row, run.viewable ? link(filesUrl(run.path) + '/', 'files') : '');
   }
-  selfCheck({runs: index.runs.length, studies: index.studies.length});
+  selfCheck({runs: index.runs.length, studies: index.studies.length, 'study-statuses': index.studies.map(s => s.status).join(' '),
+             'run-statuses': index.runs.map(r => r.status).join(' ')});
   return true;
 }
 poll(refresh, 5000);
@@ -228,18 +231,26 @@ std::string run_page() {
 <p>step <input type="range" id="slider" min="0" max="0" value="0"> <b id="step"></b>
 <span class="muted">the dashed line is step 1, the state at init; the slider follows the newest step while it is at the right end</span></p>
 <div id="profiles"></div>
+</div>
+<div id="analyses" hidden>
+<h2>Analyses (normlab probe)</h2>
 </div>)",
               R"(
 const runPath = new URLSearchParams(location.search).get('path');
 document.getElementById('title').textContent = runPath;
 document.title = runPath + ' — normlab';
-const curves = document.getElementById('curves');
-const loss = addChart(curves, 'loss', 'Loss', 'step', 'loss');
-loss.data.datasets.push(dataset('train', 0), dataset('validation', 1, {pointRadius: 3}));
-const perStep = [[loss, 'loss', 'Loss'], [addChart(curves, 'lr', 'Learning rate', 'step', 'lr'), 'lr'],
-                 [addChart(curves, 'grad_norm', 'Gradient norm (before clipping)', 'step', '‖g‖', {logY: true}), 'grad_norm'],
-                 [addChart(curves, 'tokens_per_s', 'Throughput', 'step', 'tokens/s'), 'tokens_per_s']];
-perStep.slice(1).forEach(([c, key]) => c.data.datasets.push(dataset(key, 0)));
+// The per-step charts appear once the run has training files: a study's run trains in its run/ subfolder (not
+// there while the run waits its turn), an analysis-only run has none.
+let loss = null, perStep = [];
+function addCurves() {
+  const curves = document.getElementById('curves');
+  loss = addChart(curves, 'loss', 'Loss', 'step', 'loss');
+  loss.data.datasets.push(dataset('train', 0), dataset('validation', 1, {pointRadius: 3}));
+  perStep = [[loss, 'loss'], [addChart(curves, 'lr', 'Learning rate', 'step', 'lr'), 'lr'],
+             [addChart(curves, 'grad_norm', 'Gradient norm (before clipping)', 'step', '‖g‖', {logY: true}), 'grad_norm'],
+             [addChart(curves, 'tokens_per_s', 'Throughput', 'step', 'tokens/s'), 'tokens_per_s']];
+  perStep.slice(1).forEach(([c, key]) => c.data.datasets.push(dataset(key, 0)));
+}
 
 // The probe families drawn, each a profile over layers (stream) or over tensors (norm, update).
 const profileSpecs = [
@@ -287,29 +298,68 @@ function drawProfiles() {
     spec.chart.update();
   }
 }
+// analysis.jsonl (normlab probe writes it whole when it ends): one record per analysis, {"analysis", "result"}
+// with the result's columns as arrays; each numeric column is drawn against the first (layers or tensor names).
+let analysisCharts = 0;
+async function showAnalyses(path) {
+  const r = await fetch(filesUrl(path));
+  if (!r.ok) throw new Error(path + ': ' + r.status);
+  const box = document.getElementById('analyses');
+  for (const line of (await r.text()).split('\n')) {
+    let record;
+    try { record = JSON.parse(line); } catch (e) { continue; }  // an empty line, or one the index reports as unreadable
+    const columns = Object.entries(record.result || {}).filter(([, v]) => Array.isArray(v));
+    if (columns.length < 2) continue;
+    const [xName, xs] = columns[0];
+    for (const [name, ys] of columns.slice(1)) {
+      const finite = ys.filter(v => typeof v === 'number' && Number.isFinite(v));
+      if (!finite.length || !ys.every(v => v === null || typeof v === 'number')) continue;
+      const logY = finite.every(v => v > 0) && Math.max(...finite) > 100 * Math.min(...finite);
+      const c = addChart(box, 'analysis_' + record.analysis + '_' + name + '_' + analysisCharts++, record.analysis + ': ' + name,
+                         xName, name, {labels: xs.map(String), logY, width: 560});
+      c.data.datasets.push(dataset(name, 0, {data: ys.map(v => logY && !(v > 0) ? null : v)}));
+      c.update();
+      box.hidden = false;
+    }
+  }
+}
 
-const metrics = tailer(runPath + '/metrics.jsonl', onMetrics);
-const probes = tailer(runPath + '/probes.jsonl', onProbes);
-let configShown = false;
+let metrics = null, probes = null, configShown = false, analysesShown = false;
 async function refresh() {
   const r = await fetch('/api/run?path=' + encodeURIComponent(runPath));
   if (!r.ok) throw new Error('/api/run: ' + r.status + ' ' + await r.text());
   const run = await r.json();
   if (!configShown) {
-    const c = await fetch(filesUrl(runPath + '/config.json'));
-    if (c.ok) document.getElementById('config').textContent = JSON.stringify(await c.json(), null, 2);
+    const c = await fetch(filesUrl(run.path + '/config.json'));
+    if (c.ok) {
+      const text = await c.text();
+      try { document.getElementById('config').textContent = JSON.stringify(JSON.parse(text), null, 2); }
+      catch (e) { document.getElementById('config').textContent = text; }  // the status says why it is unreadable
+    }
     configShown = true;
   }
-  await metrics();
-  await probes();
+  if (run.files !== null && metrics === null) {
+    addCurves();
+    metrics = tailer(run.files + '/metrics.jsonl', onMetrics);
+    probes = tailer(run.files + '/probes.jsonl', onProbes);
+  }
+  if (metrics !== null) {
+    await metrics();
+    await probes();
+  }
+  if (run.analysis !== null && !analysesShown) {
+    await showAnalyses(run.analysis);
+    analysesShown = true;
+  }
+  const progress = run.kind === 'analysis' ? ` analysis ${run.step} of ${run.steps}` : ` step ${run.step} of ${run.steps}`;
   const summary = document.getElementById('summary');
-  summary.replaceChildren(statusBadge(run.status), ` ${run.placement}, ${run.n_layers} layers, step ${run.step} of ${run.steps}` +
+  summary.replaceChildren(statusBadge(run.status), ` ${run.placement}, ${run.n_layers} layers,` + progress +
                           (run.loss !== null ? `, loss ${fmtNum(run.loss)}` : '') + (run.message ? ' — ' + run.message : ''),
-                          ' · ', link(filesUrl(runPath) + '/', 'files'));
+                          ' · ', link(filesUrl(run.path) + '/', 'files'));
   perStep.forEach(([c]) => c.update());
   drawProfiles();
-  selfCheck({points: loss.data.datasets[0].data.length, status: run.status});
-  return run.status === 'running';  // a finished run's files no longer change
+  selfCheck({points: loss === null ? 0 : loss.data.datasets[0].data.length, status: run.status, analyses: analysisCharts});
+  return run.status === 'running' || run.status === 'queued';  // a run that ended no longer changes
 }
 poll(refresh, 2000);
 )");
@@ -330,18 +380,19 @@ const trainLoss = addChart(box, 'compare_loss', 'Training loss', 'step', 'loss',
 const valLoss = addChart(box, 'compare_val_loss', 'Validation loss', 'step', 'val loss', {width: 760});
 // One entry per chosen run: its tailer, its tokens per step, its raw records (kept to redraw on an axis change).
 const followed = new Map();
-async function follow(path, i) {
-  const c = await fetch(filesUrl(path + '/config.json'));
-  if (!c.ok) throw new Error(path + '/config.json: ' + c.status);
+// `run` is the run's index entry: its training files are in run.files (a study's run/ subfolder).
+async function follow(run, i) {
+  const c = await fetch(filesUrl(run.files + '/config.json'));
+  if (!c.ok) throw new Error(run.files + '/config.json: ' + c.status);
   const t = (await c.json()).train;
   const f = {i, tokensPerStep: t.batch_size * t.seq_len * t.grad_accum, train: [], val: []};
-  f.tail = tailer(path + '/metrics.jsonl', (records, reset) => {
+  f.tail = tailer(run.files + '/metrics.jsonl', (records, reset) => {
     if (reset) f.train = [], f.val = [];
     for (const r of records) {
       if (r.type === 'train') f.train.push(r); else if (r.type === 'eval') f.val.push(r);
     }
   });
-  followed.set(path, f);
+  followed.set(run.path, f);
 }
 function draw() {
   trainLoss.data.datasets = []; valLoss.data.datasets = [];
@@ -362,7 +413,8 @@ async function refresh() {
     const r = await fetch('/api/index');
     if (!r.ok) throw new Error('/api/index: ' + r.status);
     const tbody = document.querySelector('#runs tbody');
-    for (const run of (await r.json()).runs) {
+    const runs = (await r.json()).runs;
+    for (const run of runs) {
       const row = tbody.insertRow();
       const tick = document.createElement('input');
       tick.type = 'checkbox'; tick.checked = chosen.includes(run.path);
@@ -377,7 +429,11 @@ async function refresh() {
       cell(row, run.n_layers, 'num');
       cell(row, fmtNum(run.loss), 'num');
     }
-    for (const [i, path] of chosen.entries()) await follow(path, i);
+    for (const [i, path] of chosen.entries()) {
+      const run = runs.find(r => r.path === path);
+      if (run === undefined) throw new Error(path + ' is not a run of this folder');
+      if (run.files !== null) await follow(run, i);  // an analysis-only run, or one not started, has no curve
+    }
     listed = true;
   }
   for (const f of followed.values()) await f.tail();

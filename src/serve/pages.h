@@ -7,8 +7,9 @@
 // data-errors counts script errors, rejected promises and console.error calls; data-charts and
 // data-charts-drawn count its charts and those with points on a painted canvas; data-png is 1 when
 // the first chart exports as a PNG. The run page adds data-points (train-loss points drawn) and
-// data-status, the compare page data-series (runs with a loss curve), the index data-runs and
-// data-studies.
+// data-status and data-analyses (analysis charts drawn), the compare page data-series (runs with a loss
+// curve), the index data-runs, data-studies and data-run-statuses / data-study-statuses (each entry's
+// status in path order, separated by spaces).
 #include <string>
 
 namespace normlab::serve {

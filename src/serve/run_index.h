@@ -2,7 +2,9 @@
 // What `normlab serve` reads from a directory of runs and studies. Training and studies write these
 // files while the server reads them, so every read takes complete lines only (a line without its '\n'
 // is still being appended) and copes with a file that shrank (a resumed run cuts metrics.jsonl back
-// to its checkpoint's step).
+// to its checkpoint's step). A file that cannot be read (not JSON, a field of the wrong type, not a
+// regular file, a folder name that is not UTF-8) marks its run "unreadable" with the reason; the rest
+// of the index is shown all the same.
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -28,34 +30,47 @@ struct Tail {
   bool reset = false;              // the file is now shorter than `offset` (truncated or replaced): read from 0
   bool more = false;               // complete lines remain after `next` (max_bytes was reached)
 };
-// Stops after about max_bytes (never inside a line); a missing file reads as empty.
+// Stops after about max_bytes (never inside a line); a missing file, or one that is not a regular file, reads as
+// empty.
 Tail read_tail(const std::filesystem::path& file, uint64_t offset, size_t max_bytes);
 
 // The index of every run and study under a root, recomputed on each call; a run's metrics are parsed
 // again only when metrics.jsonl changed (size or time), so polling a large tree stays cheap.
+//
+// A run is a training run's folder (config.json, metrics.jsonl, probes.jsonl, summary.json) or a run
+// of a study: the runner's folder <study>/runs/<id>/ (request.json, config.json, log.txt, status.json
+// once it ended) with the training in its run/ subfolder, or, for an analysis-only run, only
+// `normlab probe`'s analysis.jsonl.
 class RunIndex {
  public:
   explicit RunIndex(std::filesystem::path root);
-  // {"runs": [...], "studies": [...]}; paths relative to the root, with '/'. A run: path, study, status
-  // (running | finished | stalled | diverged | failed | stopped), message, placement, n_layers, step,
-  // steps, loss, val_loss, tokens_per_s, probes, age_s. A study: path, status (running | finished |
-  // stopped), runs, done, running, verdict, report.
+  // {"root": ..., "runs": [...], "studies": [...]}; paths relative to the root, with '/'. A run: path, kind (train
+  // | analysis), files (the folder with its config.json, metrics.jsonl and probes.jsonl; null before a study's run
+  // started training, and for an analysis-only run), analysis (its analysis.jsonl, or null), study (null for a run
+  // of its own), viewable (false when its path cannot be written in JSON: a folder name that is not UTF-8), status
+  // (running | finished | stalled | diverged | failed | stopped | queued | unreadable), message, placement, n_layers,
+  // step, steps (for an analysis-only run: analyses written and requested), loss, val_loss, tokens_per_s, probes,
+  // age_s. A study: path, status (running | finished | stopped | unreadable), message, runs, done, running, verdict,
+  // report.
   Json scan();
-  // One run's entry (as in scan); `dir` lies under the root.
+  // One run's entry (as in scan); `dir` lies under the root and is a run (is_run); a study's run/ subfolder stands
+  // for its study run.
   Json run(const std::filesystem::path& dir);
-  // Whether `dir` is a training run directory.
+  // Whether `dir` is a run directory: a training run's or a study run's folder.
   static bool is_run(const std::filesystem::path& dir);
 
   struct Metrics {  // what the index shows from metrics.jsonl
-    int step = 0;
+    int64_t step = 0;
     double loss = NAN, val_loss = NAN, tokens_per_s = NAN;
     std::string non_finite;  // the first non-finite tensor of a diverged run ("" if none)
     bool diverged = false;
     study::TrainCurve curve;  // the training losses, to classify a finished run (study::finished_outcome)
+    std::string problem;      // why a line cannot be read ("" when every line can)
   };
 
  private:
-  Metrics metrics_of(const std::filesystem::path& dir);
+  // `name` names the file in a problem's message (metrics.jsonl, run/metrics.jsonl).
+  Metrics metrics_of(const std::filesystem::path& file, const std::string& name);
 
   std::filesystem::path root_;
   struct Cached {

@@ -1,14 +1,21 @@
 #include "serve/server.h"
 
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <fstream>
+#include <iostream>
 #include <map>
 
 #include "common/error.h"
+#include "serve/byte_range.h"
 #include "serve/pages.h"
 #include "serve/run_index.h"
 #include "serve/safe_path.h"
@@ -61,6 +68,124 @@ void json_reply(httplib::Response& res, const std::string& body) {
   res.set_content(body, "application/json");
 }
 
+using Clock = std::chrono::steady_clock;
+
+// A connection's socket for httplib, with one deadline over the whole of each request's reading.
+class DeadlineStream final : public httplib::Stream {
+ public:
+  DeadlineStream(socket_t sock, std::chrono::milliseconds write_timeout) : sock_(sock), write_timeout_(write_timeout) {}
+
+  void set_read_deadline(Clock::time_point deadline) { deadline_ = deadline; }
+  // Whether a read found the deadline passed: the request was cut short, and the connection is closed after the
+  // server's answer to it (a 400), whatever the client sends next.
+  bool timed_out() const { return timed_out_; }
+  // Waits for the first byte of the next request until the read deadline; false when it passed, the client left
+  // or the server is stopping (then the wait ends within a tenth of a second).
+  bool wait_for_request(const std::atomic<socket_t>& server_socket) {
+    while (server_socket != INVALID_SOCKET && Clock::now() < deadline_) {
+      if (buffered() > 0) return true;
+      pollfd p{sock_, POLLIN, 0};
+      const int ready = ::poll(&p, 1, 100);
+      if (ready < 0 && errno != EINTR) return false;
+      if (ready > 0) return (p.revents & POLLIN) != 0;
+    }
+    return false;
+  }
+
+  bool is_readable() const override { return buffered() > 0 || ready(POLLIN, deadline_); }
+  bool is_writable() const override { return ready(POLLOUT, Clock::now() + write_timeout_); }
+  ssize_t read(char* ptr, size_t size) override {
+    if (buffered() == 0) {
+      if (!ready(POLLIN, deadline_)) return timed_out_ = true, -1;
+      const ssize_t n = ::recv(sock_, buffer_, sizeof buffer_, 0);
+      if (n <= 0) return n;
+      begin_ = 0, end_ = static_cast<size_t>(n);
+    }
+    const size_t n = std::min(size, buffered());
+    std::copy_n(buffer_ + begin_, n, ptr);
+    begin_ += n;
+    return static_cast<ssize_t>(n);
+  }
+  ssize_t write(const char* ptr, size_t size) override {
+    if (!is_writable()) return -1;
+    return ::send(sock_, ptr, size, MSG_NOSIGNAL);
+  }
+  void get_remote_ip_and_port(std::string& ip, int& port) const override { address(getpeername, ip, port); }
+  void get_local_ip_and_port(std::string& ip, int& port) const override { address(getsockname, ip, port); }
+  socket_t socket() const override { return sock_; }
+
+ private:
+  size_t buffered() const { return end_ - begin_; }
+  // Whether the socket is ready for `events` before `deadline`.
+  bool ready(short events, Clock::time_point deadline) const {
+    for (;;) {
+      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) return false;
+      pollfd p{sock_, events, 0};
+      const int n = ::poll(&p, 1, static_cast<int>(left));
+      if (n > 0) return (p.revents & events) != 0;
+      if (n < 0 && errno != EINTR) return false;
+    }
+  }
+  void address(int (*get)(int, sockaddr*, socklen_t*), std::string& ip, int& port) const {
+    sockaddr_storage a{};
+    socklen_t length = sizeof a;
+    if (get(sock_, reinterpret_cast<sockaddr*>(&a), &length) != 0) return;
+    char text[INET6_ADDRSTRLEN] = "";
+    if (a.ss_family == AF_INET) {
+      const auto& v4 = reinterpret_cast<const sockaddr_in&>(a);
+      inet_ntop(AF_INET, &v4.sin_addr, text, sizeof text), port = ntohs(v4.sin_port);
+    } else if (a.ss_family == AF_INET6) {
+      const auto& v6 = reinterpret_cast<const sockaddr_in6&>(a);
+      inet_ntop(AF_INET6, &v6.sin6_addr, text, sizeof text), port = ntohs(v6.sin6_port);
+    }
+    ip = text;
+  }
+
+  socket_t sock_;
+  std::chrono::milliseconds write_timeout_;
+  Clock::time_point deadline_ = Clock::now();
+  bool timed_out_ = false;
+  char buffer_[4096];
+  size_t begin_ = 0, end_ = 0;
+};
+
+// httplib 0.11.4 (Debian 12) bounds each read of a request by its read timeout but not the request: a client that
+// sends a header line every 2 s keeps its thread for ever, and eight such clients held every thread of its pool,
+// so no one else was answered. Here a request must arrive whole within kRequestSeconds of the moment the server
+// is ready for it (the connection's opening, or the previous answer on a kept-alive connection), and a connection
+// idle that long is closed; a client that stops reading an answer is dropped after the write timeout. The pool
+// has more threads than a few browsers open connections, so slow clients cannot starve the others even
+// before their deadline.
+class BoundedServer final : public httplib::Server {
+ public:
+  BoundedServer() {
+    new_task_queue = [] { return new httplib::ThreadPool(kServeThreads); };
+    set_keep_alive_max_count(kKeepAliveRequests);
+    set_keep_alive_timeout(kRequestSeconds);  // what the Keep-Alive header announces
+  }
+
+ private:
+  // Replaces httplib's loop over a connection's requests (detail::process_server_socket), with DeadlineStream.
+  bool process_and_close_socket(socket_t sock) override {
+    DeadlineStream stream(sock, std::chrono::seconds(write_timeout_sec_));
+    bool served = false;
+    for (size_t left = keep_alive_max_count_; left > 0; --left) {
+      stream.set_read_deadline(Clock::now() + std::chrono::seconds(kRequestSeconds));
+      if (!stream.wait_for_request(svr_sock_)) break;
+      bool closed = false;
+      served = process_request(stream, left == 1, closed, [](httplib::Request& req) {
+        // Ranges are left to /files (single_byte_range): httplib would apply them to every answer, unchecked.
+        req.ranges.clear();
+      });
+      if (!served || closed || stream.timed_out()) break;
+    }
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return served;
+  }
+};
+
 }  // namespace
 
 struct Server::Impl {
@@ -68,7 +193,7 @@ struct Server::Impl {
   fs::path root;  // canonical
   std::string chart_js;
   RunIndex index;
-  httplib::Server http;
+  BoundedServer http;
   int port = 0;
 
   Impl(const ServeOptions& o, fs::path canonical_root)
@@ -85,6 +210,12 @@ struct Server::Impl {
   void routes();
   void tail(const httplib::Request& req, httplib::Response& res);
   void files(const httplib::Request& req, httplib::Response& res);
+  // 416, with the file's size as RFC 9110 asks.
+  static void refuse_range(httplib::Response& res, uintmax_t size) {
+    res.set_header("Content-Range", fmt::format("bytes */{}", size));
+    error(res, 416, "only one byte range within the file is served");
+  }
+  void listing(const httplib::Request& req, httplib::Response& res, const std::string& relative, const fs::path& dir);
 };
 
 void Server::Impl::routes() {
@@ -112,15 +243,23 @@ void Server::Impl::routes() {
     }
     return httplib::Server::HandlerResponse::Unhandled;
   });
-  http.set_error_handler([](const httplib::Request&, httplib::Response& res) {
-    if (res.body.empty()) error(res, res.status, res.status == 404 ? "no such page" : "bad request");
+  http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty()) return;
+    // httplib refuses a Range header it cannot parse itself, before routing; the answer still says the file's size.
+    std::error_code ec;
+    const Resolved file = req.path.starts_with("/files/") ? resolve_under(root, req.path.substr(7)) : Resolved{404};
+    if (res.status == 416 && file.status == 200 && fs::is_regular_file(file.path, ec))
+      return refuse_range(res, fs::file_size(file.path, ec));
+    error(res, res.status, res.status == 404 ? "no such page" : "bad request");
   });
-  http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  // The details go to the terminal only: they may hold absolute paths, which the pages never show.
+  http.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
     try {
       std::rethrow_exception(ep);
     } catch (const std::exception& e) {
-      error(res, 500, e.what());
+      std::cerr << fmt::format("normlab serve: {} {}: {}\n", req.method, req.path, e.what());
     }
+    error(res, 500, "the server could not answer this request (its terminal shows why)");
   });
 
   http.Get("/", [](const httplib::Request&, httplib::Response& res) {
@@ -182,32 +321,54 @@ void Server::Impl::files(const httplib::Request& req, httplib::Response& res) {
   const std::string relative = req.matches[1].str().empty() ? "" : req.matches[1].str().substr(1);
   fs::path target;
   if (!resolve(relative, res, target)) return;
-  if (fs::is_directory(target)) {
-    // Relative links in the listing (and in a study's report.html) need the trailing slash.
-    if (!req.path.ends_with('/')) return res.set_redirect(req.target.substr(0, req.target.find('?')) + "/");
-    std::vector<fs::directory_entry> entries(fs::directory_iterator(target), fs::directory_iterator{});
-    std::sort(entries.begin(), entries.end());
-    std::string body = "<h1>" + html_escape(relative.empty() ? "/" : relative) + "</h1>\n";
-    if (RunIndex::is_run(target))
-      body += "<p><a href=\"/run?path=" + url_segment(fs::path(relative).lexically_normal().generic_string()) +
-              "\">live view of this run</a></p>\n";
-    body += "<ul>\n";
-    for (const fs::directory_entry& e : entries) {
-      const std::string name = e.path().filename().string(), slash = e.is_directory() ? "/" : "";
-      body += "<li><a href=\"" + url_segment(name) + slash + "\">" + html_escape(name) + slash + "</a></li>\n";
-    }
-    return res.set_content(plain_page(relative, body + "</ul>"), "text/html; charset=utf-8");
+  std::error_code ec;
+  const fs::file_status type = fs::status(target, ec);
+  if (fs::is_directory(type)) return listing(req, res, relative, target);
+  // Only regular files: a FIFO would block the reader, a device never end.
+  if (!fs::is_regular_file(type)) return error(res, 403, "not a regular file: only files and folders are served");
+  const uintmax_t size = fs::file_size(target, ec);
+  if (ec) return error(res, 403, "cannot read this file");
+  // One range within the file (206), or none (200); anything else is refused (byte_range.h).
+  ByteRange range{0, size};
+  if (req.has_header("Range")) {
+    const auto one = single_byte_range(req.get_header_value("Range"), size);
+    if (!one) return refuse_range(res, size);
+    range = *one;
+    res.status = 206;
+    res.set_header("Content-Range", fmt::format("bytes {}-{}/{}", range.offset, range.offset + range.length - 1, size));
   }
+  res.set_header("Accept-Ranges", "bytes");
   // Streamed in pieces: a checkpoint can be large.
-  const size_t size = fs::file_size(target);
   auto in = std::make_shared<std::ifstream>(target, std::ios::binary);
-  res.set_content_provider(size, content_type(target), [in](size_t offset, size_t length, httplib::DataSink& sink) {
-    std::string buffer(std::min<size_t>(length, 1 << 20), '\0');
-    in->seekg(static_cast<std::streamoff>(offset));
-    in->read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
-    if (in->gcount() <= 0) return false;  // the file shrank under us: end the response
-    return sink.write(buffer.data(), static_cast<size_t>(in->gcount()));
-  });
+  res.set_content_provider(range.length, content_type(target),
+                           [in, start = range.offset](size_t offset, size_t length, httplib::DataSink& sink) {
+                             std::string buffer(std::min<size_t>(length, 1 << 20), '\0');
+                             in->seekg(static_cast<std::streamoff>(start + offset));
+                             in->read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+                             if (in->gcount() <= 0) return false;  // the file shrank under us: end the response
+                             return sink.write(buffer.data(), static_cast<size_t>(in->gcount()));
+                           });
+}
+
+void Server::Impl::listing(const httplib::Request& req, httplib::Response& res, const std::string& relative,
+                           const fs::path& dir) {
+  // Relative links in the listing (and in a study's report.html) need the trailing slash.
+  if (!req.path.ends_with('/')) return res.set_redirect(req.target.substr(0, req.target.find('?')) + "/");
+  std::error_code ec;
+  std::vector<fs::directory_entry> entries;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) entries.push_back(*it);
+  if (ec) return error(res, 403, "cannot list this folder");
+  std::sort(entries.begin(), entries.end());
+  std::string body = "<h1>" + html_escape(relative.empty() ? "/" : relative) + "</h1>\n";
+  if (RunIndex::is_run(dir))
+    body += "<p><a href=\"/run?path=" + url_segment(fs::path(relative).lexically_normal().generic_string()) +
+            "\">live view of this run</a></p>\n";
+  body += "<ul>\n";
+  for (const fs::directory_entry& e : entries) {
+    const std::string name = e.path().filename().string(), slash = e.is_directory(ec) ? "/" : "";
+    body += "<li><a href=\"" + url_segment(name) + slash + "\">" + html_escape(name) + slash + "</a></li>\n";
+  }
+  res.set_content(plain_page(relative, body + "</ul>"), "text/html; charset=utf-8");
 }
 
 Server::Server(const ServeOptions& options) {

@@ -10,12 +10,19 @@
 //   /chart.js          Debian's Chart.js
 // Safety: binds 127.0.0.1 unless told otherwise; on a loopback address it also refuses requests whose
 // Host header names another host (a web page cannot reach it through DNS rebinding); every path goes
-// through resolve_under (safe_path.h).
+// through resolve_under (safe_path.h). Slow clients: each request must arrive whole within
+// kRequestSeconds (an idle kept-alive connection is closed after as long), and kServeThreads threads
+// answer, so a few slow or idle clients leave the others served at once and many delay them at most
+// that long.
 #include <filesystem>
 #include <memory>
 #include <string>
 
 namespace normlab::serve {
+
+inline constexpr int kRequestSeconds = 5;       // to send a whole request (line and headers), or to start the next
+inline constexpr int kServeThreads = 32;        // connections answered at once
+inline constexpr int kKeepAliveRequests = 100;  // requests on one connection before the server closes it
 
 struct ServeOptions {
   std::filesystem::path dir = "runs";

@@ -1,17 +1,15 @@
 // normlab serve: path safety (unit and raw-socket requests, which must get 4xx and never a byte from
 // outside the folder), files being written (partial last lines, truncation), the run classes of the
 // index, the CLI's messages, and the pages in a real browser while a real training runs.
-#include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <signal.h>
 #include <sys/resource.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <map>
 #include <regex>
 #include <thread>
@@ -20,6 +18,7 @@
 #include "serve/run_index.h"
 #include "serve/safe_path.h"
 #include "serve/server.h"
+#include "serve_helpers.h"
 #include "train/tiny_corpus.h"
 
 namespace normlab::serve {
@@ -27,6 +26,13 @@ namespace {
 
 using normlab::testing::body_attribute;
 using normlab::testing::render_in_chromium;
+using testing::fake_run;
+using testing::finished_study;
+using testing::get;
+using testing::LiveServer;
+using testing::raw_request;
+using testing::status_of;
+using testing::study_run;
 using train::testing::run_cli;
 using train::testing::slurp;
 using train::testing::spit;
@@ -35,79 +41,6 @@ using train::testing::tiny_config_doc;
 namespace fs = std::filesystem;
 
 constexpr const char* kSecret = "TOP-SECRET-OUTSIDE-THE-FOLDER";
-
-// A server on a free port of 127.0.0.1, serving from a thread of this process until destroyed.
-class LiveServer {
- public:
-  explicit LiveServer(const fs::path& dir)
-      : server_(ServeOptions{.dir = dir, .port = 0}), thread_([this] { server_.run(); }) {}
-  ~LiveServer() {
-    server_.stop();
-    thread_.join();
-  }
-  int port() const { return server_.port(); }
-  std::string url(const std::string& path) const { return server_.url() + path.substr(1); }
-
- private:
-  Server server_;
-  std::thread thread_;
-};
-
-// Sends raw bytes to 127.0.0.1:port and returns everything the server answers until it closes.
-std::string raw_request(int port, const std::string& bytes) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  timeval timeout{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  std::string out;
-  // The server may listen a moment after the thread starts: retry the connection briefly.
-  for (int attempt = 0; connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0; ++attempt) {
-    if (attempt == 50) return close(fd), "no connection";
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  EXPECT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
-  // Read up to the end of the answer's body: after a malformed request the server keeps the connection
-  // open until its read timeout instead of closing it.
-  static const std::regex length(R"(\r\ncontent-length: *(\d+)\r\n)", std::regex::icase);
-  char buffer[4096];
-  for (ssize_t n; (n = recv(fd, buffer, sizeof buffer, 0)) > 0;) {
-    out.append(buffer, static_cast<size_t>(n));
-    const size_t head = out.find("\r\n\r\n");
-    std::smatch m;
-    const std::string header = head == std::string::npos ? "" : out.substr(0, head + 2);
-    if (std::regex_search(header, m, length) && out.size() >= head + 4 + std::stoul(m[1].str())) break;
-  }
-  close(fd);
-  return out;
-}
-
-std::string get(int port, const std::string& target, const std::string& host = "") {
-  const std::string h = host.empty() ? "127.0.0.1:" + std::to_string(port) : host;
-  return raw_request(port, "GET " + target + " HTTP/1.1\r\nHost: " + h + "\r\nConnection: close\r\n\r\n");
-}
-
-int status_of(const std::string& response) {
-  return response.starts_with("HTTP/1.") && response.size() > 12 ? std::stoi(response.substr(9, 3)) : -1;
-}
-
-// A finished tiny run directory with the files the trainer writes (config, metrics, summary).
-void fake_run(const fs::path& dir, const std::vector<double>& losses, const std::string& tail = "") {
-  fs::create_directories(dir);
-  spit(dir / "config.json",
-       Json{{"model", {{"placement", "pre"}, {"n_layers", 2}}},
-            {"train", {{"steps", losses.size()}, {"batch_size", 4}, {"seq_len", 16}, {"grad_accum", 1}}}}
-           .dump());
-  std::string metrics;
-  for (size_t i = 0; i < losses.size(); ++i)
-    metrics += Json{{"type", "train"}, {"step", i + 1},    {"loss", losses[i]},
-                    {"lr", 1e-3},      {"grad_norm", 1.0}, {"tokens_per_s", 1000.0}}
-                   .dump() +
-               "\n";
-  spit(dir / "metrics.jsonl", metrics + tail);
-}
 
 TEST(ServePaths, RefusesEverythingThatLeavesTheFolder) {
   TempDir tmp("serve");
@@ -197,10 +130,10 @@ TEST(ServeIndex, ClassifiesRunsAndStudies) {
   EXPECT_EQ(runs["live"]["status"], "running");
   EXPECT_EQ(runs["live"]["step"], 2) << "the partial line is not read";
   EXPECT_EQ(runs["killed"]["status"], "stopped");
-  EXPECT_EQ(runs["study/runs/a/run"]["status"], "finished");
-  EXPECT_EQ(runs["study/runs/a/run"]["study"], "study");
-  EXPECT_EQ(runs["study/runs/b/run"]["status"], "failed");
-  EXPECT_EQ(runs["study/runs/b/run"]["message"], "out of memory");
+  EXPECT_EQ(runs["study/runs/a"]["status"], "finished");
+  EXPECT_EQ(runs["study/runs/a"]["study"], "study");
+  EXPECT_EQ(runs["study/runs/b"]["status"], "failed");
+  EXPECT_EQ(runs["study/runs/b"]["message"], "out of memory");
   EXPECT_TRUE(runs["done"]["study"].is_null());
   ASSERT_EQ(index["studies"].size(), 1u);
   const Json& s = index["studies"][0];
@@ -275,8 +208,11 @@ TEST(ServeHttp, AnswersTraversalAndMalformedRequestsWith4xx) {
     EXPECT_EQ(response.find("root:x:0"), std::string::npos) << line;
   }
   // A page elsewhere that resolves its own host name to 127.0.0.1 (DNS rebinding) is refused.
-  EXPECT_EQ(status_of(get(port, "/api/index", "evil.example:" + std::to_string(port))), 403);
-  EXPECT_EQ(status_of(get(port, "/api/index", "localhost:" + std::to_string(port))), 200);
+  const auto with_host = [&](const std::string& host) {
+    return raw_request(port, "GET /api/index HTTP/1.1\r\nHost: " + host + "\r\nConnection: close\r\n\r\n");
+  };
+  EXPECT_EQ(status_of(with_host("evil.example:" + std::to_string(port))), 403);
+  EXPECT_EQ(status_of(with_host("localhost:" + std::to_string(port))), 200);
 }
 
 // `normlab serve args...`, stopped by `timeout` after `seconds` if it is still serving (exit 124 then).
@@ -340,13 +276,52 @@ void expect_clean_page(const std::string& body, const std::string& page) {
       << page << ": a chart stayed empty: " << body;
 }
 
+// A numeric data- attribute (0 when absent).
+int attribute_number(const std::string& body, const std::string& name) {
+  const std::string value = body_attribute(body, name);
+  return value.empty() ? 0 : std::stoi(value);
+}
+
+// Waits, for as long as a starved machine may need (10 minutes), until `done` holds while the training runs; false
+// if the training ended or the time ran out first.
+bool wait_while_training(BackgroundTrain& training, const std::function<bool()>& done) {
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::minutes(10);
+  while (!done()) {
+    if (!training.running() || std::chrono::steady_clock::now() > give_up) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return true;
+}
+
+size_t train_records(const fs::path& run) {
+  size_t n = 0;
+  for (const std::string& line : read_tail(run / "metrics.jsonl", 0, 1 << 30).lines)
+    n += line.find("\"train\"") != std::string::npos;
+  return n;
+}
+
+// A config that trains for longer than any test lasts (the test kills it), logging every 25 steps and probing
+// every 50. Batches of 16 keep it at a few hundred steps a second. The live run page grows with every point
+// logged (each refresh redraws them all): with a log every 5 steps, the points gathered while a loaded machine
+// ran the test made headless chromium outlast 150 s on the page, three times in a row.
+Json live_config() {
+  Json live = tiny_config_doc(1000000);
+  live["train"]["log_every"] = 25;
+  live["train"]["probe_every"] = 50;
+  live["train"]["threads"] = 1;
+  live["train"]["eval_every"] = 250;
+  live["train"]["batch_size"] = 16;
+  return live;
+}
+
 // The acceptance test: a finished run and a run that is training right now; the index lists both,
 // the live run's page gains loss points between two loads and draws its probe profiles, and the
 // compare page overlays both runs; no page raises an error. Screenshots: build/test-artifacts/serve-*.png.
+// Every wait is for an event (a probe record, more logged steps), however slowly a loaded machine trains.
 TEST(ServeBrowser, IndexRunPageAndCompareWhileATrainingRuns) {
   TempDir tmp("serve");
   const fs::path root = tmp / "runs";
-  Json finished = tiny_config_doc(300);
+  Json finished = tiny_config_doc(100);
   finished["model"]["placement"] = "post";
   finished["train"]["eval_every"] = 50;
   finished["train"]["log_every"] = 5;
@@ -354,47 +329,83 @@ TEST(ServeBrowser, IndexRunPageAndCompareWhileATrainingRuns) {
   const auto r =
       run_cli({"train", "--run", (root / "post").string(), "--config", (tmp / "post.json").string()}, tmp.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
-  // Far more steps than the test lasts (it is killed at the end); a log every 5 steps and probes every 25.
-  Json live = tiny_config_doc(1000000);
-  live["train"]["log_every"] = 5;
-  live["train"]["probe_every"] = 25;
-  live["train"]["threads"] = 1;
-  live["train"]["eval_every"] = 100;
-  // Batches of 16 keep the run at a few hundred steps a second: at the tiny default (4) the faster engine logged
-  // so many points between loads that headless chromium often outlasted its 120 s on the run page.
-  live["train"]["batch_size"] = 16;
-  spit(tmp / "live.json", live.dump());
+  spit(tmp / "live.json", live_config().dump());
   BackgroundTrain training(root / "pre", tmp / "live.json", tmp / "live.log");
-  for (int i = 0; i < 200 && slurp(root / "pre" / "probes.jsonl").find("\"step\":25,") == std::string::npos; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  ASSERT_TRUE(training.running()) << slurp(tmp / "live.log");
+  ASSERT_TRUE(wait_while_training(
+      training, [&] { return slurp(root / "pre" / "probes.jsonl").find("\"step\":50,") != std::string::npos; }))
+      << "no probe record at step 50: " << slurp(tmp / "live.log");
   LiveServer server(root);
 
   const std::string index = render_in_chromium(server.url("/"), "serve-index");
   expect_clean_page(index, "index");
   EXPECT_EQ(body_attribute(index, "runs"), "2") << index;
-  const std::string index_dom =
-      slurp(fs::path(NORMLAB_BINARY).parent_path() / "test-artifacts" / "serve-index.dom.html");
-  EXPECT_NE(index_dom.find(">running<"), std::string::npos) << "the live run is shown as running";
-  EXPECT_NE(index_dom.find(">finished<"), std::string::npos);
+  EXPECT_EQ(body_attribute(index, "run-statuses"), "finished running") << index;
 
   const std::string first = render_in_chromium(server.url("/run?path=pre"), "serve-run-first-load");
+  const size_t seen = static_cast<size_t>(attribute_number(first, "points"));
+  ASSERT_TRUE(wait_while_training(training, [&] { return train_records(root / "pre") > seen; }))
+      << "the training logged no step after the first load";
   const std::string second = render_in_chromium(server.url("/run?path=pre"), "serve-run-second-load");
-  ASSERT_TRUE(training.running()) << "the training ended before the second load; the test needs it live";
   for (const auto& [body, name] : {std::pair{first, "first load"}, std::pair{second, "second load"}}) {
     expect_clean_page(body, name);
     EXPECT_EQ(body_attribute(body, "status"), "running") << body;
     EXPECT_EQ(body_attribute(body, "charts"), "8") << "4 curves and 4 probe profiles: " << body;
     EXPECT_EQ(body_attribute(body, "png"), "1") << "a chart exports as PNG";
   }
-  EXPECT_GT(std::stoi("0" + body_attribute(first, "points")), 0) << first;
-  EXPECT_GT(std::stoi("0" + body_attribute(second, "points")), std::stoi("0" + body_attribute(first, "points")))
+  EXPECT_GT(attribute_number(first, "points"), 0) << first;
+  EXPECT_GT(attribute_number(second, "points"), attribute_number(first, "points"))
       << "the loss chart gained no points between two loads while training";
 
   const std::string compare = render_in_chromium(server.url("/compare?runs=post&runs=pre"), "serve-compare");
   expect_clean_page(compare, "compare");
   EXPECT_EQ(body_attribute(compare, "series"), "2") << compare;
   EXPECT_EQ(body_attribute(compare, "charts"), "2") << compare;
+}
+
+// Studies, the live view's main use: a finished study (its trainings in run/ subfolders, an analysis-only run, a
+// diverged run) and a study that runs now (one of its runs trains: the real trainer, writing the run/ subfolder
+// as the runner has it do; another waits its turn). Each page shows what the files say.
+TEST(ServeBrowser, AFinishedAndARunningStudy) {
+  TempDir tmp("serve");
+  const fs::path root = tmp / "runs";
+  finished_study(root / "study-why-pre-ln", std::chrono::hours(1));
+  const fs::path live = study_run(root / "study-live", "train-pre-L2-s1", "train", true);
+  // A log every 100 steps: the page needs a few points, and the fewer it gathers the faster it loads.
+  Json config = live_config();
+  config["train"]["log_every"] = 100;
+  spit(live / "config.json", config.dump(2) + "\n");
+  study_run(root / "study-live", "xavier-post-L2-s1", "train", false, "post");
+  BackgroundTrain training(live / "run", live / "config.json", live / "log.txt");
+  ASSERT_TRUE(wait_while_training(training, [&] { return train_records(live / "run") > 0; }))
+      << slurp(live / "log.txt");
+  LiveServer server(root);
+
+  const std::string index = render_in_chromium(server.url("/"), "serve-studies-index");
+  expect_clean_page(index, "index");
+  EXPECT_EQ(body_attribute(index, "studies"), "2") << index;
+  EXPECT_EQ(body_attribute(index, "study-statuses"), "running finished") << index;
+  // In path order: the live study's two runs, then the finished study's four.
+  EXPECT_EQ(body_attribute(index, "run-statuses"), "running queued finished finished finished diverged") << index;
+
+  const std::string running =
+      render_in_chromium(server.url("/run?path=study-live/runs/train-pre-L2-s1"), "serve-study-live-run");
+  expect_clean_page(running, "running study run");
+  EXPECT_EQ(body_attribute(running, "status"), "running") << running;
+  EXPECT_GT(attribute_number(running, "points"), 0) << running;
+  EXPECT_TRUE(training.running()) << "the training ended while the page loaded; the test needs it live";
+
+  const std::string trained =
+      render_in_chromium(server.url("/run?path=study-why-pre-ln/runs/train-pre-L6-w0-s1"), "serve-study-run");
+  expect_clean_page(trained, "finished study run");
+  EXPECT_EQ(body_attribute(trained, "status"), "finished") << trained;
+  EXPECT_EQ(body_attribute(trained, "points"), "20") << trained;
+  EXPECT_EQ(body_attribute(trained, "charts"), "4") << trained;
+
+  const std::string probed =
+      render_in_chromium(server.url("/run?path=study-why-pre-ln/runs/init-pre-L2-s1"), "serve-study-analysis");
+  expect_clean_page(probed, "analysis-only study run");
+  EXPECT_EQ(body_attribute(probed, "status"), "finished") << probed;
+  EXPECT_EQ(body_attribute(probed, "analyses"), "1") << "grad-init's gradient norms: " << probed;
 }
 
 }  // namespace

@@ -1,0 +1,265 @@
+// The index of normlab serve over studies (finished, running, nested inside a run folder) and over files it
+// cannot read: each bad file marks its own run unreadable, with the reason, and /api/index still answers.
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <map>
+
+#include "serve/run_index.h"
+#include "serve_helpers.h"
+
+namespace normlab::serve {
+namespace {
+
+using namespace testing;
+using train::testing::TempDir;
+
+std::map<std::string, Json> by_path(const Json& entries) {
+  std::map<std::string, Json> out;
+  for (const Json& e : entries) out[e["path"].get<std::string>()] = e;
+  return out;
+}
+
+// A finished study reads as its files say, whatever their age: the runner's status.json, the training's files in
+// run/, the analysis-only run's analysis.jsonl. Its runs once showed at step 0 with no loss, as "running" or
+// "stopped" by the age of their files, and an analysis-only run as "running 0 / 1".
+TEST(ServeIndex, AFinishedStudyShowsWhatItsFilesSay) {
+  for (const auto age : {std::chrono::seconds(0), std::chrono::seconds(3600)}) {
+    TempDir tmp("serve");
+    finished_study(tmp / "study-why-pre-ln", age);
+    const Json index = RunIndex(fs::canonical(tmp.path())).scan();
+    std::map<std::string, Json> runs = by_path(index["runs"]);
+    ASSERT_EQ(runs.size(), 4u) << index.dump(2);
+    const Json& pre = runs["study-why-pre-ln/runs/train-pre-L6-w0-s1"];
+    EXPECT_EQ(pre["status"], "finished") << pre;
+    EXPECT_EQ(pre["kind"], "train");
+    EXPECT_EQ(pre["study"], "study-why-pre-ln");
+    EXPECT_EQ(pre["files"], "study-why-pre-ln/runs/train-pre-L6-w0-s1/run");
+    EXPECT_EQ(pre["step"], 20);
+    EXPECT_EQ(pre["steps"], 20);
+    EXPECT_NEAR(pre["loss"].get<double>(), 7.30, 1e-9);
+    EXPECT_NEAR(pre["val_loss"].get<double>(), 7.29, 1e-9);
+    EXPECT_EQ(pre["placement"], "pre");
+    EXPECT_EQ(pre["n_layers"], 6);
+    EXPECT_EQ(runs["study-why-pre-ln/runs/train-post-L6-w0-s1"]["status"], "finished");
+    const Json& init = runs["study-why-pre-ln/runs/init-pre-L2-s1"];
+    EXPECT_EQ(init["status"], "finished") << init;
+    EXPECT_EQ(init["kind"], "analysis");
+    EXPECT_TRUE(init["files"].is_null());
+    EXPECT_EQ(init["analysis"], "study-why-pre-ln/runs/init-pre-L2-s1/analysis.jsonl");
+    EXPECT_EQ(init["step"], 1);
+    EXPECT_EQ(init["steps"], 1);
+    const Json& diverged = runs["study-why-pre-ln/runs/xavier-post-L6-w10-s1"];
+    EXPECT_EQ(diverged["status"], "diverged");
+    EXPECT_NE(diverged["message"].get<std::string>().find("layers.5.ffn.fc2"), std::string::npos);
+    ASSERT_EQ(index["studies"].size(), 1u);
+    const Json& study = index["studies"][0];
+    EXPECT_EQ(study["status"], "finished") << study;
+    EXPECT_EQ(study["runs"], 4);
+    EXPECT_EQ(study["done"], 4);
+    EXPECT_EQ(study["running"], 0);
+    EXPECT_EQ(study["verdict"], "inconclusive");
+  }
+}
+
+// A study while it runs: a finished training, a training and an analysis-only run under way (no status.json yet,
+// files just written), an analysis-only run that ended a moment ago (its status.json says finished, however fresh
+// its files), and a run that waits its turn (the runner wrote its request before starting any run).
+TEST(ServeIndex, ARunningStudyShowsEachRunAsItsFilesSay) {
+  TempDir tmp("serve");
+  const fs::path study = tmp / "study-grad-by-depth";
+  const fs::path done = study_run(study, "train-pre-L6-s1", "train", true);
+  train_study_run(done, true);
+  end_study_run(done, "finished");
+  age_files(done, std::chrono::hours(1));
+  train_study_run(study_run(study, "train-post-L6-s1", "train", true, "post"), false);
+  study_run(study, "init-post-L6-s1", "probe", true, "post");
+  const fs::path probed = study_run(study, "init-pre-L6-s1", "probe", true);
+  write_grad_init(probed);
+  end_study_run(probed, "finished");
+  study_run(study, "xavier-post-L6-s1", "train", false, "post");
+
+  const Json index = RunIndex(fs::canonical(tmp.path())).scan();
+  std::map<std::string, Json> runs = by_path(index["runs"]);
+  ASSERT_EQ(runs.size(), 5u) << index.dump(2);
+  EXPECT_EQ(runs["study-grad-by-depth/runs/train-pre-L6-s1"]["status"], "finished");
+  const Json& training = runs["study-grad-by-depth/runs/train-post-L6-s1"];
+  EXPECT_EQ(training["status"], "running") << training;
+  EXPECT_EQ(training["step"], 20);
+  EXPECT_NEAR(training["loss"].get<double>(), 7.30, 1e-9);
+  const Json& probing = runs["study-grad-by-depth/runs/init-post-L6-s1"];
+  EXPECT_EQ(probing["status"], "running") << probing;
+  EXPECT_EQ(probing["step"], 0);
+  EXPECT_EQ(probing["steps"], 1);
+  EXPECT_EQ(runs["study-grad-by-depth/runs/init-pre-L6-s1"]["status"], "finished");
+  const Json& waiting = runs["study-grad-by-depth/runs/xavier-post-L6-s1"];
+  EXPECT_EQ(waiting["status"], "queued") << waiting;
+  EXPECT_TRUE(waiting["files"].is_null());
+  for (const auto& [path, run] : runs) EXPECT_EQ(run["study"], "study-grad-by-depth") << path;
+  ASSERT_EQ(index["studies"].size(), 1u);
+  const Json& s = index["studies"][0];
+  EXPECT_EQ(s["status"], "running") << s;
+  EXPECT_EQ(s["runs"], 5);
+  EXPECT_EQ(s["done"], 2);
+  EXPECT_EQ(s["running"], 2);
+
+  // Stopped before its end (the study was killed): the started runs are stopped, the waiting one still queued.
+  age_files(study, std::chrono::hours(1));
+  runs = by_path(RunIndex(fs::canonical(tmp.path())).scan()["runs"]);
+  EXPECT_EQ(runs["study-grad-by-depth/runs/train-post-L6-s1"]["status"], "stopped");
+  EXPECT_EQ(runs["study-grad-by-depth/runs/init-post-L6-s1"]["status"], "stopped");
+  EXPECT_EQ(runs["study-grad-by-depth/runs/xavier-post-L6-s1"]["status"], "queued");
+}
+
+// The quickstart writes its study into its run's folder (runs/quickstart-*/study-why-pre-ln): both are listed.
+TEST(ServeIndex, FindsAStudyNestedInsideARunFolder) {
+  TempDir tmp("serve");
+  const fs::path quickstart = tmp / "runs" / "quickstart-20250101-120000";
+  fake_run(quickstart, {8.0, 7.0, 6.0});
+  write_summary(quickstart, 6.0, 6.1);
+  finished_study(quickstart / "study-why-pre-ln", std::chrono::seconds(0));
+  const Json index = RunIndex(fs::canonical(tmp / "runs")).scan();
+  std::map<std::string, Json> runs = by_path(index["runs"]);
+  ASSERT_EQ(runs.size(), 5u) << index.dump(2);
+  EXPECT_EQ(runs["quickstart-20250101-120000"]["status"], "finished");
+  EXPECT_TRUE(runs["quickstart-20250101-120000"]["study"].is_null());
+  const Json& pre = runs["quickstart-20250101-120000/study-why-pre-ln/runs/train-pre-L6-w0-s1"];
+  EXPECT_EQ(pre["status"], "finished") << index.dump(2);
+  EXPECT_EQ(pre["study"], "quickstart-20250101-120000/study-why-pre-ln");
+  EXPECT_EQ(pre["step"], 20);
+  ASSERT_EQ(index["studies"].size(), 1u);
+  EXPECT_EQ(index["studies"][0]["path"], "quickstart-20250101-120000/study-why-pre-ln");
+  EXPECT_EQ(index["studies"][0]["status"], "finished");
+}
+
+// Serves `root`, which holds a readable run "good" beside whatever the test spoiled, and returns /api/index's runs
+// by path; /api/index must answer 200 with JSON whatever lies in the folder.
+std::map<std::string, Json> served_runs(const fs::path& root) {
+  fake_run(root / "good", {7.0, 6.0});
+  write_summary(root / "good", 6.0, 6.1);
+  LiveServer server(root);
+  const std::string response = get(server.port(), "/api/index");
+  EXPECT_EQ(status_of(response), 200) << response.substr(0, 2000);
+  const Json index = Json::parse(body_of(response), nullptr, false);
+  EXPECT_TRUE(index.is_object()) << response.substr(0, 2000);
+  std::map<std::string, Json> runs = by_path(index.value("runs", Json::array()));
+  EXPECT_EQ(runs["good"]["status"], "finished") << index.dump(2);
+  EXPECT_EQ(runs["good"]["step"], 2);
+  return runs;
+}
+
+// The run at `path` is listed as unreadable, its message naming what to fix.
+void expect_unreadable(std::map<std::string, Json>& runs, const std::string& path, const std::string& reason) {
+  ASSERT_TRUE(runs.contains(path)) << path;
+  EXPECT_EQ(runs[path]["status"], "unreadable") << runs[path];
+  EXPECT_NE(runs[path]["message"].get<std::string>().find(reason), std::string::npos)
+      << runs[path]["message"] << " does not say " << reason;
+}
+
+// normlab itself writes such a name: `normlab train --run $'runs/\xff'`.
+TEST(ServeUnreadable, ARunNameThatIsNotUtf8) {
+  TempDir tmp("serve");
+  fake_run(tmp / "bad-\xff\xfe", {7.0});
+  std::map<std::string, Json> runs = served_runs(tmp.path());
+  expect_unreadable(runs, "bad-\xEF\xBF\xBD\xEF\xBF\xBD", "not UTF-8");
+  EXPECT_EQ(runs["bad-\xEF\xBF\xBD\xEF\xBF\xBD"]["viewable"], false);
+  EXPECT_EQ(runs["good"]["viewable"], true);
+}
+
+TEST(ServeUnreadable, AMalformedStatusJson) {
+  TempDir tmp("serve");
+  const std::map<std::string, std::pair<std::string, std::string>> cases = {
+      {"torn", {R"({"status": "fini)", "status.json is not valid JSON"}},
+      {"number", {R"({"status": 3})", "status.json: status is not a string"}},
+      {"unknown", {R"({"status": "exploded"})", "status is 'exploded', not finished"}},
+      {"array", {R"(["finished"])", "status.json holds no JSON object"}}};
+  for (const auto& [id, file] : cases) {
+    const fs::path run = study_run(tmp / "study", id, "train", true);
+    train_study_run(run, true);
+    spit(run / "status.json", file.first);
+  }
+  std::map<std::string, Json> runs = served_runs(tmp.path());
+  for (const auto& [id, file] : cases) expect_unreadable(runs, "study/runs/" + id, file.second);
+}
+
+TEST(ServeUnreadable, AMalformedConfigJson) {
+  TempDir tmp("serve");
+  const std::map<std::string, std::pair<std::string, std::string>> cases = {
+      {"torn", {R"({"model": {"placement": "pre")", "config.json is not valid JSON"}},
+      {"model", {R"({"model": [1, 2]})", "config.json: model is not an object"}},
+      {"layers", {R"({"model": {"n_layers": "six"}})", "config.json: model.n_layers is not an integer"}},
+      {"steps", {R"({"train": {"steps": 1.5}})", "config.json: train.steps is not an integer"}},
+      {"placement", {R"({"model": {"placement": {"x": 1}}})", "config.json: model.placement is not a string"}}};
+  for (const auto& [id, text] : cases) {
+    fake_run(tmp / id, {7.0});
+    spit(tmp / id / "config.json", text.first);
+  }
+  std::map<std::string, Json> runs = served_runs(tmp.path());
+  for (const auto& [id, text] : cases) expect_unreadable(runs, id, text.second);
+}
+
+TEST(ServeUnreadable, AMalformedSummaryJson) {
+  TempDir tmp("serve");
+  const std::map<std::string, std::pair<std::string, std::string>> cases = {
+      {"torn", {R"({"val_loss": 6.)", "summary.json is not valid JSON"}},
+      {"list", {R"([6.1])", "summary.json holds no JSON object"}},
+      {"val", {R"({"val_loss": "low"})", "summary.json: val_loss is not a number"}},
+      {"unigram", {R"({"val_loss": 6.1, "unigram_entropy_nats": "6"})", "unigram_entropy_nats is not a number"}}};
+  for (const auto& [id, text] : cases) {
+    fake_run(tmp / id, {7.0});
+    spit(tmp / id / "summary.json", text.first);
+  }
+  // In a study the training's summary lies in run/: the message says so.
+  const fs::path slot = study_run(tmp / "study", "a", "train", true);
+  train_study_run(slot, true);
+  spit(slot / "run" / "summary.json", "{");
+  end_study_run(slot, "finished");
+  std::map<std::string, Json> runs = served_runs(tmp.path());
+  for (const auto& [id, text] : cases) expect_unreadable(runs, id, text.second);
+  expect_unreadable(runs, "study/runs/a", "run/summary.json is not valid JSON");
+}
+
+TEST(ServeUnreadable, AMalformedMetricsLine) {
+  TempDir tmp("serve");
+  const std::map<std::string, std::pair<std::string, std::string>> cases = {
+      {"text", {"garbage\n", "metrics.jsonl line 3: not a JSON object"}},
+      {"step",
+       {R"({"type":"train","step":"x","loss":5.0})"
+        "\n",
+        "metrics.jsonl line 3: step is not an integer"}},
+      {"loss",
+       {R"({"type":"train","step":3,"loss":"5.0"})"
+        "\n",
+        "metrics.jsonl line 3: loss is not a number"}},
+      {"eval",
+       {R"({"type":"eval","step":3,"val_loss":[5]})"
+        "\n",
+        "line 3: val_loss is not a number"}},
+      {"type",
+       {R"({"type":7,"step":3})"
+        "\n",
+        "metrics.jsonl line 3: type is not a string"}}};
+  for (const auto& [id, line] : cases) fake_run(tmp / id, {7.0, 6.5}, line.first);
+  std::map<std::string, Json> runs = served_runs(tmp.path());
+  for (const auto& [id, line] : cases) {
+    expect_unreadable(runs, id, line.second);
+    EXPECT_GE(runs[id]["step"], 2) << "what can be read is still shown";
+  }
+}
+
+// A FIFO where a run's file should be: opening it would block the server for ever.
+TEST(ServeUnreadable, AFifoForARunsFile) {
+  TempDir tmp("serve");
+  for (const char* name : {"config.json", "summary.json", "metrics.jsonl"}) {
+    fake_run(tmp / name, {7.0});
+    fs::remove(tmp / name / name);
+    ASSERT_EQ(mkfifo((tmp / name / name).c_str(), 0644), 0);
+  }
+  std::map<std::string, Json> runs = served_runs(tmp.path());
+  expect_unreadable(runs, "summary.json", "summary.json is not a regular file");
+  expect_unreadable(runs, "metrics.jsonl", "metrics.jsonl is not a regular file");
+  EXPECT_FALSE(runs.contains("config.json")) << "without a config.json a folder is no run";
+}
+
+}  // namespace
+}  // namespace normlab::serve
