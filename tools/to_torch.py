@@ -252,7 +252,7 @@ class TorchNNModel(torch.nn.Module):
         if why:
             raise ValueError(f"torch.nn.Transformer has no place for this model's {why}")
         self.cfg, self.dtype = cfg, dtype
-        d, V = cfg["d_model"], cfg["vocab_size"]
+        d = cfg["d_model"]
         norm_first, slot = NN_PLACEMENTS[cfg["placement"]]
         common = dict(nhead=cfg["n_heads"], dim_feedforward=cfg["d_ff"], dropout=0.0,
                       activation=NN_ACTIVATIONS[cfg["activation"]], layer_norm_eps=cfg["norm"]["eps"],

@@ -53,16 +53,22 @@ T* first_position(Graph& g, const Node& n, T* table) {
   return table + offset * g.shape(n.in[1])[1];
 }
 
+// out[b, t] = x[b, t] + pos[t] of a node's x and out [batch, time, d] and rows pos [time, d].
 template <typename T>
-void position_forward_kernel(Graph& g, const Node& n) {
+void add_position_rows(Graph& g, const Node& n, const T* pos) {
   const Shape& s = g.shape(n.out);
   const int64_t batch = s[0], time = s[1], d = s[2];
-  const T *x = g.data<T>(n.in[0]), *pos = first_position(g, n, g.data<T>(n.in[1]));
+  const T* x = g.data<T>(n.in[0]);
   T* out = g.data<T>(n.out);
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < batch; ++b)
     for (int64_t t = 0; t < time; ++t)
       for (int64_t c = 0; c < d; ++c) out[(b * time + t) * d + c] = x[(b * time + t) * d + c] + pos[t * d + c];
+}
+
+template <typename T>
+void position_forward_kernel(Graph& g, const Node& n) {
+  add_position_rows(g, n, first_position(g, n, g.data<T>(n.in[1])));
 }
 
 template <typename T>
@@ -89,19 +95,14 @@ int64_t position_offset(const Graph& g, const Node& n) { return n.in[1] == kNoTe
 template <typename T>
 void sinusoid_forward_kernel(Graph& g, const Node& n) {
   const Shape& s = g.shape(n.out);
-  const int64_t batch = s[0], time = s[1], w = s[2], first = position_offset(g, n);
+  const int64_t time = s[1], w = s[2], first = position_offset(g, n);
   T* table = g.data<T>(n.saved[0]);
   for (int64_t t = 0; t < time; ++t)
     for (int64_t c = 0; c < w; ++c) {
       const double angle = static_cast<double>(first + t) * std::pow(10000.0, -static_cast<double>(c - c % 2) / w);
       table[t * w + c] = static_cast<T>(c % 2 == 0 ? std::sin(angle) : std::cos(angle));
     }
-  const T* x = g.data<T>(n.in[0]);
-  T* out = g.data<T>(n.out);
-#pragma omp parallel for collapse(2) schedule(static)
-  for (int64_t b = 0; b < batch; ++b)
-    for (int64_t t = 0; t < time; ++t)
-      for (int64_t c = 0; c < w; ++c) out[(b * time + t) * w + c] = x[(b * time + t) * w + c] + table[t * w + c];
+  add_position_rows<T>(g, n, table);
 }
 
 template <typename T>
