@@ -1,7 +1,7 @@
 #include "train/export.h"
 
-#include <cmath>
 #include <fmt/core.h>
+#include <cmath>
 
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
@@ -61,16 +61,18 @@ Json deepnorm_pairs(const model::ModelConfig& c) {
 Json batches(const RunConfig& config, const Vocabulary& v) {
   const model::ModelConfig& c = config.model;
   if (c.encoder_decoder())
-    return Json{{"source", "x₁ … x_m EOS, padded with pad_id to the batch's length; source_lengths[b] = m + 1, and "
-                           "the positions from it on are masked wherever they are keys"},
+    return Json{{"source",
+                 "x₁ … x_m EOS, padded with pad_id to the batch's length; source_lengths[b] = m + 1, and "
+                 "the positions from it on are masked wherever they are keys"},
                 {"decoder_input", "start_id y₁ … y_n, padded with pad_id (teacher forcing; fairseq's convention)"},
                 {"targets", "y₁ … y_n EOS, −1 on the padding (ignored by the loss)"},
                 {"start_id", v.eos_id},
                 {"pad_id", v.eos_id},
                 {"target_pad", -1}};
   if (c.encoder())
-    return Json{{"tokens", "a window of train.seq_len tokens of the corpus; each position is chosen with probability "
-                           "mask_prob and becomes mask_id 80% of the time, a random token 10%, and stays 10%"},
+    return Json{{"tokens",
+                 "a window of train.seq_len tokens of the corpus; each position is chosen with probability "
+                 "mask_prob and becomes mask_id 80% of the time, a random token 10%, and stays 10%"},
                 {"targets", "the original token at the chosen positions, −1 elsewhere"},
                 {"mask_prob", config.train.mask_prob}};
   return Json{{"tokens", "a window of train.seq_len tokens of the corpus (each line's pieces, then EOS; no BOS)"},
@@ -133,9 +135,10 @@ ExportSummary export_run(const fs::path& run_dir, const fs::path& out_dir, const
   const fs::path data = data_dir.empty() ? fs::path(config.data_dir) : data_dir;
   const fs::path tokenizer_file = data / "tokenizer.model";
   if (!fs::exists(tokenizer_file))
-    fail("{} does not exist: the export needs the run's tokenizer for its special ids; give the run's corpus with "
-         "--data DIR (its data.dir is {})",
-         tokenizer_file.string(), config.data_dir);
+    fail(
+        "{} does not exist: the export needs the run's tokenizer for its special ids; give the run's corpus with "
+        "--data DIR (its data.dir is {})",
+        tokenizer_file.string(), config.data_dir);
   const io::Tokenizer tokenizer = io::Tokenizer::load(tokenizer_file);
   const Vocabulary vocab{tokenizer.vocab_size(), tokenizer.unk_id(), tokenizer.bos_id(), tokenizer.eos_id()};
 
@@ -152,10 +155,11 @@ ExportSummary export_run(const fs::path& run_dir, const fs::path& out_dir, const
   config.model.vocab_size = static_cast<int>(table.shape[0]);
   const int expected = vocab.tokenizer_size + (config.model.encoder() ? 1 : 0);
   if (config.model.vocab_size != expected)
-    fail("{} has {} pieces, so the model's vocabulary would be {}{}, but {} has {} rows: give the run's own corpus "
-         "with --data DIR",
-         tokenizer_file.string(), vocab.tokenizer_size, expected, config.model.encoder() ? " (with [MASK])" : "",
-         file.string(), config.model.vocab_size);
+    fail(
+        "{} has {} pieces, so the model's vocabulary would be {}{}, but {} has {} rows: give the run's own corpus "
+        "with --data DIR",
+        tokenizer_file.string(), vocab.tokenizer_size, expected, config.model.encoder() ? " (with [MASK])" : "",
+        file.string(), config.model.vocab_size);
 
   const auto step_entry = checkpoint.file.metadata().find("step");
   const std::string step_text = step_entry == checkpoint.file.metadata().end() ? "" : step_entry->second;

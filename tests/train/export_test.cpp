@@ -18,9 +18,9 @@ namespace {
 Json train_and_export(const fs::path& run, const fs::path& out, const fs::path& data,
                       const std::vector<std::string>& sets, const fs::path& scratch) {
   std::vector<std::string> args = {"train", "--run", run.string(), "--set", "data.dir=" + data.string()};
-  for (const char* s : {"model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64",
-                        "model.max_seq_len=16", "train.seq_len=16", "train.batch_size=4", "train.steps=3",
-                        "train.eval_batches=1", "train.bleu_pairs=2"})
+  for (const char* s :
+       {"model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64", "model.max_seq_len=16",
+        "train.seq_len=16", "train.batch_size=4", "train.steps=3", "train.eval_batches=1", "train.bleu_pairs=2"})
     args.insert(args.end(), {"--set", s});
   for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
   const CliResult trained = run_cli(args, scratch);
@@ -94,10 +94,9 @@ TEST(Export, StatesAnEncodersMaskIdAndGlmDeepNormConstants) {
 
 TEST(Export, StatesAnEncoderDecodersBatchConventionsAndEachStacksConstants) {
   TempDir tmp("export");
-  const Json config =
-      train_and_export(tmp / "run", tmp / "export", tiny_pairs_dir(),
-                       {"model.shape=encoder_decoder", "model.placement=deepnorm", "model.encoder_layers=3"},
-                       tmp.path());
+  const Json config = train_and_export(
+      tmp / "run", tmp / "export", tiny_pairs_dir(),
+      {"model.shape=encoder_decoder", "model.placement=deepnorm", "model.encoder_layers=3"}, tmp.path());
   const int eos = config["vocab"]["eos_id"].get<int>();
   EXPECT_GE(eos, 0);
   const Json& batches = config["batches"];
@@ -118,15 +117,15 @@ TEST(Export, RefusesWhatItCannotExportWithAClearMessage) {
                    {"checkpoint.safetensors does not exist", "normlab train --run"});
   const fs::path run = tmp / "run";
   train_and_export(run, tmp / "export", tiny_data_dir(), {}, tmp.path());
-  expect_cli_error(run_cli({"export", "--run", run.string(), "--out", (tmp / "e2").string(), "--data",
-                            (tmp / "elsewhere").string()},
-                           tmp.path()),
-                   {"tokenizer.model does not exist", "--data DIR"});
+  expect_cli_error(
+      run_cli({"export", "--run", run.string(), "--out", (tmp / "e2").string(), "--data", (tmp / "elsewhere").string()},
+              tmp.path()),
+      {"tokenizer.model does not exist", "--data DIR"});
   // Another corpus's tokenizer does not fit the model's vocabulary.
-  expect_cli_error(run_cli({"export", "--run", run.string(), "--out", (tmp / "e3").string(), "--data",
-                            tiny_pairs_dir().string()},
-                           tmp.path()),
-                   {"pieces", "rows", "--data DIR"});
+  expect_cli_error(
+      run_cli({"export", "--run", run.string(), "--out", (tmp / "e3").string(), "--data", tiny_pairs_dir().string()},
+              tmp.path()),
+      {"pieces", "rows", "--data DIR"});
 }
 
 }  // namespace
