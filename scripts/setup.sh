@@ -2,7 +2,8 @@
 # normlab setup: installs every dependency from Debian packages, builds, and prepares the default
 # corpus (the King James Bible from Debian's bible-kjv, tokenized into data/kjv) and the translation
 # corpus (English-Spanish verse pairs from the SWORD Bibles, tokenized into data/kjv-rv).
-# Usage: scripts/setup.sh [--with-torch]   (--with-torch adds python3-torch for fixtures and benchmarks)
+# Usage: scripts/setup.sh [--with-torch]   (--with-torch adds python3-torch: the ToTorch.* tests, which
+#                                           scripts/test.sh runs, the fixtures and the benchmarks need it)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

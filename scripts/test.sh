@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The test command: sets everything up (scripts/setup.sh), then runs the whole suite with CTest.
+# The test command: sets everything up (scripts/setup.sh --with-torch: the ToTorch.* tests load models into
+# PyTorch's own modules and fail without it), then runs the whole suite with CTest.
 # Usage: scripts/test.sh              the whole suite (build/)
 #        scripts/test.sh --sanitize   a fast subset under AddressSanitizer + UndefinedBehaviorSanitizer, any report
 #                                     fatal (-fno-sanitize-recover=all), built by scripts/hardening-build.sh (clang-14, -O1): the readers' fuzz
@@ -16,7 +17,7 @@ for arg in "$@"; do
 done
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-2}"
 if [ $sanitize -eq 0 ]; then
-  scripts/setup.sh
+  scripts/setup.sh --with-torch
   ctest --test-dir build --output-on-failure --timeout 900
   exit 0
 fi

@@ -95,5 +95,8 @@ if __name__ == "__main__":
     # Print the header of a safetensors file: python3 tools/safetensors_py.py FILE
     h, start = read_header(sys.argv[1])
     for name, info in h.items():
+        if name == "__metadata__":   # checkpoints and exports carry string metadata beside the tensors
+            print(f"metadata: {info}")
+            continue
         print(f"{name:40s} {info['dtype']:4s} {str(info['shape']):12s} {info['data_offsets']}")
     print(f"data section starts at byte {start}")

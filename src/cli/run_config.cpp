@@ -10,7 +10,7 @@ namespace normlab::cli {
 void add_config_options(CLI::App* cmd, ConfigSources& sources) {
   cmd->add_option("-p,--preset", sources.preset,
                   "start from a real model's norm choices at a small size: gpt2, bert, llama, qwen2, deepseek, glm, "
-                  "gemma2, olmo2 (`normlab presets`); --config and --set override it");
+                  "gemma2, olmo2, vaswani (`normlab presets`); --config and --set override it");
   cmd->add_option("-c,--config", sources.file,
                   "JSON run config: {\"model\": {...}, \"data\": {...}, \"train\": {...}}");
   cmd->add_option("-s,--set", sources.overrides,
@@ -21,7 +21,9 @@ train::RunConfig load_run_config(const ConfigSources& sources) {
   Json doc = Json::object();
   std::string where = "built-in defaults";
   if (!sources.preset.empty()) {
-    doc["model"] = model::find_preset(sources.preset).model;
+    const model::Preset& preset = model::find_preset(sources.preset);
+    doc["model"] = preset.model;
+    if (!preset.train.empty()) doc["train"] = preset.train;
     where = "preset " + sources.preset;
   }
   if (!sources.file.empty()) {

@@ -57,7 +57,9 @@ void print_norm_type(const model::NormType& t) {
 void add_presets(CLI::App& app) {
   auto name = std::make_shared<std::string>();
   CLI::App* cmd = app.add_subcommand(
-      "presets", "list the real models' norm choices that --preset starts from (GPT-2, BERT, Llama, Qwen2, ...)");
+      "presets",
+      "list the real models' norm choices that --preset starts from (GPT-2, BERT, Llama, Qwen2, ..., the 2017 "
+      "Transformer)");
   cmd->add_option("name", *name, "show one preset only");
   cmd->callback([name] {
     if (!name->empty()) model::find_preset(*name);  // an unknown name fails, listing the known ones
@@ -65,6 +67,7 @@ void add_presets(CLI::App& app) {
       if (!name->empty() && p.name != *name) continue;
       std::cout << fmt::format("{}\n    {}\n    source:  {}\n    model:   {}\n", p.name, p.title, p.source,
                                p.model.dump());
+      if (!p.train.empty()) std::cout << fmt::format("    train:   {}\n", p.train.dump());
       for (const std::string& d : p.deviations) std::cout << fmt::format("    differs: {}\n", d);
       std::cout << "\n";
     }

@@ -75,4 +75,27 @@ T gelu_slope(T x) {
   return normal_cdf(x) + x * normal_pdf(x);
 }
 
+// GELU's tanh approximation (Hendrycks & Gimpel 2016, §2; GPT-2's gelu_new, torch's approximate='tanh'):
+//   y = ½x(1 + tanh u),  u = √(2/π)(x + 0.044715x³).
+// Since ½(1 + tanh u) = σ(2u), y = x·σ(2u): one exp, no tanh, and the same form vectorizes in fp32. With
+// s = σ(2u) and σ' = σ(1 − σ):
+//   ∂y/∂x = s + x·s(1 − s)·2u',  u' = √(2/π)(1 + 3·0.044715x²).
+// For x → −∞, e^(−2u) overflows to +inf and s = 0 (y = −0), so no NaN arises.
+template <typename T>
+T gelu_tanh_sigmoid(T x) {
+  constexpr T kSqrt2OverPi = static_cast<T>(0.797884560802865355879892119868763737);  // √(2/π)
+  const T u = kSqrt2OverPi * (x + T(0.044715) * x * x * x);
+  return T(1) / (T(1) + fast_exp(T(-2) * u));
+}
+template <typename T>
+T gelu_tanh_of(T x) {
+  return x * gelu_tanh_sigmoid(x);
+}
+template <typename T>
+T gelu_tanh_slope(T x) {
+  constexpr T kSqrt2OverPi = static_cast<T>(0.797884560802865355879892119868763737);
+  const T s = gelu_tanh_sigmoid(x);
+  return s + x * s * (T(1) - s) * T(2) * kSqrt2OverPi * (T(1) + T(3 * 0.044715) * x * x);
+}
+
 }  // namespace normlab::engine

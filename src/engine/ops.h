@@ -21,13 +21,16 @@ namespace normlab::engine {
 #define NORMLAB_OPS(X)                                                                      \
   X(embedding)     /* out[r] = table[ids[r]]                                           */ \
   X(position_add)  /* out[b,t] = x[b,t] + pos[t]                                       */ \
+  X(sinusoid_add)  /* out[b,t] = x[b,t] + PE[t], Vaswani et al.'s sines and cosines    */ \
   X(linear)        /* y = x Wᵀ + b                                                     */ \
   X(layer_norm)    /* y = γ ⊙ (x − μ)/√(v + ε) + β                                     */ \
   X(rms_norm)      /* y = (γ + offset) ⊙ x/√(mean(x²) + ε)                             */ \
   X(add)           /* y = α·a + β·b                                                    */ \
   X(scale)         /* y = c·x                                                          */ \
   X(gelu)          /* y = x·Φ(x)                                                       */ \
-  X(gated)         /* y = act(gate) ⊙ up, act = SiLU (SwiGLU) or GELU (GeGLU)          */ \
+  X(gelu_tanh)     /* y = ½x(1 + tanh(√(2/π)(x + 0.044715x³)))                         */ \
+  X(relu)          /* y = max(x, 0)                                                    */ \
+  X(gated)         /* y = act(gate) ⊙ up, act = SiLU (SwiGLU) or a GELU (GeGLU)        */ \
   X(rope)          /* rotary positions on q or k                                       */ \
   X(attention)     /* multi-head softmax attention, causal or bidirectional            */ \
   X(cached_attention) /* causal attention of new positions over a key-value cache     */ \
@@ -71,6 +74,8 @@ const OpDef& op_def(OpKind kind);
 TensorId embedding(Graph& g, const std::string& name, TensorId ids, TensorId table);
 // offset (i32 [1], optional): the chunk x starts at that position (decoding with a key-value cache).
 TensorId position_add(Graph& g, const std::string& name, TensorId x, TensorId positions, TensorId offset = kNoTensor);
+// x [B, T, w] plus the fixed sinusoids of positions o..o + T − 1 (o = *offset, or 0); no parameters.
+TensorId sinusoid_add(Graph& g, const std::string& name, TensorId x, TensorId offset = kNoTensor);
 // centered: every output row minus its mean, folded into W and b (ops/linear.cpp; Pre-RMSNorm's efficient form).
 TensorId linear(Graph& g, const std::string& name, TensorId x, TensorId weight, TensorId bias, bool centered = false);
 TensorId layer_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, TensorId bias, double eps);
@@ -78,8 +83,11 @@ TensorId rms_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, 
 TensorId add(Graph& g, const std::string& name, TensorId a, TensorId b, double alpha = 1.0, double beta = 1.0);
 TensorId scale(Graph& g, const std::string& name, TensorId x, double c);
 TensorId gelu(Graph& g, const std::string& name, TensorId x);
+TensorId gelu_tanh(Graph& g, const std::string& name, TensorId x);
+TensorId relu(Graph& g, const std::string& name, TensorId x);
 TensorId swiglu(Graph& g, const std::string& name, TensorId gate, TensorId up);
 TensorId geglu(Graph& g, const std::string& name, TensorId gate, TensorId up);
+TensorId geglu_tanh(Graph& g, const std::string& name, TensorId gate, TensorId up);  // GELU's tanh form on the gate
 TensorId rope(Graph& g, const std::string& name, TensorId x, int64_t heads, double base, TensorId offset = kNoTensor);
 // scale multiplies q·k (0 = the usual 1/√D); softcap > 0 applies c·tanh(s/c) to the scaled logits; causal = false:
 // every position attends to every position (an encoder); key_lengths (i32 [B], each in 1..T): batch row b attends

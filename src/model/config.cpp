@@ -67,8 +67,8 @@ ModelConfig read_model_config(const Json& user, const std::string& where) {
   r.read("final_norm", c.final_norm);
   r.read("embed_norm", c.embed_norm);
   r.read("embed_scale", c.embed_scale, {"none", "sqrt_d", "learned"});
-  r.read("activation", c.activation, {"gelu", "swiglu", "geglu"});
-  r.read("positions", c.positions, {"learned", "rope"});
+  r.read("activation", c.activation, {"gelu", "gelu_tanh", "relu", "swiglu", "geglu", "geglu_tanh"});
+  r.read("positions", c.positions, {"learned", "rope", "sinusoidal"});
   r.read("rope_base", c.rope_base, 1.0, 1e12);
   r.read("tied_embeddings", c.tied_embeddings);
   r.read("bias", c.bias);
@@ -115,6 +115,12 @@ void validate(const ModelConfig& c, const std::string& where) {
 }
 
 Json to_json(const ModelConfig& c) {
+  Json options = c.options;
+  for (auto table : {common_switches(), find_placement(c.placement).switches})
+    for (const Switch& s : table)
+      if (auto it = options.find(std::string(s.name));
+          !s.written_when_default && it != options.end() && *it == Json::parse(s.default_json))
+        options.erase(it);
   Json out{{"shape", c.shape},
            {"vocab_size", c.vocab_size},
            {"d_model", c.d_model},
@@ -140,7 +146,7 @@ Json to_json(const ModelConfig& c) {
              {"embed_std", c.init.embed_std},
              {"head", c.init.head},
              {"head_std", c.init.head_std}}},
-           {"options", c.options}};
+           {"options", options}};
   if (c.encoder_decoder()) out["encoder_layers"] = c.source_layers();
   if (c.label_smoothing > 0) out["label_smoothing"] = c.label_smoothing;
   return out;

@@ -42,8 +42,8 @@ struct ModelConfig {
   std::optional<bool> final_norm;     // unset = the placement's default
   bool embed_norm = false;            // a norm on the embedding output
   std::string embed_scale = "none";   // none | sqrt_d | learned
-  std::string activation = "gelu";    // gelu | swiglu | geglu
-  std::string positions = "learned";  // learned | rope
+  std::string activation = "gelu";    // gelu | gelu_tanh | relu | swiglu | geglu | geglu_tanh (docs/model.md)
+  std::string positions = "learned";  // learned | rope | sinusoidal (Vaswani et al.'s fixed sines and cosines)
   double rope_base = 10000;
   bool tied_embeddings = true;
   bool bias = true;
@@ -52,6 +52,7 @@ struct ModelConfig {
   Json options = Json::object();  // switches, every one present (defaults filled in; `normlab variants`)
 
   int head_dim() const { return d_model / n_heads; }
+  bool gated_ffn() const { return activation == "swiglu" || activation == "geglu" || activation == "geglu_tanh"; }
   bool encoder() const { return shape == "encoder"; }
   bool encoder_decoder() const { return shape == "encoder_decoder"; }
   int source_layers() const { return encoder_layers > 0 ? encoder_layers : n_layers; }

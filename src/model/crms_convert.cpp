@@ -139,6 +139,8 @@ ModelConfig crms_config_for(const ModelConfig& c) {
         "compressed embedding differ, so use tied_embeddings = false");
   require(c.has_final_norm(), "a final norm (final_norm = true)");
   require(!c.embed_norm, "embed_norm = false");
+  // The compressed stream would need the sinusoids' compressed rows, which are no sinusoids of width d − 1.
+  require(c.positions != "sinusoidal", "positions 'learned' or 'rope'");
   require(option(c, "qk_norm").get<std::string>() == "none", "options.qk_norm = \"none\"");
   require(!option(c, "v_norm").get<bool>(), "options.v_norm = false");
   require(!option(c, "pb_relax").get<bool>(), "options.pb_relax = false");
@@ -200,7 +202,7 @@ void convert_pre_ln_to_crms(const Model& src, Model& dst) {
         const std::vector<double> gamma = get(p + ".in_norm.weight");
         if (branch == Branch::ffn) {
           consumer(p + ".fc1", gamma, ff);
-          if (c.activation != "gelu") consumer(p + ".gate", gamma, ff);
+          if (c.gated_ffn()) consumer(p + ".gate", gamma, ff);
           producer(p + ".fc2", ff);
           continue;
         }

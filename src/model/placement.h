@@ -140,6 +140,9 @@ struct Switch {
   std::string_view name;
   std::string_view default_json;
   std::string_view help;
+  // false: a resolved config (to_json) names the switch only when it differs from its default, so the configs of
+  // runs stored before it existed, which studies compare before reusing a run, stay as they were.
+  bool written_when_default = true;
 };
 
 struct Placement {

@@ -2,6 +2,8 @@
 
 #include <fmt/core.h>
 
+#include <cmath>
+
 #include "common/error.h"
 
 namespace normlab::model {
@@ -16,18 +18,28 @@ Json sized(Json model, bool gated) {
   return size;
 }
 
+// The 2017 Transformer's optimizer (§5.3): Adam (0.9, 0.98, 1e-9), no weight decay or clipping, and the schedule
+// d^−0.5 · min(step^−0.5, step · warmup^−1.5), which normlab's noam schedule is when lr = (d · warmup)^−0.5.
+Json vaswani_train(int d_model, int warmup) {
+  Json train = Json::parse(R"({"seq_len": 64, "steps": 8000, "schedule": "noam", "beta1": 0.9, "beta2": 0.98,
+      "adam_eps": 1e-9, "weight_decay": 0.0, "clip": 0.0})");
+  train["warmup"] = warmup;
+  train["lr"] = 1 / std::sqrt(static_cast<double>(d_model) * warmup);
+  return train;
+}
+
 std::vector<Preset> make_presets() {
   return {
       {"gpt2",
-       "GPT-2: Pre-LN, LayerNorm with bias, GELU, learned positions, tied, scaled init",
+       "GPT-2: Pre-LN, LayerNorm with bias, GELU (tanh form), learned positions, tied, scaled init",
        "Radford et al. 2019, Language Models are Unsupervised Multitask Learners; openai-community/gpt2 config.json "
-       "(layer_norm_epsilon 1e-5, initializer_range 0.02, tie_word_embeddings) and model.py's 1/sqrt(2L) residual "
-       "init",
+       "(layer_norm_epsilon 1e-5, initializer_range 0.02, tie_word_embeddings, activation_function gelu_new: the tanh "
+       "approximation) and model.py's 1/sqrt(2L) residual init",
        sized(Json::parse(R"({"placement": "pre", "final_norm": true, "norm": {"type": "layernorm", "eps": 1e-5,
-             "bias": true}, "activation": "gelu", "positions": "learned", "tied_embeddings": true, "bias": true,
+             "bias": true}, "activation": "gelu_tanh", "positions": "learned", "tied_embeddings": true, "bias": true,
              "init": {"scheme": "scaled", "std": 0.02, "embed_std": 0.02}})"),
              false),
-       {"GELU is exact (erf); GPT-2 uses the tanh approximation (gelu_new)"}},
+       {}},
       {"bert",
        "BERT: an encoder trained as a masked LM; Post-LN, LayerNorm ε 1e-12 on the embeddings and after every "
        "sub-layer, GELU, learned positions",
@@ -74,20 +86,21 @@ std::vector<Preset> make_presets() {
              "activation": "geglu", "positions": "rope", "rope_base": 10000.0, "tied_embeddings": true,
              "bias": true})"),
              true),
-       {"DeepNorm's constants are DeepNet's decoder-only α = (2L)^(1/4), β = (8L)^(−1/4); GLM-130B used "
-        "α = (2N)^(1/2) with its own β",
+       {"DeepNorm's constants are DeepNet's decoder-only α = (2L)^(1/4), β = (8L)^(−1/4) by default, so that runs "
+        "of this preset stay comparable across versions; GLM-130B's α = (2L)^(1/2), β = (2L)^(−1/2) (§2.1) are "
+        "--set model.options.deepnorm_constants=glm130b",
         "GLM's bidirectional prefix attention and 2-D positions are not modelled: plain causal attention, 1-D RoPE"}},
       {"gemma2",
-       "Gemma 2: sandwich RMSNorm (1 + γ) ε 1e-6, GeGLU, RoPE, √d embedding scale, soft-caps 50 / 30",
+       "Gemma 2: sandwich RMSNorm (1 + γ) ε 1e-6, GeGLU (tanh form), RoPE, √d embedding scale, soft-caps 50 / 30",
        "Gemma Team 2024, Gemma 2 (arXiv 2408.00118); google/gemma-2-2b config.json (rms_norm_eps 1e-6, "
-       "attn_logit_softcapping 50, final_logit_softcapping 30, rope_theta 10000, tie_word_embeddings true)",
+       "attn_logit_softcapping 50, final_logit_softcapping 30, rope_theta 10000, tie_word_embeddings true, "
+       "hidden_activation gelu_pytorch_tanh)",
        sized(Json::parse(R"({"placement": "gemma2", "final_norm": true, "norm": {"type": "rmsnorm_gemma",
-             "eps": 1e-6}, "embed_scale": "sqrt_d", "activation": "geglu", "positions": "rope",
+             "eps": 1e-6}, "embed_scale": "sqrt_d", "activation": "geglu_tanh", "positions": "rope",
              "rope_base": 10000.0, "tied_embeddings": true, "bias": false,
              "options": {"attn_softcap": 50.0, "final_softcap": 30.0}})"),
              true),
-       {"GeGLU's GELU is exact (erf); Gemma 2 uses the tanh approximation",
-        "every layer attends globally: the alternating 4096-token sliding-window layers are not modelled",
+       {"every layer attends globally: the alternating 4096-token sliding-window layers are not modelled",
         "grouped-query attention is not modelled"}},
       {"olmo2",
        "OLMo 2: RMSNorm on each sub-layer's output (reordered norm), full-width QK-norm, SwiGLU, RoPE 5e5",
@@ -98,6 +111,33 @@ std::vector<Preset> make_presets() {
              "bias": false, "options": {"qk_norm": "full"}})"),
              true),
        {"the z-loss is not included"}},
+      {"vaswani",
+       "The Transformer of 2017 (base) at a CPU size: a Post-LN encoder-decoder, ReLU, sinusoidal positions, √d-scaled "
+       "shared embeddings, dropout and label smoothing 0.1, Adam (0.9, 0.98, 1e-9) with the Noam schedule; "
+       "translates KJV → Reina-Valera (data/kjv-rv) and ends with BLEU and chrF",
+       "Vaswani et al. 2017, Attention Is All You Need (arXiv 1706.03762): §3.1 LayerNorm(x + Sublayer(x)), 6 "
+       "encoder and 6 decoder layers; §3.3 FFN max(0, xW₁ + b₁)W₂ + b₂, d_ff = 4d; §3.4 one matrix for both "
+       "embeddings and the pre-softmax map, embeddings × √d; §3.5 sines and cosines; §5.3 Adam β₁ 0.9, β₂ 0.98, "
+       "ε 1e-9, lrate = d^−0.5 · min(step^−0.5, step · warmup^−1.5); §5.4 dropout 0.1 on every sub-layer output and "
+       "on the embedding sums, label smoothing 0.1. The init, which the paper does not give, is fairseq's transformer "
+       "(Xavier-uniform matrices, embeddings N(0, d^−1/2))",
+       sized(Json::parse(R"({"shape": "encoder_decoder", "n_layers": 6, "placement": "post", "final_norm": false,
+             "norm": {"type": "layernorm", "eps": 1e-5, "bias": true}, "embed_scale": "sqrt_d",
+             "activation": "relu", "positions": "sinusoidal", "tied_embeddings": true, "bias": true, "dropout": 0.1,
+             "label_smoothing": 0.1, "init": {"scheme": "xavier", "xavier": "uniform", "embed_std": 0.0}})"),
+             false),
+       {"the base model's d 512, 8 heads and d_ff 2048 are scaled down to d 128, 4 heads, d_ff 512 (the paper's "
+        "4000 warm-up steps kept); train.lr = (128 · 4000)^−0.5 makes normlab's noam schedule, "
+        "lr · min(step/warmup, √(warmup/step)), the paper's formula exactly: resizing d_model or warmup needs "
+        "train.lr = (d · warmup)^−0.5 set along",
+        "batches of 16 sentence pairs of up to 64 tokens a side instead of ≈ 25,000 source and 25,000 target "
+        "tokens, 8000 steps instead of 100,000, no checkpoint averaging; BLEU and chrF by greedy decoding (the "
+        "paper decodes with beam 4 and GNMT's length penalty 0.6; normlab translate --beam 4 searches with "
+        "fairseq's length normalization)",
+        "one SentencePiece BPE vocabulary of 8000 for both languages (the paper: shared BPE of about 37,000 for "
+        "English-German)",
+        "LayerNorm ε is not in the paper: 1e-5, PyTorch's and fairseq's default"},
+       vaswani_train(128, 4000)},
   };
 }
 

@@ -106,12 +106,14 @@ TensorId ffn_branch(const SubLayer& s, TensorId x, const BranchStyle& style, boo
   const ModelConfig& c = s.config();
   const std::string p = s.prefix();
   TensorId hidden;
-  if (c.activation == "gelu") {
-    hidden = eng::gelu(g, p + ".act", dense(g, c, p + ".fc1", x, c.d_ff, Role::fc1));
-  } else {
+  if (c.gated_ffn()) {
     TensorId gate = dense(g, c, p + ".gate", x, c.d_ff, Role::gate);
     TensorId up = dense(g, c, p + ".fc1", x, c.d_ff, Role::fc1);
-    hidden = c.activation == "swiglu" ? eng::swiglu(g, p + ".act", gate, up) : eng::geglu(g, p + ".act", gate, up);
+    const auto unit = c.activation == "swiglu" ? eng::swiglu : c.activation == "geglu" ? eng::geglu : eng::geglu_tanh;
+    hidden = unit(g, p + ".act", gate, up);
+  } else {
+    const auto act = c.activation == "gelu" ? eng::gelu : c.activation == "relu" ? eng::relu : eng::gelu_tanh;
+    hidden = act(g, p + ".act", dense(g, c, p + ".fc1", x, c.d_ff, Role::fc1));
   }
   if (style.mid_norm) hidden = s.norm("mid_norm", hidden);
   return dense(g, c, p + ".fc2", hidden, c.stream_width(), Role::fc2, std::nullopt, center);
@@ -135,8 +137,8 @@ TensorId SubLayer::branch(TensorId x, BranchStyle style) const {
 
 namespace {
 
-// tokens → embedding (× scale) (+ positions) (centered) (normed) (dropout). `stack` prefixes the names in an
-// encoder-decoder ("encoder." / "decoder."): each side has its own positions, the token table is shared.
+// tokens → embedding (× scale) (+ learned or sinusoidal positions) (centered) (normed) (dropout). `stack` prefixes the
+// names in an encoder-decoder ("encoder." / "decoder."): each side has its own positions, the token table is shared.
 TensorId embed(Graph& g, const ModelConfig& c, const Placement& placement, TensorId tokens, TensorId table,
                const std::string& stack = "", TensorId first_position = eng::kNoTensor) {
   const std::string e = stack + "embed";
@@ -151,6 +153,7 @@ TensorId embed(Graph& g, const ModelConfig& c, const Placement& placement, Tenso
     TensorId pos = g.parameter(e + ".positions.weight", Shape{c.max_seq_len, c.stream_width()}, Role::embedding, true);
     h = eng::position_add(g, e + ".out", h, pos, first_position);
   }
+  if (c.positions == "sinusoidal") h = eng::sinusoid_add(g, e + ".out", h, first_position);
   if (placement.zero_mean_branch) h = eng::center(g, e + ".centered", h);
   if (c.embed_norm) h = make_norm(g, c, stack + "embed_norm", h);
   if (c.dropout > 0) h = eng::dropout(g, e + ".dropout", h, c.dropout);

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <limits>
+#include <numbers>
 
 namespace normlab::engine {
 namespace {
@@ -56,6 +57,30 @@ TEST(FastMath, NormalCdfLimits) {
   EXPECT_TRUE(std::isnan(normal_cdf(std::numeric_limits<float>::quiet_NaN())));
   EXPECT_NEAR(normal_cdf(0.0f), 0.5f, kUlp);
   EXPECT_DOUBLE_EQ(normal_cdf(-1.0), 0.5 * std::erfc(1.0 / std::sqrt(2.0))) << "fp64 is libm's";
+}
+
+// GELU's tanh form as x·σ(2u) against the textbook ½x(1 + tanh u) in double (torch's approximate='tanh'): fp32's
+// error stays within a few ulps of y, and the slope matches the double form's central difference.
+TEST(FastMath, GeluTanhIsTheTanhFormToFloatRounding) {
+  const auto textbook = [](double x) {
+    return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+  };
+  double worst = 0, worst_x = 0;
+  for (double x = -12; x <= 12; x += 1.0 / 1024 + 1e-7) {
+    const auto xf = static_cast<float>(x);
+    const double exact = textbook(xf);
+    const double error = std::fabs(gelu_tanh_of(xf) - exact) / std::max(std::fabs(exact), std::fabs(double(xf)));
+    if (error > worst) worst = error, worst_x = xf;
+    EXPECT_NEAR(gelu_tanh_of(x), textbook(x), 1e-15 * std::max(1.0, std::fabs(x))) << "fp64 at x = " << x;
+    const double h = 1e-6, numeric = (textbook(x + h) - textbook(x - h)) / (2 * h);
+    EXPECT_NEAR(gelu_tanh_slope(x), numeric, 1e-8) << "slope at x = " << x;
+  }
+  EXPECT_LT(worst, 4 * kUlp) << "worst at x = " << worst_x;
+  EXPECT_EQ(gelu_tanh_of(-100.0f), 0.0f);
+  EXPECT_EQ(gelu_tanh_of(100.0f), 100.0f);
+  EXPECT_EQ(gelu_tanh_slope(-100.0f), 0.0f);
+  EXPECT_EQ(gelu_tanh_slope(100.0f), 1.0f);
+  EXPECT_TRUE(std::isnan(gelu_tanh_of(std::numeric_limits<float>::quiet_NaN())));
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // smooth scalar that depends on every output element, and makes the op's inputs parameters.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "engine/ops.h"
 #include "gradcheck.h"
@@ -114,6 +116,63 @@ TEST(OpGradients, AddScaleGelu) {
   TensorId b = c.param("b", {B, T, D});
   TensorId y = gelu(c.g, "gelu", scale(c.g, "scaled", add(c.g, "sum", a, b, 0.7, -1.3), 1.9));
   expect_gradients_match(c.g, c.finish(y));
+}
+
+TEST(OpGradients, GeluTanhAndRelu) {
+  Case c;
+  TensorId a = c.param("a", {B, T, D});
+  TensorId b = c.param("b", {B, T, D});
+  // ReLU's kink within h = 1e-5 of a pre-activation would spoil the central difference; these draws have none.
+  TensorId y = add(c.g, "y", gelu_tanh(c.g, "gelu_tanh", a), relu(c.g, "relu", scale(c.g, "scaled", b, 1.9)));
+  expect_gradients_match(c.g, c.finish(y));
+}
+
+TEST(Ops, ReluPassesTheGradientOnlyWherePositive) {
+  Graph g(DType::f64);
+  TensorId x = g.parameter("x", Shape{4}, Role::none, false);
+  TensorId y = relu(g, "y", x);
+  g.plan();
+  const double in[] = {-1.5, 0.0, 2.0, 1e-300};
+  std::copy(std::begin(in), std::end(in), g.data<double>(x));
+  g.forward(false);
+  EXPECT_EQ(std::vector<double>(g.data<double>(y), g.data<double>(y) + 4), (std::vector<double>{0, 0, 2.0, 1e-300}));
+  std::fill_n(g.grad<double>(y), 4, 3.0);
+  std::fill_n(g.grad<double>(x), 4, 0.0);
+  op_def(OpKind::relu).kernels.backward(g, g.nodes()[0]);
+  EXPECT_EQ(std::vector<double>(g.grad<double>(x), g.grad<double>(x) + 4), (std::vector<double>{0, 0, 3, 3}))
+      << "torch's convention: no gradient at 0";
+}
+
+TEST(OpGradients, SinusoidAddPassesTheGradientThrough) {
+  Case c;
+  TensorId x = c.param("x", {B, T, D});
+  expect_gradients_match(c.g, c.finish(sinusoid_add(c.g, "y", x)));
+}
+
+// PE[p, 2i] = sin(p / 10000^(2i/w)), PE[p, 2i+1] = cos(…) (Vaswani et al. §3.5), an odd width ending with a sine; a
+// chunk starting at position o (decoding) adds rows o.. of the same table.
+TEST(Ops, SinusoidAddAddsVaswanisTable) {
+  for (int64_t width : {6, 7}) {
+    Graph g(DType::f64);
+    TensorId x = g.input("x", Shape{2, 3, width}, DType::f64);
+    TensorId offset = g.input("offset", Shape{1}, DType::i32);
+    TensorId full = sinusoid_add(g, "full", x), chunk = sinusoid_add(g, "chunk", x, offset);
+    g.plan();
+    for (int64_t i = 0; i < 2 * 3 * width; ++i) g.data<double>(x)[i] = 0.25 * static_cast<double>(i % 5);
+    *g.data<int32_t>(offset) = 4;
+    g.forward(false);
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t t = 0; t < 3; ++t)
+        for (int64_t j = 0; j < width; ++j) {
+          const int64_t at = (b * 3 + t) * width + j;
+          const auto pe = [&](int64_t p) {
+            const double angle = static_cast<double>(p) / std::pow(10000.0, static_cast<double>(2 * (j / 2)) / width);
+            return j % 2 == 0 ? std::sin(angle) : std::cos(angle);
+          };
+          EXPECT_DOUBLE_EQ(g.data<double>(full)[at], g.data<double>(x)[at] + pe(t)) << width << " " << at;
+          EXPECT_DOUBLE_EQ(g.data<double>(chunk)[at], g.data<double>(x)[at] + pe(4 + t)) << width << " " << at;
+        }
+  }
 }
 
 TEST(OpGradients, Swiglu) {
@@ -314,6 +373,13 @@ TEST(OpGradients, Geglu) {
   TensorId a = c.param("a", {B, T, D});
   TensorId u = c.param("u", {B, T, D});
   expect_gradients_match(c.g, c.finish(geglu(c.g, "y", a, u)));
+}
+
+TEST(OpGradients, GegluTanh) {
+  Case c;
+  TensorId a = c.param("a", {B, T, D});
+  TensorId u = c.param("u", {B, T, D});
+  expect_gradients_match(c.g, c.finish(geglu_tanh(c.g, "y", a, u)));
 }
 
 TEST(OpGradients, ScaleAddEveryMode) {

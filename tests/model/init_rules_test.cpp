@@ -5,6 +5,7 @@
 // (65k entries: the sample std is within ~0.3% of the true one; the tolerance is 3%).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -432,6 +433,32 @@ TEST(InitRules, DeepNormPaperInitIsXavierNormalWithGainBeta) {
     expect_normal(*m, f + ".fc2.weight", beta * wide);
     expect_all(*m, a + ".v.bias", 0);
     expect_all(*m, f + ".fc2.bias", 0);
+  }
+}
+
+// GLM-130B §2.1 (options.deepnorm_constants = glm130b): α = (2L)^(1/2) on the shortcut and Xavier-normal gain
+// β = (2L)^(−1/2) on v, o and the FFN; one stack only, so an encoder-decoder is refused.
+TEST(InitRules, DeepNormGlm130bConstantsAreGlmsAlphaAndBeta) {
+  const int L = 6;
+  const Json glm{{"options", {{"deepnorm_constants", "glm130b"}}}};
+  auto m = initialized(big("deepnorm", L, glm));
+  const double beta = 1 / std::sqrt(2.0 * L), square = std::sqrt(2.0 / 512), wide = std::sqrt(2.0 / 1280);
+  expect_normal(*m, "layers.0.attn.q.weight", square);
+  expect_normal(*m, "layers.0.attn.v.weight", beta * square);
+  expect_normal(*m, "layers.5.attn.o.weight", beta * square);
+  expect_normal(*m, "layers.5.ffn.fc1.weight", beta * wide);
+  const auto& nodes = m->graph.nodes();
+  const auto residual = std::find_if(nodes.begin(), nodes.end(),
+                                     [&](const eng::Node& n) { return n.out == m->graph.at("layers.3.ffn.residual"); });
+  ASSERT_NE(residual, nodes.end());
+  EXPECT_EQ(residual->attr.f[0], std::sqrt(2.0 * L)) << "the shortcut's α";
+  Json encdec = tiny("deepnorm", 2, glm);
+  encdec["shape"] = "encoder_decoder";
+  try {
+    build_model(read_model_config(encdec, "glm"), 1, 4);
+    ADD_FAILURE() << "an encoder-decoder with GLM-130B's constants was built";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("one stack"), std::string::npos) << e.what();
   }
 }
 

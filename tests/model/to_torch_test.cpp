@@ -1,6 +1,7 @@
-// tools/to_torch.py: a run's checkpoint loaded into PyTorch (the independent reference's module for its
-// config.json) computes normlab's logits. Needs Debian's python3-torch (scripts/setup.sh --with-torch); without
-// it the test skips and says so.
+// tools/to_torch.py: a run's checkpoint, or its export (`normlab export`), loaded into PyTorch computes normlab's
+// logits, both in the independent reference's module for its config and in PyTorch's own torch.nn.Transformer and
+// torch.nn.TransformerEncoder. Needs Debian's python3-torch, which scripts/test.sh installs (scripts/setup.sh
+// --with-torch): without it these tests fail and say so, so that no run of the suite passes without them.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -16,10 +17,14 @@ namespace normlab::train::testing {
 namespace {
 
 bool torch_available() { return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0; }
+constexpr const char* kNoTorch =
+    "python3-torch is not installed, so /usr/bin/python3 cannot import torch: install it with "
+    "scripts/setup.sh --with-torch (scripts/test.sh does)";
 
-CliResult check_logits(const fs::path& run, const fs::path& logits, const fs::path& scratch) {
+// `to_torch.py PATH --check LOGITS`, PATH a run or an export; nn: in torch.nn.Transformer* (--nn).
+CliResult check_logits(const fs::path& path, const fs::path& logits, const fs::path& scratch, bool nn = false) {
   return run_captured("/usr/bin/python3 " + shell_quote(NORMLAB_SOURCE_DIR "/tools/to_torch.py") + " " +
-                          shell_quote(run.string()) + " --check " + shell_quote(logits.string()),
+                          shell_quote(path.string()) + (nn ? " --nn" : "") + " --check " + shell_quote(logits.string()),
                       scratch);
 }
 
@@ -46,7 +51,7 @@ bool train_and_dump_logits(const std::vector<std::string>& train_args, const fs:
 }
 
 TEST(ToTorch, ACheckpointLoadedIntoPyTorchGivesNormlabsLogits) {
-  if (!torch_available()) GTEST_SKIP() << "python3-torch is not installed (scripts/setup.sh --with-torch)";
+  ASSERT_TRUE(torch_available()) << kNoTorch;
   TempDir tmp("to_torch");
   const std::vector<std::vector<std::string>> runs = {
       {},                      // the default Pre-LN model
@@ -77,7 +82,7 @@ TEST(ToTorch, ACheckpointLoadedIntoPyTorchGivesNormlabsLogits) {
 // module given them computes normlab's logits. Tampering with either makes the check fail, so the source and its
 // padding mask are compared too.
 TEST(ToTorch, AnEncoderDecoderCheckpointGivesNormlabsLogitsFromTheSource) {
-  if (!torch_available()) GTEST_SKIP() << "python3-torch is not installed (scripts/setup.sh --with-torch)";
+  ASSERT_TRUE(torch_available()) << kNoTorch;
   TempDir tmp("to_torch_encdec");
   const fs::path run = tmp / "run";
   std::vector<std::string> args = {"train", "--run", run.string(), "--set", "data.dir=" + tiny_pairs_dir().string()};
@@ -124,6 +129,68 @@ TEST(ToTorch, AnEncoderDecoderCheckpointGivesNormlabsLogitsFromTheSource) {
   const auto vocab = static_cast<int32_t>(file.at("logits").shape[2]);
   other[0] = (other[0] + 1) % vocab;  // another first source word in row 0
   tampered("source", other, lengths);
+}
+
+// The tiny training arguments of the torch.nn oracle tests: `shape` with Vaswani's ReLU and sinusoids (and √d), 5
+// steps on the toy corpus of its shape.
+std::vector<std::string> vaswani_style_run(const fs::path& run, const std::string& shape,
+                                           const std::string& placement) {
+  const bool pairs = shape == "encoder_decoder";
+  std::vector<std::string> args = {"train", "--run", run.string(), "--set",
+                                   "data.dir=" + (pairs ? tiny_pairs_dir() : tiny_data_dir()).string()};
+  for (const std::string& s :
+       {"model.shape=" + shape, "model.placement=" + placement, std::string("model.activation=relu"),
+        std::string("model.positions=sinusoidal"), std::string("model.embed_scale=sqrt_d"),
+        std::string("model.d_model=32"), std::string("model.n_heads=2"), std::string("model.d_ff=64"),
+        std::string("model.max_seq_len=16"), std::string("train.seq_len=16"), std::string("train.batch_size=4"),
+        std::string("train.steps=5"), std::string("train.eval_batches=1")})
+    args.insert(args.end(), {"--set", s});
+  const std::vector<std::string> depth =
+      pairs ? std::vector<std::string>{"model.encoder_layers=3", "model.n_layers=2", "model.label_smoothing=0.1",
+                                       "train.bleu_pairs=4"}
+            : std::vector<std::string>{"model.n_layers=2"};
+  for (const std::string& s : depth) args.insert(args.end(), {"--set", s});
+  return args;
+}
+
+// Trains a model of `shape` under Post-LN and under Pre-LN, exports it, deletes the run, and checks the export alone
+// in PyTorch's own modules (`to_torch.py EXPORT --nn`, norm_first false / true) and in the reference's equations
+// against normlab's logits. The same export with another activation must fail the check: the comparison can fail.
+void expect_torch_nn_matches(const std::string& shape, const std::string& torch_module) {
+  ASSERT_TRUE(torch_available()) << kNoTorch;
+  TempDir tmp("to_torch_nn");
+  for (const std::string placement : {"post", "pre"}) {
+    const fs::path run = tmp / ("run_" + placement), exported = tmp / ("export_" + placement);
+    const fs::path logits = tmp / ("logits_" + placement + ".safetensors");
+    ASSERT_TRUE(train_and_dump_logits(vaswani_style_run(run, shape, placement), run, logits, tmp.path()));
+    const CliResult e = run_cli({"export", "--run", run.string(), "--out", exported.string()}, tmp.path());
+    ASSERT_EQ(e.exit_code, 0) << describe(e);
+    fs::remove_all(run);  // the export is all the loaders get
+
+    const CliResult nn = check_logits(exported, logits, tmp.path(), true);
+    EXPECT_EQ(nn.exit_code, 0) << placement << "\n" << describe(nn);
+    EXPECT_NE(nn.out.find(torch_module), std::string::npos) << describe(nn);
+    const double error = printed_error(nn);
+    EXPECT_LE(error, 1e-5) << placement << "\n" << describe(nn);
+    std::cout << shape << " " << placement << " in " << torch_module << ": relative L2 error " << error << "\n";
+    const CliResult reference = check_logits(exported, logits, tmp.path());
+    EXPECT_EQ(reference.exit_code, 0) << placement << "\n" << describe(reference);
+
+    Json config = Json::parse(slurp(exported / "config.json"));
+    config["model"]["activation"] = "gelu";
+    spit(exported / "config.json", config.dump(2));
+    const CliResult wrong = check_logits(exported, logits, tmp.path(), true);
+    EXPECT_EQ(wrong.exit_code, 1) << "GELU instead of ReLU went unnoticed\n" << describe(wrong);
+    EXPECT_GT(printed_error(wrong), 1e-5) << describe(wrong);
+  }
+}
+
+TEST(ToTorch, ExportedPostAndPreLnEncoderDecodersGiveNormlabsLogitsInTorchNnTransformer) {
+  expect_torch_nn_matches("encoder_decoder", "torch.nn.Transformer");
+}
+
+TEST(ToTorch, ExportedPostAndPreLnEncodersGiveNormlabsLogitsInTorchNnTransformerEncoder) {
+  expect_torch_nn_matches("encoder", "torch.nn.TransformerEncoder");
 }
 
 }  // namespace

@@ -6,6 +6,9 @@
 #include <cmath>
 #include <numbers>
 
+#include "model/presets.h"
+#include "train/train_config.h"
+
 namespace normlab::train {
 namespace {
 
@@ -73,6 +76,20 @@ TEST(TrainSchedule, NoamPeaksAtWarmupThenFallsAsInverseSqrt) {
   }
   EXPECT_EQ(argmax, 16);
   EXPECT_DOUBLE_EQ(learning_rate(schedule("noam", 100, 0, 1e-3), 4), 1e-3 / 2) << "no warm-up: lr/√step";
+}
+
+// The vaswani preset's train section makes the noam schedule Vaswani et al.'s §5.3 formula itself,
+// d^−0.5 · min(step^−0.5, step · warmup^−1.5), at every step: the preset's lr is (d · warmup)^−0.5.
+TEST(TrainSchedule, TheVaswaniPresetsNoamIsThePapersFormula) {
+  const model::Preset& preset = model::find_preset("vaswani");
+  const RunConfig c = read_run_config(Json{{"model", preset.model}, {"train", preset.train}}, "preset vaswani");
+  EXPECT_EQ(c.train.schedule, "noam");
+  EXPECT_EQ(c.train.warmup, 4000);
+  const double d = c.model.d_model, warmup = c.train.warmup;
+  for (int step : {1, 10, 1000, 3999, 4000, 4001, 6000, 8000}) {
+    const double paper = std::pow(d, -0.5) * std::min(std::pow(step, -0.5), step * std::pow(warmup, -1.5));
+    EXPECT_NEAR(learning_rate(c.train, step), paper, 1e-15) << "step " << step;
+  }
 }
 
 }  // namespace

@@ -3,8 +3,11 @@
 //   add:     y = α·a + β·b             ∂L/∂a = α·g,  ∂L/∂b = β·g
 //   scale:   y = c·x                   ∂L/∂x = c·g
 //   gelu:    y = x·Φ(x)                ∂y/∂x = Φ(x) + x·φ(x)        (exact erf form, as torch's default)
+//   gelu_tanh: y = ½x(1 + tanh u) = x·σ(2u),  u = √(2/π)(x + 0.044715x³)
+//            ∂y/∂x = σ(2u) + x·σ(2u)(1 − σ(2u))·2√(2/π)(1 + 3·0.044715x²)   (σ' = σ(1 − σ); fast_math.h)
+//   relu:    y = max(x, 0)             ∂y/∂x = 1 for x > 0, 0 otherwise (0 at the kink, as torch)
 //   gated:   y = act(a) ⊙ u            ∂L/∂a = g ⊙ u ⊙ act'(a),  ∂L/∂u = g ⊙ act(a)
-//            SwiGLU: act = SiLU, SiLU'(a) = σ(a)(1 + a(1 − σ(a)));  GeGLU: act = GELU (exact)
+//            SwiGLU: act = SiLU, SiLU'(a) = σ(a)(1 + a(1 − σ(a)));  GeGLU: act = GELU, exact or its tanh form
 //   center:  y = x − mean(x) (per row)  ∂L/∂x = g − mean(g)
 //   softcap: y = c·tanh(x/c)            ∂y/∂x = 1 − tanh²(x/c)
 //   dropout: y = x ⊙ m / (1 − p)       ∂L/∂x = g ⊙ m / (1 − p); m is recomputed from a counter-based
@@ -83,17 +86,45 @@ void gelu_backward_kernel(Graph& g, const Node& n) {
     for (int64_t j = r * width; j < (r + 1) * width; ++j) dx[j] += dy[j] * gelu_slope(x[j]);
 }
 
+// Not fused with the linear map before it (only GELU's erf form is: fusion.h), so a flat loop.
+template <typename T>
+void gelu_tanh_forward_kernel(Graph& g, const Node& n) {
+  const T* x = g.data<T>(n.in[0]);
+  T* y = g.data<T>(n.out);
+  for_each<T>(numel(g, n), [&](int64_t i) { y[i] = gelu_tanh_of(x[i]); });
+}
+template <typename T>
+void gelu_tanh_backward_kernel(Graph& g, const Node& n) {
+  const T *x = g.data<T>(n.in[0]), *dy = g.grad<T>(n.out);
+  T* dx = g.grad<T>(n.in[0]);
+  for_each<T>(numel(g, n), [&](int64_t i) { dx[i] += dy[i] * gelu_tanh_slope(x[i]); });
+}
+
+template <typename T>
+void relu_forward_kernel(Graph& g, const Node& n) {
+  const T* x = g.data<T>(n.in[0]);
+  T* y = g.data<T>(n.out);
+  for_each<T>(numel(g, n), [&](int64_t i) { y[i] = x[i] > T(0) ? x[i] : T(0); });
+}
+template <typename T>
+void relu_backward_kernel(Graph& g, const Node& n) {
+  const T *x = g.data<T>(n.in[0]), *dy = g.grad<T>(n.out);
+  T* dx = g.grad<T>(n.in[0]);
+  for_each<T>(numel(g, n), [&](int64_t i) { dx[i] += x[i] > T(0) ? dy[i] : T(0); });
+}
+
 template <typename T>
 T sigmoid(T x) {
   return T(1) / (T(1) + fast_exp(-x));
 }
 
-enum class Gate : int64_t { silu, gelu };
+enum class Gate : int64_t { silu, gelu, gelu_tanh };
 
 // act(a) and act'(a) of a gated unit.
 template <typename T>
 std::pair<T, T> activation(Gate kind, T a) {
   if (kind == Gate::gelu) return {gelu_of(a), gelu_slope(a)};
+  if (kind == Gate::gelu_tanh) return {gelu_tanh_of(a), gelu_tanh_slope(a)};
   const T s = sigmoid(a);
   return {a * s, s * (T(1) + a * (T(1) - s))};
 }
@@ -208,6 +239,8 @@ void dropout_backward_kernel(Graph& g, const Node& n) {
 NORMLAB_FLOAT_OP(add)
 NORMLAB_FLOAT_OP(scale)
 NORMLAB_FLOAT_OP(gelu)
+NORMLAB_FLOAT_OP(gelu_tanh)
+NORMLAB_FLOAT_OP(relu)
 NORMLAB_FLOAT_OP(gated)
 NORMLAB_FLOAT_OP(center)
 NORMLAB_FLOAT_OP(softcap)
@@ -246,6 +279,8 @@ TensorId gated(Graph& g, const std::string& name, TensorId gate, TensorId up, Ga
 extern const OpKernels add_kernels{add_forward, add_backward};
 extern const OpKernels scale_kernels{scale_forward, scale_backward};
 extern const OpKernels gelu_kernels{gelu_forward, gelu_backward};
+extern const OpKernels gelu_tanh_kernels{gelu_tanh_forward, gelu_tanh_backward};
+extern const OpKernels relu_kernels{relu_forward, relu_backward};
 extern const OpKernels gated_kernels{gated_forward, gated_backward};
 extern const OpKernels center_kernels{center_forward, center_backward};
 extern const OpKernels softcap_kernels{softcap_forward, softcap_backward};
@@ -256,11 +291,16 @@ TensorId add(Graph& g, const std::string& name, TensorId a, TensorId b, double a
 }
 TensorId scale(Graph& g, const std::string& name, TensorId x, double c) { return unary(g, OpKind::scale, name, x, c); }
 TensorId gelu(Graph& g, const std::string& name, TensorId x) { return unary(g, OpKind::gelu, name, x, 0); }
+TensorId gelu_tanh(Graph& g, const std::string& name, TensorId x) { return unary(g, OpKind::gelu_tanh, name, x, 0); }
+TensorId relu(Graph& g, const std::string& name, TensorId x) { return unary(g, OpKind::relu, name, x, 0); }
 TensorId swiglu(Graph& g, const std::string& name, TensorId gate, TensorId up) {
   return gated(g, name, gate, up, Gate::silu);
 }
 TensorId geglu(Graph& g, const std::string& name, TensorId gate, TensorId up) {
   return gated(g, name, gate, up, Gate::gelu);
+}
+TensorId geglu_tanh(Graph& g, const std::string& name, TensorId gate, TensorId up) {
+  return gated(g, name, gate, up, Gate::gelu_tanh);
 }
 TensorId center(Graph& g, const std::string& name, TensorId x) { return unary(g, OpKind::center, name, x, 0); }
 TensorId softcap(Graph& g, const std::string& name, TensorId x, double cap) {

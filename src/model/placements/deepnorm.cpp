@@ -5,7 +5,8 @@
 // Post-LN whose shortcut outweighs the branch by α while β keeps the branch's update small, so the
 // model update stays bounded. In an encoder-decoder (N encoder, M decoder layers) each stack has its own pair,
 // Table 1: α_e = 0.81 (N⁴M)^(1/16), β_e = 0.87 (N⁴M)^(−1/16); α_d = (3M)^(1/4), β_d = (12M)^(−1/4); the decoder's
-// β covers its cross-attention's v and o too.
+// β covers its cross-attention's v and o too. GLM-130B's pair (Zeng et al. 2022, §2.1) is the switch
+// deepnorm_constants = "glm130b": α = (2L)^(1/2), β = (2L)^(−1/2).
 #include "model/placements/deepnorm.h"
 
 #include <cmath>
@@ -31,16 +32,15 @@ DeepNormConstants deepnorm_constants(DeepNormArch arch, int n, int m, bool torch
   return {1, 1};
 }
 
-namespace {
-using engine::Role;
-constexpr Switch kSwitches[] = {{"deepnorm_init", "\"paper\"",
-                                 "paper: Xavier-normal gain β on v, o, fc1, gate, fc2 (gain 1 on q, k), zero biases | "
-                                 "torchscale: the base init × β, biases too (torchscale issue #16)"},
-                                {"deepnorm_beta", "\"paper\"",
-                                 "encoder-decoder only: paper: the encoder's β_e = 0.87 (N⁴M)^(−1/16) (Table 1) | "
-                                 "torchscale: 1.15 (N⁴M)^(−1/16), as torchscale's code computes it"}};
-
-DeepNormConstants constants_of(const ModelConfig& c, Tower::Kind stack) {
+DeepNormConstants deepnorm_constants(const ModelConfig& c, Tower::Kind stack) {
+  if (option(c, "deepnorm_constants").get<std::string>() == "glm130b") {
+    if (c.encoder_decoder())
+      fail(
+          "model.options.deepnorm_constants = \"glm130b\" is GLM-130B's pair for one stack; an encoder-decoder "
+          "takes DeepNet's Table 1 (\"deepnet\")");
+    const double two_l = 2.0 * c.n_layers;
+    return {std::sqrt(two_l), 1 / std::sqrt(two_l)};
+  }
   const DeepNormArch arch = stack == Tower::encoder   ? DeepNormArch::encoder_of_encoder_decoder
                             : stack == Tower::decoder ? DeepNormArch::decoder_of_encoder_decoder
                                                       : DeepNormArch::decoder_only;
@@ -48,8 +48,22 @@ DeepNormConstants constants_of(const ModelConfig& c, Tower::Kind stack) {
                             option(c, "deepnorm_beta").get<std::string>() == "torchscale");
 }
 
+namespace {
+using engine::Role;
+constexpr Switch kSwitches[] = {
+    {"deepnorm_init", "\"paper\"",
+     "paper: Xavier-normal gain β on v, o, fc1, gate, fc2 (gain 1 on q, k), zero biases | "
+     "torchscale: the base init × β, biases too (torchscale issue #16)"},
+    {"deepnorm_beta", "\"paper\"",
+     "encoder-decoder only: paper: the encoder's β_e = 0.87 (N⁴M)^(−1/16) (Table 1) | "
+     "torchscale: 1.15 (N⁴M)^(−1/16), as torchscale's code computes it"},
+    {"deepnorm_constants", "\"deepnet\"",
+     "deepnet: DeepNet's α and β (Table 1) | glm130b: GLM-130B's α = (2L)^(1/2), β = (2L)^(−1/2) (Zeng et al. "
+     "2022, §2.1; one stack only)",
+     false}};
+
 TensorId deepnorm(const SubLayer& s, TensorId h) {
-  const double alpha = constants_of(s.config(), s.tower().kind).alpha;
+  const double alpha = deepnorm_constants(s.config(), s.tower().kind).alpha;
   return s.norm("post_norm", s.add(h, s.branch(h), alpha, 1.0));
 }
 
@@ -60,7 +74,7 @@ void deepnorm_init(InitContext& ctx) {
   const auto stacks =
       m.config.encoder_decoder() ? std::vector{Tower::encoder, Tower::decoder} : std::vector{Tower::single};
   for (Tower::Kind stack : stacks) {
-    const double beta = constants_of(m.config, stack).beta;
+    const double beta = deepnorm_constants(m.config, stack).beta;
     const std::string under = Tower{stack}.prefix();
     if (torchscale) scale_roles(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, beta, true, under);
     else redraw_xavier(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, beta, true, ctx.seed, under);

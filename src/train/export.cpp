@@ -1,0 +1,180 @@
+#include "train/export.h"
+
+#include <fmt/core.h>
+#include <cmath>
+
+#include "io/atomic_file.h"
+#include "io/safetensors.h"
+#include "io/tokenizer.h"
+#include "model/placement.h"
+#include "model/placements/deepnorm.h"
+#include "train/checkpoint.h"
+
+namespace normlab::train {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* kActivations[][2] = {
+    {"gelu", "fc2(GELU(fc1 x)), GELU(x) = x·Φ(x) (exact, erf)"},
+    {"gelu_tanh", "fc2(GELU(fc1 x)), GELU(x) = ½x(1 + tanh(√(2/π)(x + 0.044715x³))) (torch approximate='tanh')"},
+    {"relu", "fc2(max(0, fc1 x))"},
+    {"swiglu", "fc2(SiLU(gate x) ⊙ fc1 x)"},
+    {"geglu", "fc2(GELU(gate x) ⊙ fc1 x), GELU exact (erf)"},
+    {"geglu_tanh", "fc2(GELU(gate x) ⊙ fc1 x), GELU's tanh form"},
+};
+
+std::string activation_equation(const std::string& name) {
+  for (const auto& [key, equation] : kActivations)
+    if (name == key) return equation;
+  fail("internal: activation '{}' has no equation for the export", name);
+}
+
+std::string positions_equation(const model::ModelConfig& c) {
+  if (c.positions == "learned") return "h += P[t], P = <side>embed.positions.weight [max_seq_len, d]";
+  if (c.positions == "rope")
+    return fmt::format(
+        "RoPE on q and k of self-attention, per head: pairs (j, j + D/2), θ_j = {}^(−2j/D), (a, b) ↦ (a cos tθ_j − "
+        "b sin tθ_j, b cos tθ_j + a sin tθ_j); none in cross-attention",
+        c.rope_base);
+  return "h += PE[t], PE[t, 2i] = sin(t / 10000^(2i/d)), PE[t, 2i+1] = cos(t / 10000^(2i/d)) (Vaswani et al. §3.5; "
+         "no parameters)";
+}
+
+// The DeepNorm pair of each stack, by name ("" for a one-stack model's).
+Json deepnorm_pairs(const model::ModelConfig& c) {
+  Json alpha = Json::object(), beta = Json::object();
+  for (const model::Tower& t : model::stacks(c)) {
+    const std::string side = t.kind == model::Tower::single ? "layers" : t.prefix() + "layers";
+    const model::DeepNormConstants k = model::deepnorm_constants(c, t.kind);
+    alpha[side] = k.alpha;
+    beta[side] = k.beta;
+  }
+  return Json{{"deepnorm_alpha", alpha},
+              {"deepnorm_beta", beta},
+              {"deepnorm_note",
+               "α weighs the shortcut in h ← LN(α·h + F(h)) in every sub-layer of the stack; β was the init gain of v, "
+               "o, fc1, gate and fc2 (the weights hold its effect)"}};
+}
+
+Json batches(const RunConfig& config, const Vocabulary& v) {
+  const model::ModelConfig& c = config.model;
+  if (c.encoder_decoder())
+    return Json{{"source",
+                 "x₁ … x_m EOS, padded with pad_id to the batch's length; source_lengths[b] = m + 1, and "
+                 "the positions from it on are masked wherever they are keys"},
+                {"decoder_input", "start_id y₁ … y_n, padded with pad_id (teacher forcing; fairseq's convention)"},
+                {"targets", "y₁ … y_n EOS, −1 on the padding (ignored by the loss)"},
+                {"start_id", v.eos_id},
+                {"pad_id", v.eos_id},
+                {"target_pad", -1}};
+  if (c.encoder())
+    return Json{{"tokens",
+                 "a window of train.seq_len tokens of the corpus; each position is chosen with probability "
+                 "mask_prob and becomes mask_id 80% of the time, a random token 10%, and stays 10%"},
+                {"targets", "the original token at the chosen positions, −1 elsewhere"},
+                {"mask_prob", config.train.mask_prob}};
+  return Json{{"tokens", "a window of train.seq_len tokens of the corpus (each line's pieces, then EOS; no BOS)"},
+              {"targets", "the window shifted by one: the next token at every position"}};
+}
+
+}  // namespace
+
+Json export_config(const RunConfig& config, const Vocabulary& vocab, int step) {
+  const model::ModelConfig& c = config.model;
+  const model::Placement& placement = model::find_placement(c.placement);
+  const std::string qk = model::option(c, "qk_norm").get<std::string>();
+  Json constants{
+      {"norm_eps", c.norm.eps},
+      {"embedding_scale", c.embed_scale == "sqrt_d"    ? Json(std::sqrt(static_cast<double>(c.d_model)))
+                          : c.embed_scale == "learned" ? Json("learned: <side>embed.scale [1]")
+                                                       : Json(1.0)},
+      {"attention_scale", qk == "l2" ? Json("learned: <layer>.attn.qk_scale [1] (q and k L2-normalized per head)")
+                                     : Json(1 / std::sqrt(static_cast<double>(c.head_dim())))},
+  };
+  if (c.placement == "deepnorm") constants.update(deepnorm_pairs(c));
+  if (c.placement == "admin")
+    constants["admin_omega"] =
+        "learned, in the weights: <stack>layers.{i}.{attn,cross,ffn}.admin_omega [d], the shortcut's weight in "
+        "h ← LN(ω ⊙ h + F(h)); initialized by options.admin_omega";
+  const int mask_id = c.encoder() ? c.mask_id() : -1;
+  return Json{
+      {"format", kExportFormat},
+      {"step", step},
+      {"model", model::to_json(c)},
+      {"constants", constants},
+      {"equations",
+       {{"placement", placement.equations},
+        {"placement_paper", placement.paper},
+        {"ffn", activation_equation(c.activation)},
+        {"positions", positions_equation(c)},
+        {"logits", c.tied_embeddings ? "h · Eᵀ, E = embed.tokens.weight (tied)" : "h · lm_head.weightᵀ"}}},
+      {"vocab",
+       {{"size", c.vocab_size},
+        {"tokenizer_size", vocab.tokenizer_size},
+        {"mask_id", mask_id >= 0 ? Json(mask_id) : Json()},
+        {"unk_id", vocab.unk_id},
+        {"bos_id", vocab.bos_id >= 0 ? Json(vocab.bos_id) : Json()},
+        {"eos_id", vocab.eos_id},
+        {"tokenizer", "tokenizer.model (SentencePiece)"}}},
+      {"batches", batches(config, vocab)},
+      {"weights",
+       {{"file", "model.safetensors"},
+        {"names", "docs/model.md, Parameter names (linear weights [out, in], y = x Wᵀ + b)"}}},
+  };
+}
+
+ExportSummary export_run(const fs::path& run_dir, const fs::path& out_dir, const fs::path& data_dir) {
+  const fs::path file = run_dir / kCheckpointFile;
+  if (!fs::exists(file))
+    fail("{} does not exist: export reads a trained run's checkpoint (normlab train --run {} first)", file.string(),
+         run_dir.string());
+  const CheckpointFile checkpoint = read_checkpoint(file);
+  RunConfig config = checkpoint_config(checkpoint);
+  const fs::path data = data_dir.empty() ? fs::path(config.data_dir) : data_dir;
+  const fs::path tokenizer_file = data / "tokenizer.model";
+  if (!fs::exists(tokenizer_file))
+    fail(
+        "{} does not exist: the export needs the run's tokenizer for its special ids; give the run's corpus with "
+        "--data DIR (its data.dir is {})",
+        tokenizer_file.string(), config.data_dir);
+  const io::Tokenizer tokenizer = io::Tokenizer::load(tokenizer_file);
+  const Vocabulary vocab{tokenizer.vocab_size(), tokenizer.unk_id(), tokenizer.bos_id(), tokenizer.eos_id()};
+
+  std::vector<io::TensorToWrite> weights;
+  ExportSummary summary{.out_dir = out_dir};
+  for (const io::SafetensorsFile::Entry& e : checkpoint.file.entries()) {
+    if (e.name.starts_with("optim.")) {
+      ++summary.skipped;
+      continue;
+    }
+    weights.push_back({e.name, e.dtype, e.shape, e.data.data()});
+  }
+  const io::SafetensorsFile::Entry& table = checkpoint.file.at("embed.tokens.weight");
+  config.model.vocab_size = static_cast<int>(table.shape[0]);
+  const int expected = vocab.tokenizer_size + (config.model.encoder() ? 1 : 0);
+  if (config.model.vocab_size != expected)
+    fail(
+        "{} has {} pieces, so the model's vocabulary would be {}{}, but {} has {} rows: give the run's own corpus "
+        "with --data DIR",
+        tokenizer_file.string(), vocab.tokenizer_size, expected, config.model.encoder() ? " (with [MASK])" : "",
+        file.string(), config.model.vocab_size);
+
+  const auto step_entry = checkpoint.file.metadata().find("step");
+  const std::string step_text = step_entry == checkpoint.file.metadata().end() ? "" : step_entry->second;
+  if (step_text.empty() || step_text.size() > 9 || step_text.find_first_not_of("0123456789") != std::string::npos)
+    fail("{}: metadata.step '{}' is not a step number; the checkpoint is corrupted", file.string(), step_text);
+  const int step = std::stoi(step_text);
+  summary.step = step;
+  summary.tensors = weights.size();
+  std::error_code error;
+  fs::create_directories(out_dir, error);
+  if (error) fail("cannot create the export directory {}: {}", out_dir.string(), error.message());
+  io::write_safetensors(out_dir / "model.safetensors", weights, {{"format", kExportFormat}});
+  io::write_file_atomic(out_dir / "config.json", export_config(config, vocab, step).dump(2) + "\n");
+  io::write_file_atomic(out_dir / "tokenizer.model", io::read_file(tokenizer_file, "tokenizer"));
+  return summary;
+}
+
+}  // namespace normlab::train
