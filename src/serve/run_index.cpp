@@ -38,6 +38,16 @@ Tail read_tail(const fs::path& file, uint64_t offset, size_t max_bytes) {
 
 namespace {
 
+// model.placement as the page shows it: a built-in placement's name, or a formula's name and equation (a run made
+// from a formula records the formula's object there, docs/variants.md).
+std::string placement_text(const Json& model) {
+  const Json p = model.value("placement", Json(""));
+  if (!p.is_object()) return p.is_string() ? p.get<std::string>() : "";
+  const Json name = p.value("name", Json()), sublayer = p.value("sublayer", Json());
+  return fmt::format("{} (formula{})", name.is_string() ? name.get<std::string>() : "unnamed",
+                     sublayer.is_string() ? fmt::format(": {}", sublayer.get<std::string>()) : std::string());
+}
+
 Json read_json(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   if (!in) return Json();
@@ -160,7 +170,7 @@ Json RunIndex::run(const fs::path& dir) {
           {"study", study},
           {"status", status},
           {"message", message},
-          {"placement", model.value("placement", "")},
+          {"placement", placement_text(model)},
           {"n_layers", model.value("n_layers", 0)},
           {"step", m.step},
           {"steps", train.value("steps", 0)},
