@@ -1,5 +1,6 @@
 // normlab variants / normlab init-report: what each placement computes, and what its init realizes.
 #include <fmt/core.h>
+#include <fmt/ranges.h>
 
 #include <filesystem>
 #include <iostream>
@@ -7,6 +8,9 @@
 #include "cli/commands.h"
 #include "cli/run_config.h"
 #include "io/corpus.h"
+#include "model/formula.h"
+#include "model/formula_expr.h"
+#include "model/gradient_check.h"
 #include "model/init.h"
 #include "model/norm.h"
 #include "model/placement.h"
@@ -52,6 +56,90 @@ void print_norm_type(const model::NormType& t) {
   for (const model::NormParam& p : t.params) std::cout << fmt::format("  {:<14}   .{}: {}\n", "", p.suffix, p.init);
 }
 
+// A parameter's shape in the model's terms: [8] in the check's tiny model (d 8, d_ff 12, 2 heads) is [d].
+std::string symbolic(const engine::Shape& shape, const model::ModelConfig& c) {
+  std::vector<std::string> dims;
+  for (int i = 0; i < shape.rank; ++i) {
+    const int64_t n = shape[i];
+    dims.push_back(n == c.d_model ? "d" : n == c.d_ff ? "d_ff" : n == c.n_heads ? "H" : std::to_string(n));
+  }
+  return fmt::format("[{}]", fmt::join(dims, ", "));
+}
+
+// What a formula adds to the plain sub-layers (its norms, learned coefficients, the norms inside F, the final norm):
+// the parameters of layer 0 and after the stack, beside the linear maps that every placement has.
+void print_added_parameters(const model::Model& m) {
+  std::cout << "parameters it adds (per layer, as layer 0 has them; the branches' linear maps aside):\n";
+  int shown = 0;
+  for (engine::TensorId id : m.graph.parameters()) {
+    const engine::TensorSpec& p = m.graph.spec(id);
+    const bool own =
+        p.role == engine::Role::norm_gain || p.role == engine::Role::norm_bias || p.role == engine::Role::scalar;
+    const bool where = p.name.starts_with("layers.0.") || p.name.starts_with("final_norm.") ||
+                       p.name.starts_with("decoder.layers.0.cross.");
+    if (!own || !where) continue;
+    std::cout << fmt::format("  {:<36} {:<10} {:<10} starts at {:g}\n", p.name, symbolic(p.shape, m.config),
+                             engine::role_name(p.role), p.init_value);
+    ++shown;
+  }
+  if (shown == 0) std::cout << "  none\n";
+}
+
+// `normlab variants check`: the formula as understood, what it adds, and an fp64 gradient check of a tiny model of
+// every shape it states equations for.
+void check_formula(const std::string& given) {
+  // A file (with or without its '@'), else an expression: what is neither an existing file nor named *.json.
+  const bool file = !given.starts_with('@') && (fs::is_regular_file(given) || given.ends_with(".json"));
+  const std::string value = file ? fmt::format("@{}", given) : given;
+  try {
+    const auto formula = model::Formula::read(Json(value), "the formula");
+    std::cout << fmt::format("formula {}{}\n", formula->name(),
+                             value.starts_with('@') ? fmt::format(" ({})", value.substr(1)) : " (an expression)");
+    for (const std::string& line : formula->describe()) std::cout << "  " << line << "\n";
+    std::vector<std::string> failed;
+    for (const char* shape : {"decoder", "encoder", "encoder_decoder"}) {
+      Json section = model::gradient_check_section();
+      section["placement"] = formula->json();
+      section["shape"] = shape;
+      if (std::string(shape) == "encoder_decoder") section["encoder_layers"] = 3;
+      model::ModelConfig config;
+      try {
+        config = model::read_model_config(section, "the check's model");
+      } catch (const model::formula::FormulaError&) {
+        throw;
+      } catch (const Error& e) {
+        std::cout << fmt::format("{}: not checked: {}\n", shape, e.what());
+        continue;
+      }
+      auto m = model::gradient_check_model(config);
+      if (std::string(shape) == "decoder") print_added_parameters(*m);
+      const std::vector<model::GradientComparison> checked = model::compare_gradients(*m);
+      double worst = 0;
+      std::string worst_name, zero;
+      for (const model::GradientComparison& c : checked) {
+        if (c.zero()) {
+          zero += (zero.empty() ? "" : ", ") + c.name;
+          continue;
+        }
+        if (!c.agrees()) failed.push_back(fmt::format("{} {} (relative error {:.2g})", shape, c.name, c.relative()));
+        if (c.relative() >= worst) worst = c.relative(), worst_name = c.name;
+      }
+      std::cout << fmt::format(
+          "gradient check, {} (L = {}{}, d = 8, fp64, central differences): {} parameters, largest relative error "
+          "{:.2g} ({}): {}{}\n",
+          shape, config.n_layers, config.encoder_decoder() ? ", encoder 3" : "", checked.size(), worst, worst_name,
+          failed.empty() ? "pass" : "FAIL", zero.empty() ? "" : "; no gradient reaches " + zero);
+    }
+    if (!failed.empty())
+      fail("formula {}: the analytic gradient differs from finite differences: {}", formula->name(),
+           fmt::join(failed, "; "));
+  } catch (const model::formula::FormulaError& e) {
+    // Where it is, as a picture; the one error line follows.
+    std::cerr << fmt::format("{}:\n  {}\n  {}^\n", e.field, e.text, std::string(e.column - 1, ' '));
+    throw;
+  }
+}
+
 }  // namespace
 
 void add_presets(CLI::App& app) {
@@ -82,7 +170,16 @@ void add_variants(CLI::App& app) {
                                      "list every normalization placement: paper, equations, defaults, "
                                      "init rule and switches");
   cmd->add_option("name", *name, "show one placement only");
-  cmd->callback([name] {
+  auto formula = std::make_shared<std::string>();
+  CLI::App* check = cmd->add_subcommand(
+      "check",
+      "check a placement written as a formula (docs/variants.md): print it as understood and what it adds, and run "
+      "an fp64 gradient check on a tiny model of each shape");
+  check->add_option("formula", *formula, "a formula file (my.json or @my.json), or an expression in quotes")
+      ->required();
+  check->callback([formula] { check_formula(*formula); });
+  cmd->callback([name, check] {
+    if (*check) return;
     if (!name->empty()) return print_variant(model::find_placement(*name));
     for (const model::Placement* p : model::all_placements()) {
       print_variant(*p);
@@ -132,7 +229,7 @@ void add_init_report(CLI::App& app) {
     }
     auto m = model::build_model(config.model, 1, 2);
     model::initialize(*m, args->seed);
-    const model::Placement& p = model::find_placement(config.model.placement);
+    const model::Placement& p = model::placement_of(config.model);
     if (!args->json)
       std::cout << fmt::format("placement {} (L = {}, d = {}, V = {}, init.scheme = {}); rule: {}\n", p.name,
                                config.model.n_layers, config.model.d_model, config.model.vocab_size,

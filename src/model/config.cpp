@@ -2,13 +2,14 @@
 
 #include <fmt/ranges.h>
 
+#include "model/formula.h"
 #include "model/norm.h"
 #include "model/placement.h"
 
 namespace normlab::model {
 
-bool ModelConfig::has_final_norm() const { return final_norm.value_or(find_placement(placement).final_norm); }
-int ModelConfig::stream_width() const { return find_placement(placement).compressed_stream ? d_model - 1 : d_model; }
+bool ModelConfig::has_final_norm() const { return final_norm.value_or(placement_of(*this).final_norm); }
+int ModelConfig::stream_width() const { return placement_of(*this).compressed_stream ? d_model - 1 : d_model; }
 
 namespace {
 
@@ -38,14 +39,18 @@ Json resolve_options(const Placement& p, const Json& given, const std::string& w
 ModelConfig read_model_config(const Json& user, const std::string& where) {
   ModelConfig c;
   if (!user.is_object()) fail("{}: expected an object {{...}}", where);
-  if (user.contains("placement") && user["placement"].is_string()) c.placement = user["placement"].get<std::string>();
+  const bool formula = user.contains("placement") && is_formula(user["placement"]);
+  if (formula) c.formula = Formula::read(user["placement"], where + ".placement");
+  else if (user.contains("placement") && user["placement"].is_string())
+    c.placement = user["placement"].get<std::string>();
   const Placement& placement = [&]() -> const Placement& {
     try {
-      return find_placement(c.placement);
+      return placement_of(c);
     } catch (const Error& e) {
       fail("{}.placement: {}", where, e.what());
     }
   }();
+  c.placement = placement.name;
   Json section = Json::parse(placement.defaults);
   section.merge_patch(user);
   ConfigReader r(section, where);
@@ -63,7 +68,8 @@ ModelConfig read_model_config(const Json& user, const std::string& where) {
     n.read("eps", c.norm.eps, 0.0, 1.0);
     n.read("bias", c.norm.bias);
   });
-  r.read("placement", c.placement, placement_names());
+  if (formula) r.raw("placement");
+  else r.read("placement", c.placement, placement_names());
   r.read("final_norm", c.final_norm);
   r.read("embed_norm", c.embed_norm);
   r.read("embed_scale", c.embed_scale, {"none", "sqrt_d", "learned"});
@@ -95,7 +101,8 @@ void validate(const ModelConfig& c, const std::string& where) {
          c.n_heads, c.d_model);
   if (c.positions == "rope" && c.head_dim() % 2 != 0)
     fail("{}: rope needs an even head size, but d_model / n_heads = {}", where, c.head_dim());
-  const Placement& p = find_placement(c.placement);
+  const Placement& p = placement_of(c);
+  if (c.formula) c.formula->check(c, where);
   if (c.encoder_layers > 0 && !c.encoder_decoder())
     fail("{}: encoder_layers = {} applies to shape 'encoder_decoder' only (this model is a '{}'): remove it", where,
          c.encoder_layers, c.shape);
@@ -129,7 +136,7 @@ Json to_json(const ModelConfig& c) {
            {"d_ff", c.d_ff},
            {"max_seq_len", c.max_seq_len},
            {"norm", {{"type", c.norm.type}, {"eps", c.norm.eps}, {"bias", c.norm.bias}}},
-           {"placement", c.placement},
+           {"placement", c.formula ? c.formula->json() : Json(c.placement)},
            {"final_norm", c.has_final_norm()},
            {"embed_norm", c.embed_norm},
            {"embed_scale", c.embed_scale},

@@ -1,12 +1,15 @@
 #pragma once
 // The model's configuration: every field in docs/model.md, read strictly from JSON and written back
 // fully explicit (defaults resolved) so a run directory records exactly what was trained.
+#include <memory>
 #include <optional>
 #include <string>
 
 #include "common/config_reader.h"
 
 namespace normlab::model {
+
+class Formula;
 
 struct NormConfig {
   std::string type = "layernorm";  // a registered norm type (norm.h, norms/registry.cpp)
@@ -38,7 +41,10 @@ struct ModelConfig {
   int d_ff = 512;
   int max_seq_len = 128;
   NormConfig norm;
-  std::string placement = "pre";
+  std::string placement = "pre";  // a built-in placement's name, or the formula's when `formula` is set
+  // A placement written as a formula (model/formula.h): given as model.placement's object or "@file", and written
+  // back as its object.
+  std::shared_ptr<const Formula> formula;
   std::optional<bool> final_norm;     // unset = the placement's default
   bool embed_norm = false;            // a norm on the embedding output
   std::string embed_scale = "none";   // none | sqrt_d | learned

@@ -88,7 +88,7 @@ double truncated_normal(Rng& rng, double bound) {
 
 void initialize(Model& m, uint64_t seed, const int32_t* tokens, const int32_t* targets) {
   for (eng::TensorId id : m.graph.parameters()) draw_into(m, id, base_draw(m, m.graph.spec(id)), seed);
-  const Placement& placement = find_placement(m.config.placement);
+  const Placement& placement = placement_of(m.config);
   if (!placement.init) return;
   std::vector<int32_t> random_tokens;
   if (!tokens) {  // rules that profile a forward pass get a random batch when no real one is given
@@ -135,8 +135,8 @@ void redraw_truncated_normal(Model& m, RoleSet roles, double std, uint64_t seed,
   redraw(m, roles, {Draw::truncated_normal, std}, seed, under);
 }
 
-void redraw_uniform(Model& m, RoleSet roles, double bound, uint64_t seed) {
-  redraw(m, roles, {Draw::uniform, bound}, seed);
+void redraw_uniform(Model& m, RoleSet roles, double bound, uint64_t seed, std::string_view under) {
+  redraw(m, roles, {Draw::uniform, bound}, seed, under);
 }
 
 void redraw_xavier(Model& m, RoleSet roles, double gain, bool normal, uint64_t seed, std::string_view under) {

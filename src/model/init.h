@@ -37,7 +37,7 @@ void redraw_normal(Model& m, RoleSet roles, double std, uint64_t seed, std::stri
 // N(0, std²) truncated at ±3·std by redrawing (torch's trunc_normal_(std, a = −3std, b = 3std), as
 // OLMo's and Megatron's code call it): std is σ before truncation; the realized variance is 0.9733·σ².
 void redraw_truncated_normal(Model& m, RoleSet roles, double std, uint64_t seed, std::string_view under = "");
-void redraw_uniform(Model& m, RoleSet roles, double bound, uint64_t seed);
+void redraw_uniform(Model& m, RoleSet roles, double bound, uint64_t seed, std::string_view under = "");
 void redraw_xavier(Model& m, RoleSet roles, double gain, bool normal, uint64_t seed, std::string_view under = "");
 // A standard normal draw truncated to [−bound, bound] (rejection sampling: exact, not clipped).
 double truncated_normal(Rng& rng, double bound = 3.0);

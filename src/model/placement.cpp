@@ -1,6 +1,7 @@
 #include "model/placement.h"
 
 #include "common/error.h"
+#include "model/formula.h"
 
 namespace normlab::model {
 
@@ -31,10 +32,14 @@ std::span<const Switch> common_switches() { return kCommonSwitches; }
 Json option(const ModelConfig& c, const std::string& name) {
   if (auto it = c.options.find(name); it != c.options.end()) return *it;
   // A config built in code rather than read from JSON may leave switches out: use their defaults.
-  for (auto table : {common_switches(), find_placement(c.placement).switches})
+  for (auto table : {common_switches(), placement_of(c).switches})
     for (const Switch& s : table)
       if (s.name == name) return Json::parse(s.default_json);
   fail("internal: option '{}' has no default; declare it in the placement's switches", name);
+}
+
+const Placement& placement_of(const ModelConfig& c) {
+  return c.formula ? c.formula->placement() : find_placement(c.placement);
 }
 
 std::string_view branch_name(Branch b) { return b == Branch::attn ? "attn" : b == Branch::cross ? "cross" : "ffn"; }

@@ -163,6 +163,8 @@ struct Placement {
 };
 
 const Placement& find_placement(std::string_view name);  // throws normlab::Error listing the known names
+// The config's placement: its formula's (model/formula.h), or the built-in one of that name.
+const Placement& placement_of(const ModelConfig& c);
 std::span<const Placement* const> all_placements();
 std::vector<std::string> placement_names();
 // Every sub-layer of a model in the order a forward pass runs them: its name prefix, and how many sub-layers its

@@ -124,7 +124,7 @@ TensorId ffn_branch(const SubLayer& s, TensorId x, const BranchStyle& style, boo
 TensorId SubLayer::branch(TensorId x, BranchStyle style) const {
   // Pre-RMSNorm keeps every branch output zero-mean. Without dropout (which would undo it) the centering folds into
   // the branch's last linear map, as in the paper's efficient form; with dropout it is a pass after the dropout.
-  const bool zero_mean = find_placement(config_.placement).zero_mean_branch, fold = zero_mean && config_.dropout == 0;
+  const bool zero_mean = placement_of(config_).zero_mean_branch, fold = zero_mean && config_.dropout == 0;
   TensorId y = branch_ == Branch::ffn ? ffn_branch(*this, x, style, fold) : attention_branch(*this, x, style, fold);
   if (config_.dropout > 0) y = eng::dropout(g_, prefix() + ".dropout", y, config_.dropout);
   if (zero_mean && !fold) y = center(y, "centered");
@@ -188,7 +188,7 @@ std::unique_ptr<Model> build_graph(const ModelConfig& c, int batch, int seq, eng
   if (c.vocab_size <= 0) fail("model.vocab_size is not set (it normally comes from the prepared token data)");
   if (std::max(seq, source_seq) > c.max_seq_len)
     fail("sequence length {} exceeds model.max_seq_len = {}", std::max(seq, source_seq), c.max_seq_len);
-  const Placement& placement = find_placement(c.placement);
+  const Placement& placement = placement_of(c);
   auto m = std::make_unique<Model>(c, batch, seq, dtype);
   m->source_seq = source_seq;
   Graph& g = m->graph;

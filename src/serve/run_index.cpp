@@ -38,6 +38,13 @@ std::string shown(const std::string& s) {
   return Json::parse(Json(s).dump(-1, ' ', false, Json::error_handler_t::replace)).get<std::string>();
 }
 
+// A formula placement as the page shows it: its name and equation.
+std::string placement_text(const Json& formula) {
+  const Json name = formula.value("name", Json()), sublayer = formula.value("sublayer", Json());
+  return fmt::format("{} (formula{})", name.is_string() ? shown(name.get<std::string>()) : "unnamed",
+                     sublayer.is_string() ? ": " + shown(sublayer.get<std::string>()) : std::string());
+}
+
 double seconds_since(fs::file_time_type t) {
   return std::chrono::duration<double>(fs::file_time_type::clock::now() - t).count();
 }
@@ -269,7 +276,10 @@ Json RunIndex::run(const fs::path& dir) {
              train = reader.object(config, "train", "config.json: ");
   entry["kind"] = analysis_only ? "analysis" : "train";
   if (training) entry["files"] = path_under(train_dir, root_);
-  entry["placement"] = reader.text(model, "placement", "config.json: model.");
+  // A run made from a formula records the formula's object there (docs/variants.md): shown by name and equation.
+  const Json* placement = model.contains("placement") ? &model["placement"] : nullptr;
+  entry["placement"] = placement && placement->is_object() ? placement_text(*placement)
+                                                           : reader.text(model, "placement", "config.json: model.");
   entry["n_layers"] = reader.integer(model, "n_layers", "config.json: model.");
   entry["probes"] = training && fs::exists(train_dir / "probes.jsonl", ec);
   const int64_t analyses = analysis_records(run_dir / "analysis.jsonl", "analysis.jsonl", reader);

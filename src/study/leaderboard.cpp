@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "model/formula.h"
 #include "model/placement.h"
 #include "study/catalog.h"
 #include "study/kit.h"
@@ -40,13 +41,53 @@ std::pair<std::string, double> family_of(std::string_view placement) {
   return {"pre-norm", 1e-3};
 }
 
+double lr_of(std::string_view family) {
+  for (const Family& f : families())
+    if (f.name == family) return f.lr;
+  return 1e-3;  // pre-norm
+}
+
+// One row of the ranking: a built-in placement, or a formula (--grid model.placement=all,@my.json), which joins the
+// family its equation puts it in: its output a norm's (the stream normalized after the add) post-norm, no norm at
+// all norm-free, else pre-norm.
+struct Arm {
+  Json placement;     // the runs' model.placement
+  std::string label;  // its name: the row and the runs' ids
+  std::string family;
+  double lr;
+};
+
+std::vector<Arm> arms(const StudyOptions& o) {
+  std::vector<Arm> out;
+  const auto builtin = [&](const std::string& name) {
+    const auto [family, lr] = family_of(name);
+    out.push_back({name, name, family, lr});
+  };
+  for (const Json& value : o.axis("model.placement")) {
+    if (value == "all") {
+      for (const std::string& name : model::placement_names()) builtin(name);
+    } else if (!model::is_formula(value)) {
+      builtin(value.get<std::string>());
+    } else {
+      const auto formula = model::Formula::read(value, "--grid model.placement");
+      const std::string family = formula->normalizes_stream() ? "post-norm"
+                                 : formula->norm_free()       ? "norm-free"
+                                                              : "pre-norm";
+      out.push_back({value, formula->name(), family, lr_of(family)});
+    }
+  }
+  return out;
+}
+
 std::vector<RunRequest> plan(const StudyOptions& o) {
   const TrainPreset p = preset(o);
   std::vector<RunRequest> runs;
   for (int seed : o.seeds)
-    for (const std::string& placement : model::placement_names()) {
+    for (const Arm& arm : arms(o)) {
+      const std::string& placement = arm.label;
       Json config = small_lm(placement, p.layers, p.steps, static_cast<uint64_t>(seed), p.steps / 10);
-      config["train"]["lr"] = family_of(placement).second;
+      config["model"]["placement"] = arm.placement;
+      config["train"]["lr"] = arm.lr;
       config["train"]["schedule"] = "cosine";
       config["train"]["clip"] = 1.0;
       runs.push_back({seed_id(placement, seed), config, "train", ""});
@@ -62,14 +103,21 @@ struct Entry {
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Report r;
+  const std::vector<Arm> rows = arms(o);
+  const auto formulas =
+      std::count_if(rows.begin(), rows.end(), [](const Arm& a) { return model::is_formula(a.placement); });
   r.setup = fmt::format(
-      "All {} placements, each with its default init; lr by family: pre-norm 1e-3, post-norm 5e-4, "
+      "{}{} placements{}, each with its default init; lr by family: pre-norm 1e-3, post-norm 5e-4, "
       "norm-free 5e-4 (a fixed rule, not tuned here); final validation loss on 4 batches.",
-      model::placement_names().size());
+      formulas == 0 && rows.size() == model::placement_names().size() ? "All " : "", rows.size(),
+      formulas == 0 ? std::string()
+                    : fmt::format(" ({} of them formulas, each in the family its equation puts it in: its output a "
+                                  "norm's post-norm, no norm norm-free, else pre-norm)",
+                                  formulas));
   std::vector<Entry> entries;
-  for (const std::string& placement : model::placement_names()) {
-    const auto [family, lr] = family_of(placement);
-    Entry e{placement, family, lr, NAN, NAN, INFINITY, -INFINITY};
+  for (const Arm& arm : rows) {
+    const std::string& placement = arm.label;
+    Entry e{placement, arm.family, arm.lr, NAN, NAN, INFINITY, -INFINITY};
     std::vector<double> vals;
     for (int seed : o.seeds) {
       const TrainResult t = train_result(find_run(runs, seed_id(placement, seed)));
@@ -115,13 +163,13 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   // A: the worst placement of each seed, by its final training loss above the trained line; B: val loss.
   const SeedValues worst = over_seeds(o.seeds, [&](int seed) {
     double margin = -INFINITY;
-    for (const std::string& placement : model::placement_names())
-      margin = std::max(margin, loss_above_trained_line(find_run(runs, seed_id(placement, seed))));
+    for (const Arm& arm : rows)
+      margin = std::max(margin, loss_above_trained_line(find_run(runs, seed_id(arm.label, seed))));
     return margin;  // NaN (a failed run) wins std::max only as its first argument: check it apart
   });
   const SeedValues any_missing = over_seeds(o.seeds, [&](int seed) {
-    for (const std::string& placement : model::placement_names())
-      if (std::isnan(loss_above_trained_line(find_run(runs, seed_id(placement, seed))))) return double(NAN);
+    for (const Arm& arm : rows)
+      if (std::isnan(loss_above_trained_line(find_run(runs, seed_id(arm.label, seed))))) return double(NAN);
     return 0.0;
   });
   const auto val = [&](const std::string& placement) {
@@ -169,6 +217,11 @@ extern const Study kLeaderboard{
     .large =
         "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=12 "
         "train.steps=2000",
+    .axes = {{.key = "model.placement",
+              .defaults = "all",
+              .quick = "all",
+              .description = "the placements ranked: all (every built-in one), names, and formulas (@my.json, "
+                             "docs/variants.md), e.g. --grid model.placement=all,@my.json"}},
     .plan = plan,
     .judge = judge,
 };

@@ -95,7 +95,7 @@ TEST(CliInitReport, TakesTheVocabularyFromTheDataDirectory) {
                                          "model.d_ff=128",
                                          "model.n_layers=2"};
   std::vector<std::string> sets = head;
-  sets.push_back("data.dir=" + train::testing::tiny_data_dir().string());
+  sets.push_back(fmt::format("data.dir={}", train::testing::tiny_data_dir().string()));
   const double tiny = std::sqrt(2.0 / (train::testing::kTinyVocab + 64));
   EXPECT_NEAR(report_std(sets, tmp).at("lm_head.weight"), tiny, 0.05 * tiny);
 
@@ -115,6 +115,93 @@ TEST(CliInitReport, TableNamesThePlacementsRule) {
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_NE(r.out.find("rule: v, o, fc1, gate, fc2 (weights and biases) × γ = √(ln 2L)"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("layers.0.attn.inner_norm.weight"), std::string::npos);
+}
+
+// `normlab variants check`: a placement written as a formula, read, shown as understood, gradient-checked.
+std::string example(const std::string& name) {
+  return fmt::format("{}/examples/placements/{}.json", NORMLAB_SOURCE_DIR, name);
+}
+
+TEST(CliVariantsCheck, PrintsTheFormulaAsUnderstoodAndPassesTheGradientCheck) {
+  TempDir tmp("cli");
+  const auto r = run_cli({"variants", "check", example("my-deepnorm")}, tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  for (const char* line : {"formula my-deepnorm (", "attn, cross, ffn:  x' = norm((alpha*x) + branch(x), post_norm)",
+                           "let alpha (single stack) = (2*L)^0.25", "final norm: no",
+                           "init: v, o, fc1, gate, fc2: Xavier-normal, gain beta",
+                           "layers.0.attn.post_norm.weight       [d]        norm_gain  starts at 1"})
+    EXPECT_NE(r.out.find(line), std::string::npos) << line << "\n" << r.out;
+  for (const char* shape : {"decoder", "encoder", "encoder_decoder"})
+    EXPECT_NE(r.out.find(fmt::format("gradient check, {} (", shape)), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("FAIL"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find(": pass"), std::string::npos) << r.out;
+  // An expression alone; a formula without cross-attention's equation is not checked as an encoder-decoder.
+  const auto bare = run_cli({"variants", "check", "x + rezero*branch(x)"}, tmp.path());
+  EXPECT_EQ(bare.exit_code, 1);  // rezero is not declared: an unknown name
+  const auto two = run_cli({"variants", "check", fmt::format("@{}", example("shortcut-over-sqrt-l"))}, tmp.path());
+  ASSERT_EQ(two.exit_code, 0) << two.err;
+  EXPECT_NE(two.out.find("ffn:               x' = norm((x/sqrt(l)) + branch(x), post_norm)"), std::string::npos)
+      << two.out;
+}
+
+TEST(CliVariantsCheck, RefusesEachKindOfMistakeWithItsPosition) {
+  TempDir tmp("cli");
+  struct Bad {
+    std::string formula;  // an expression, or a file's content
+    bool file;
+    std::vector<std::string> fragments;
+    std::string caret;  // the picture's pointer line, for a mistake inside an expression
+  };
+  const std::vector<Bad> cases = {
+      {"norm(x + branch(x)", false, {"column 19", "expected ')' to close norm("}, "                    ^"},
+      {"norm(x + brnch(x))", false, {"column 10", "unknown verb 'brnch'"}, "           ^"},
+      {"x + branch(norm(x, foo_norm))", false, {"column 20", "unknown norm site 'foo_norm'"}, "                     ^"},
+      {"x + 2", false, {"column 3", "'+' between a tensor and a number"}, "    ^"},
+      {"branch(x) + branch(x)", false, {"column 13", "calls branch(...) a second time"}, "              ^"},
+      {R"j({"name": "f", "sublayer": "x + branch(norm(x))", "init": [{"roles": ["vv"], "scale": "2"}]})j",
+       true,
+       {"init[0].roles: unknown role 'vv'"},
+       ""},
+      {R"j({"name": "f", "sublayer": "x + branch(norm(x))", "sublayr": 1})j", true, {"unknown key 'sublayr'"}, ""},
+      {R"j({"name": "f", "sublayer": )j", true, {"not valid JSON", "line 1"}, ""},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Bad& b = cases[i];
+    SCOPED_TRACE(b.formula);
+    std::string arg = b.formula;
+    if (b.file) {
+      arg = (tmp / fmt::format("bad{}.json", i)).string();
+      train::testing::spit(arg, b.formula);
+    }
+    const auto r = run_cli({"variants", "check", arg}, tmp.path());
+    train::testing::expect_cli_error(r, {});
+    for (const std::string& f : b.fragments) EXPECT_NE(r.err.find(f), std::string::npos) << f << "\n" << r.err;
+    if (!b.caret.empty()) {
+      EXPECT_NE(r.err.find(fmt::format("\n{}\n", b.caret)), std::string::npos) << r.err;
+    }
+  }
+  const auto missing = run_cli({"variants", "check", "no-such.json"}, tmp.path());
+  train::testing::expect_cli_error(missing, {"formula file no-such.json does not exist"});
+}
+
+// A run made from a formula records the formula itself, so rerunning needs no file.
+TEST(CliVariantsCheck, TrainingFromAFormulaRecordsIt) {
+  TempDir tmp("cli");
+  const std::string file = (tmp / "mine.json").string();
+  train::testing::spit(file, R"j({"name": "mine", "sublayer": "x + branch(norm(x))/sqrt(l)"})j");
+  const auto r =
+      run_cli({"train", "--run", (tmp / "run").string(), "--set", fmt::format("model.placement=@{}", file), "--set",
+               fmt::format("data.dir={}", train::testing::tiny_data_dir().string()), "--set", "train.steps=2", "--set",
+               "model.n_layers=2", "--set", "model.d_model=32", "--set", "model.d_ff=64"},
+              tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const auto plan = run_cli({"train", "--dry-run", "--config", (tmp / "run" / "config.json").string()}, tmp.path());
+  EXPECT_NE(plan.out.find("model: mine, 2 layers"), std::string::npos) << plan.out << plan.err;
+  const auto config = nlohmann::json::parse(train::testing::slurp(tmp / "run" / "config.json"));
+  EXPECT_EQ(config["model"]["placement"]["sublayer"], "x + branch(norm(x))/sqrt(l)");
+  const auto bad =
+      run_cli({"train", "--run", (tmp / "bad").string(), "--set", "model.placement=@nowhere.json"}, tmp.path());
+  train::testing::expect_cli_error(bad, {"formula file nowhere.json does not exist"});
 }
 
 }  // namespace

@@ -10,7 +10,6 @@
 // whole-model check runs with every gate at 0; the gate's own gradient with a ≠ 0 is checked
 // separately (one gate nonzero at a time, and the shared-gate sum against its closed form).
 #include <gtest/gtest.h>
-#include <omp.h>
 
 #include <cmath>
 #include <functional>
@@ -20,6 +19,7 @@
 #include <vector>
 
 #include "gradcheck.h"
+#include "model/gradient_check.h"
 #include "model/init.h"
 #include "model/placement.h"
 #include "model/transformer.h"
@@ -29,38 +29,11 @@ namespace {
 
 namespace eng = normlab::engine;
 
-constexpr int kBatch = 2, kSeq = 5, kVocab = 13;
-
 Json tiny(const std::string& placement, const Json& extra = Json::object()) {
-  Json j{{"vocab_size", kVocab}, {"d_model", 8},        {"n_heads", 2},          {"n_layers", 2},
-         {"d_ff", 12},           {"max_seq_len", kSeq}, {"placement", placement}};
+  Json j = gradient_check_section();
+  j["placement"] = placement;
   j.merge_patch(extra);
   return j;
-}
-
-void set_tokens(Model& m) {
-  std::vector<int32_t> tokens(kBatch * kSeq), targets(kBatch * kSeq);
-  for (size_t i = 0; i < tokens.size(); ++i) {
-    tokens[i] = static_cast<int32_t>((i * 5 + 1) % kVocab);
-    targets[i] = static_cast<int32_t>((i * 7 + 3) % kVocab);
-    if (m.config.encoder() && i % 3 == 1) targets[i] = -1;  // a masked LM predicts only the masked positions
-  }
-  if (m.config.encoder_decoder()) {  // a padded source (row 0: 3 of 5 positions) and a padded target
-    std::vector<int32_t> source(kBatch * kSeq), lengths{3, kSeq};
-    for (size_t i = 0; i < source.size(); ++i) source[i] = static_cast<int32_t>((i * 3 + 2) % kVocab);
-    targets[kSeq - 1] = -1;
-    m.set_source(source.data(), lengths.data());
-  }
-  m.set_batch(tokens.data(), targets.data());
-}
-
-// The placement's init, then every parameter moved by N(0, sigma), so no value is special.
-void perturb(Model& m, uint64_t seed, double sigma = 0.3) {
-  for (eng::TensorId id : m.graph.parameters()) {
-    Rng rng(hash_string(m.graph.spec(id).name, seed));
-    double* d = m.graph.data<double>(id);
-    for (int64_t i = 0; i < m.graph.shape(id).numel(); ++i) d[i] += sigma * rng.normal();
-  }
 }
 
 void fill_gates(Model& m, const std::function<double(const std::string&)>& value) {
@@ -71,77 +44,30 @@ void fill_gates(Model& m, const std::function<double(const std::string&)>& value
 }
 
 std::unique_ptr<Model> tiny_model(const Json& config) {
-  auto m = build_model(read_model_config(config, "gradcheck"), kBatch, kSeq, eng::DType::f64);
-  set_tokens(*m);
-  initialize(*m, 7);
-  perturb(*m, 11);
+  auto m = gradient_check_model(read_model_config(config, "gradcheck"));
   if (m->config.placement == "gpas") fill_gates(*m, [](const std::string&) { return 0.0; });
   return m;
 }
 
-// One OpenMP thread while finite differences replay a tiny graph thousands of times: on 2 cores a
-// team of 2 spends ~1 ms per forward synchronizing (20× slower than 1 thread), and results do not
-// depend on it. The previous setting is restored.
-class OneThread {
- public:
-  OneThread() : saved_(omp_get_max_threads()) { omp_set_num_threads(1); }
-  ~OneThread() { omp_set_num_threads(saved_); }
-  OneThread(const OneThread&) = delete;
-  OneThread& operator=(const OneThread&) = delete;
-
- private:
-  int saved_;
-};
-
-// Relative error ‖analytic − numeric‖/‖numeric‖ per parameter (entries sampled on a stride for the
-// large ones), checked ≤ tol plus an absolute floor of 1e-9 per sampled entry: central differences
-// with h = 1e-5 on a loss of ~3 carry ~3e-11 of round-off per entry, so a gradient that is itself
-// that small (GPAS's last gate, read only by the scale-invariant final norm) is compared within
-// the round-off rather than relative to it. The attention key bias (and a k-norm's bias) shifts every
-// score of a query row equally, which softmax ignores: its exact gradient is 0 wherever nothing
-// between the bias and the scores depends on the position (no RoPE), so they alone may be zero in
-// both; any other zero gradient is a failure, since a check of a zero gradient could not fail.
-void check_gradients(Model& m, const std::function<bool(const std::string&)>& select = {}, double tol = 1e-6,
-                     double h = 1e-5) {
-  OneThread one_thread;
-  eng::Graph& g = m.graph;
-  g.zero_param_grads();
-  g.forward(true);
-  g.backward(m.loss);
-  int checked = 0;
-  for (eng::TensorId id : g.parameters()) {
-    const eng::TensorSpec& spec = g.spec(id);
-    if (select && !select(spec.name)) continue;
-    double* w = g.data<double>(id);
-    const double* analytic = g.grad<double>(id);
-    const int64_t n = spec.shape.numel(), stride = std::max<int64_t>(1, n / 300);
-    double diff2 = 0, ref2 = 0, an2 = 0;
-    int64_t sampled = 0;
-    for (int64_t i = 0; i < n; i += stride, ++sampled) {
-      const double saved = w[i];
-      w[i] = saved + h;
-      const double up = testing::loss_of(g, m.loss);
-      w[i] = saved - h;
-      const double down = testing::loss_of(g, m.loss);
-      w[i] = saved;
-      const double numeric = (up - down) / (2 * h);
-      diff2 += (analytic[i] - numeric) * (analytic[i] - numeric);
-      ref2 += numeric * numeric;
-      an2 += analytic[i] * analytic[i];
-    }
-    ++checked;
-    if (std::sqrt(ref2) < 1e-9) {
-      EXPECT_TRUE(spec.name.ends_with(".k.bias") || spec.name.ends_with(".k_norm.bias"))
-          << spec.name << ": its gradient is zero, so this check could not fail";
-      EXPECT_LE(std::sqrt(an2), 1e-9) << spec.name << ": the numeric gradient is zero but the analytic one is not";
+// Every parameter's relative error ‖analytic − numeric‖/‖numeric‖ (entries sampled on a stride for the large ones),
+// checked ≤ tol within GradientComparison::agrees's round-off floor (GPAS's last gate, read only by the
+// scale-invariant final norm, has a gradient that small). The attention key bias (and a k-norm's bias) shifts every
+// score of a query row equally, which softmax ignores: its exact gradient is 0 wherever nothing between the bias and
+// the scores depends on the position (no RoPE), so they alone may be zero in both; any other zero gradient is a
+// failure, since a check of a zero gradient could not fail.
+void check_gradients(Model& m, const std::function<bool(const std::string&)>& select = {}, double tol = 1e-6) {
+  const std::vector<GradientComparison> checked = compare_gradients(m, select);
+  for (const GradientComparison& c : checked) {
+    if (c.numeric_norm < 1e-9) {
+      EXPECT_TRUE(c.name.ends_with(".k.bias") || c.name.ends_with(".k_norm.bias"))
+          << c.name << ": its gradient is zero, so this check could not fail";
+      EXPECT_LE(c.analytic_norm, 1e-9) << c.name << ": the numeric gradient is zero but the analytic one is not";
       continue;
     }
-    EXPECT_LE(std::sqrt(diff2), tol * std::sqrt(ref2) + 1e-9 * std::sqrt(static_cast<double>(sampled)))
-        << "gradient of " << spec.name << ": relative error " << std::sqrt(diff2 / ref2) << ", |numeric| "
-        << std::sqrt(ref2);
+    EXPECT_TRUE(c.agrees(tol)) << "gradient of " << c.name << ": relative error " << c.relative() << ", |numeric| "
+                               << c.numeric_norm;
   }
-  EXPECT_GT(checked, 0) << "no parameter was selected";
-  g.forward(true);  // leave the activations of the unperturbed model in place
+  EXPECT_FALSE(checked.empty()) << "no parameter was selected";
 }
 
 // ---------------------------------------------------------------------------------------------
