@@ -35,10 +35,12 @@ namespace {
 using engine::Role;
 constexpr Switch kSwitches[] = {{"deepnorm_init", "\"paper\"",
                                  "paper: Xavier-normal gain β on v, o, fc1, gate, fc2 (gain 1 on q, k), zero biases | "
-                                 "torchscale: the base init × β, biases too (torchscale issue #16)"},
+                                 "torchscale: the base init × β, biases too (torchscale issue #16)",
+                                 "paper|torchscale"},
                                 {"deepnorm_beta", "\"paper\"",
                                  "encoder-decoder only: paper: the encoder's β_e = 0.87 (N⁴M)^(−1/16) (Table 1) | "
-                                 "torchscale: 1.15 (N⁴M)^(−1/16), as torchscale's code computes it"}};
+                                 "torchscale: 1.15 (N⁴M)^(−1/16), as torchscale's code computes it",
+                                 "paper|torchscale"}};
 
 DeepNormConstants constants_of(const ModelConfig& c, Tower::Kind stack) {
   const DeepNormArch arch = stack == Tower::encoder   ? DeepNormArch::encoder_of_encoder_decoder
