@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds="${1:-60}"
 case "$seconds" in '' | *[!0-9]*) echo "fuzz.sh: SECONDS must be a whole number, not '$seconds'" >&2; exit 2 ;; esac
-targets=(fuzz_safetensors fuzz_config fuzz_tokens fuzz_sweep fuzz_sentencepiece)
+targets=(fuzz_safetensors fuzz_config fuzz_tokens fuzz_sweep fuzz_sentencepiece fuzz_logs)
 start=$(date +%s)
 scripts/hardening-build.sh "${targets[@]}"
 export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=1}"

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The long kill -9 soak: the CTest suite's soak tests with more kills. A training run (checkpoint every 2
-# steps) is SIGKILLed at 30 random moments (NORMLAB_SOAK_KILLS) and resumed each time, and a quick study at 10
-# (NORMLAB_SOAK_STUDY_KILLS); each must end byte-identical to the uninterrupted run / report the same numbers.
+# steps) is SIGKILLed at 30 random points of its progress (NORMLAB_SOAK_KILLS) and resumed each time, and the
+# `normlab study` process of a quick study alone (not its process group: its runs' processes must die with it) at 10
+# (NORMLAB_SOAK_STUDY_KILLS), rerun at once each time; each must end byte-identical to the uninterrupted run, and
+# the study must report the same numbers with byte-identical checkpoints and logs.
 # Usage: scripts/soak.sh   (after scripts/setup.sh has built build/)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -1,6 +1,7 @@
 // normlab generate: sample text from a run's checkpoint.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -61,6 +62,11 @@ void add_generate(CLI::App& app) {
                 "the context then always holds the last train.seq_len tokens)");
   add_inference_options(cmd, args->inference);
   cmd->callback([args] {
+    if (args->tokens < 1) fail("--tokens {}: give the number of tokens to generate, 1 or more", args->tokens);
+    if (!(args->temperature >= 0) || !std::isfinite(args->temperature))
+      fail("--temperature {}: give 0 (greedy) or a positive number (1 samples the model's distribution)",
+           args->temperature);
+    if (args->top_k < 0) fail("--top-k {}: give 0 (every token) or a positive number of tokens", args->top_k);
     // The checkpoint is read once; the cached path builds only the decoding model (batch 1, a cache of
     // train.seq_len positions) and loads the weights into it, the uncached one the batch-1 model of the run.
     const train::CheckpointFile checkpoint = train::read_checkpoint(fs::path(args->run) / train::kCheckpointFile);

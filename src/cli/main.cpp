@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "common/error.h"
 #include "dist/comm.h"
+#include "study/runner.h"
 
 namespace {
 
@@ -24,6 +25,7 @@ int report(const char* what) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  normlab::study::end_with_study();
   try {
     normlab::dist::init(&argc, &argv);
   } catch (const normlab::Error& e) {

@@ -27,8 +27,7 @@ train::RunConfig load_run_config(const ConfigSources& sources) {
     where = "preset " + sources.preset;
   }
   if (!sources.file.empty()) {
-    const Json file = Json::parse(io::read_file(sources.file, "config file"), nullptr, false);
-    if (file.is_discarded()) fail("{}: not valid JSON", sources.file);
+    const Json file = parse_config_json(io::read_file(sources.file, "config file"), sources.file);
     if (sources.preset.empty()) doc = file;
     else doc.merge_patch(file);  // the file's fields over the preset's, section by section
     where = sources.preset.empty() ? sources.file : where + " with " + sources.file;

@@ -158,6 +158,7 @@ void add_study(CLI::App& app) {
     }
     if (args->name.empty()) fail("study: a study name is required (`normlab study list` shows them)");
     if (args->name == "list") return print_study_list();
+    study::check_runner_options(args->runner);
     if (args->name == "index")
       return write_findings_index(args->index_dir.empty() ? "results" : args->index_dir, args->check);
     if (!args->index_dir.empty()) fail("study {}: unexpected argument '{}'", args->name, args->index_dir);
@@ -205,9 +206,9 @@ void add_sweep(CLI::App& app) {
   cmd->add_option("-o,--out", args->out, "sweep directory (default runs/sweep-<file name>)");
   add_runner_options(cmd, args->runner);
   cmd->callback([args] {
+    study::check_runner_options(args->runner);
     if (served_as_worker()) return;
-    Json doc = Json::parse(io::read_file(args->file, "sweep file"), nullptr, false);
-    if (doc.is_discarded()) fail("{}: not valid JSON", args->file);
+    const Json doc = parse_config_json(io::read_file(args->file, "sweep file"), args->file);
     const fs::path dir =
         args->out.empty() ? fs::path("runs") / ("sweep-" + fs::path(args->file).stem().string()) : fs::path(args->out);
     const auto outcomes = study::run_grid(dir, study::expand_sweep(doc, args->file), args->runner);
@@ -219,7 +220,7 @@ void add_sweep(CLI::App& app) {
         .title = "Sweep " + args->file,
         .claim = "(a user grid: no claim)",
         .source = args->file,
-        .setup = doc["grid"].dump(),
+        .setup = doc.at("grid").dump(),
         .provenance = {"normlab: " + study::source_version() + " (git describe of the binary's source tree)",
                        study::runs_made_by(outcomes)}};
     study::Chart curves{"training loss", "step", "loss"};
@@ -232,6 +233,7 @@ void add_sweep(CLI::App& app) {
     const fs::path html = study::write_report(dir, r);
     std::cout << fmt::format("report: {}\nsummary: {}\nevery report: {}\n", html.string(),
                              (dir / "summary.csv").string(), study::write_report_index(dir).string());
+    study::require_no_failed_runs(outcomes, dir / "summary.csv");
   });
 }
 

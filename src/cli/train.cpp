@@ -62,6 +62,8 @@ void add_train(CLI::App& app) {
                 "time every op kind (forward, backward) and the phases around them (AdamW, gradient norm, data, "
                 "evaluation, probes, checkpoints); prints the shares at the end and writes profile.json");
   cmd->callback([args] {
+    if (args->stop_after != -1 && args->stop_after < 1)
+      fail("--stop-after {}: give the step to stop after, 1 or more", args->stop_after);
     train::RunConfig config;
     if (args->resume) {
       if (!args->sources.file.empty() || !args->sources.overrides.empty() || !args->sources.preset.empty())

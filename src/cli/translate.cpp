@@ -1,8 +1,9 @@
 // normlab translate: greedy translations from an encoder-decoder's checkpoint, scored with BLEU and chrF.
 #include <chrono>
+#include <cmath>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
+#include <sstream>
 
 #include <fmt/core.h>
 #include <nlohmann/json.hpp>
@@ -22,8 +23,8 @@ namespace fs = std::filesystem;
 namespace {
 
 std::vector<std::string> read_lines(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) fail("cannot read --input {}: check the path (one source sentence per line)", path);
+  std::istringstream in(
+      io::read_file(path, "--input", "check the path (one source sentence per line)", io::kMaxDataFileBytes));
   std::vector<std::string> lines;
   for (std::string line; std::getline(in, line);) {
     if (!line.empty() && line.back() == '\r') line.pop_back();
@@ -69,6 +70,8 @@ void add_translate(CLI::App& app) {
                   "beam search ranks ended hypotheses by log p / (length + 1)^this (fairseq's lenpen)")
       ->capture_default_str();
   cmd->callback([args] {
+    if (!std::isfinite(args->length_penalty))
+      fail("--length-penalty {}: give a finite number (1 is fairseq's default)", args->length_penalty);
     if (args->beam > args->batch)
       fail("--beam {} needs at least as many rows: give --batch {} or more", args->beam, args->beam);
     train::Run run = train::open_run(args->run, args->batch);

@@ -108,6 +108,36 @@ void ConfigReader::finish() const {
   }
 }
 
+Json parse_config_json(std::string_view text, const std::string& where) {
+  // The keys met so far in each object being read, and the key each one is reading now (for the path).
+  struct Open {
+    std::set<std::string> keys;
+    std::string key;
+  };
+  std::vector<Open> open;
+  std::string duplicate;  // the first key met twice, as a path
+  const Json::parser_callback_t check = [&](int, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::object_start) open.emplace_back();
+    else if (event == Json::parse_event_t::object_end && !open.empty()) open.pop_back();
+    else if (event == Json::parse_event_t::key && !open.empty()) {
+      open.back().key = parsed.get<std::string>();
+      if (!open.back().keys.insert(open.back().key).second && duplicate.empty())
+        for (const Open& o : open) duplicate += (duplicate.empty() ? "" : ".") + o.key;
+    }
+    return true;
+  };
+  Json doc;
+  try {
+    doc = Json::parse(text, check);
+  } catch (const nlohmann::json::parse_error& e) {
+    fail("{}: not valid JSON (at byte {}): fix the file", where, e.byte);
+  }
+  if (!duplicate.empty())
+    fail("{}: the key '{}' appears twice in one object, and only one value can count: keep one", where,
+         printable(duplicate));
+  return doc;
+}
+
 void apply_override(Json& doc, const std::string& assignment) {
   // Keys and string values end up in config.json: text that is not UTF-8 could not be written there.
   try {

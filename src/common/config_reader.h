@@ -6,6 +6,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -46,6 +47,11 @@ class ConfigReader {
   std::string where_;
   std::set<std::string> known_;
 };
+
+// A config document (a --config file, a sweep file, a run's config.json) from its text; `where` names it. Refused
+// when it is not JSON, or when an object holds a key twice (JSON leaves that undefined, and the parser would keep
+// the last silently), naming the key's path.
+Json parse_config_json(std::string_view text, const std::string& where);
 
 // Applies "a.b.c=value" overrides to a JSON document; the value is parsed as JSON if it can be
 // (numbers, true/false, quoted strings, arrays), else taken as a string.

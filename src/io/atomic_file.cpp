@@ -1,9 +1,12 @@
 #include "io/atomic_file.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -51,6 +54,8 @@ int write_all(int fd, std::string_view bytes) {
   }
   return 0;
 }
+
+constexpr std::string_view kTempMark = ".tmp.";
 
 // The rule set by testing::fail_writes() or NORMLAB_FAIL_WRITES.
 struct FaultRule {
@@ -132,7 +137,35 @@ std::string fix_for(int err) {
   }
 }
 
+// The temporary file of one write_file_atomic() call: unique to the process and the call, so two writers of one
+// file (two processes, or two threads) never write through each other's.
+std::string temp_name(const std::string& target) {
+  static std::atomic<unsigned long> calls{0};
+  return fmt::format("{}{}{}-{}", target, kTempMark, ::getpid(), calls++);
+}
+
+// The PID in a temporary file's name `X.tmp.<pid>-<n>`, or 0 for any other name.
+long temp_file_writer(std::string_view name) {
+  const std::size_t mark = name.rfind(kTempMark);
+  if (mark == std::string_view::npos) return 0;
+  const std::string_view id = name.substr(mark + kTempMark.size());
+  const std::size_t dash = id.find('-');
+  if (dash == std::string_view::npos || small_number(std::string(id.substr(dash + 1)), 1 << 30) < 0) return 0;
+  return std::max(0, small_number(std::string(id.substr(0, dash)), 1 << 30));
+}
+
 }  // namespace
+
+bool process_alive(long pid) { return pid > 0 && (::kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM); }
+
+void remove_stale_temp_files(const std::filesystem::path& dir) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    const long writer = temp_file_writer(name);
+    if ((writer > 0 && !process_alive(writer)) || name.ends_with(".tmp")) std::filesystem::remove(entry.path(), ec);
+  }
+}
 
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
   std::string_view parts[] = {bytes};
@@ -148,11 +181,9 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const std::s
   if (!std::filesystem::is_directory(parent, ec)) {
     fail("cannot write {}: directory {} does not exist: create it first", target, parent.string());
   }
-  const std::string tmp = target + ".tmp";
+  const std::string tmp = temp_name(target);
 
-  // A stale temp file (a crash mid-write) is replaced, never written through: if it is a symbolic link,
-  // O_EXCL | O_NOFOLLOW keep the bytes from landing wherever it points.
-  ::unlink(tmp.c_str());
+  // O_EXCL | O_NOFOLLOW: whatever sits at the temporary name (a link planted there) is never written through.
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
     int err = errno;
@@ -216,9 +247,11 @@ void LogFile::close() {
   }
 }
 
-std::string read_file(const std::filesystem::path& path, std::string_view what, std::string_view hint) {
+std::string read_file(const std::filesystem::path& path, std::string_view what, std::string_view hint,
+                      std::uint64_t max_bytes) {
   const std::string name = path.string();
-  int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC);
+  // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below like any file that is not regular.
+  int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) {
     int err = errno;
     if (err == ENOENT || err == ENOTDIR) fail("{} {} does not exist: {}", what, name, hint);
@@ -231,13 +264,23 @@ std::string read_file(const std::filesystem::path& path, std::string_view what, 
     fail("cannot read {} {}: {}: {}", what, name, errno_text(errno), hint);
   }
   if (S_ISDIR(st.st_mode)) fail("{} {} is a directory, not a file: {}", what, name, hint);
+  // A device, FIFO or socket has no end to trust (/dev/zero never ends, a FIFO waits for a writer).
+  if (!S_ISREG(st.st_mode)) fail("{} {} is not a regular file (a device, FIFO or socket): give a file", what, name);
+  const auto too_big = [&](std::uint64_t bytes) {
+    fail("{} {} holds {} bytes, more than the {} bytes a {} may have: give the right file", what, name, bytes,
+         max_bytes, what);
+  };
+  if (static_cast<std::uint64_t>(st.st_size) > max_bytes) too_big(static_cast<std::uint64_t>(st.st_size));
 
   // Read straight into the result; one extra byte lets the final read see end-of-file.
   std::string out;
   std::size_t size = 0;
-  out.resize(S_ISREG(st.st_mode) && st.st_size > 0 ? static_cast<std::size_t>(st.st_size) + 1 : 1 << 16);
+  out.resize(static_cast<std::size_t>(st.st_size) + 1);
   for (;;) {
-    if (size == out.size()) out.resize(out.size() * 2);
+    if (size == out.size()) {
+      if (size > max_bytes) too_big(size);  // it grew while being read
+      out.resize(std::min<std::uint64_t>(out.size() * 2, max_bytes + 1));
+    }
     ssize_t n = ::read(fd, out.data() + size, out.size() - size);
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -247,6 +290,7 @@ std::string read_file(const std::filesystem::path& path, std::string_view what, 
     if (n == 0) break;
     size += static_cast<std::size_t>(n);
   }
+  if (size > max_bytes) too_big(size);
   out.resize(size);
   return out;
 }

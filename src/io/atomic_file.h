@@ -1,11 +1,11 @@
 #pragma once
 // Whole-file reads, crash-safe whole-file writes and checked appends.
 //
-// write_file_atomic() writes to `path + ".tmp"`, fsyncs it, renames it over `path` and fsyncs
-// the directory, so a reader sees either the old file or the complete new one, never a torn
-// mix, even across a power cut. LogFile appends lines to a log (metrics.jsonl, probes.jsonl).
-// Every write, flush, sync and close is checked: a failure is a WriteError naming the file and the
-// OS error, never a silently truncated file. Other errors are normlab::Error with a one-line message.
+// write_file_atomic() writes to a temporary file of its own (`path.tmp.<pid>-<n>`: two writers never share
+// one), fsyncs it, renames it over `path` and fsyncs the directory, so a reader sees either the old file or the
+// complete new one, never a torn mix, even across a power cut. LogFile appends lines to a log (metrics.jsonl,
+// probes.jsonl). Every write, flush, sync and close is checked: a failure is a WriteError naming the file and the OS
+// error, never a silently truncated file. Other errors are normlab::Error with a one-line message.
 #include <cstdint>
 #include <filesystem>
 #include <span>
@@ -53,10 +53,25 @@ class LogFile {
   int fd_ = -1;
 };
 
-// Reads a whole file. `what` names the file's role in error messages ("checkpoint",
-// "token file", ...); `hint` is appended as the fix when the file is missing.
+// Removes from `dir` the temporary files of write_file_atomic() calls whose process has ended (killed during the
+// write) and those of older normlab versions (`name.tmp`). Only for a folder no other process writes now
+// (FolderLock calls it once it holds the folder).
+void remove_stale_temp_files(const std::filesystem::path& dir);
+
+// Whether process `pid` exists (it may belong to another user).
+bool process_alive(long pid);
+
+// The most bytes read_file() reads unless told otherwise: far above any config, JSON record or metadata file.
+inline constexpr std::uint64_t kMaxTextFileBytes = std::uint64_t{64} << 20;
+
+// The cap of the big inputs: corpus text, tokenizers, token files, checkpoints (all read whole into memory).
+inline constexpr std::uint64_t kMaxDataFileBytes = std::uint64_t{256} << 30;
+
+// Reads a whole regular file of at most `max_bytes` bytes (a device, FIFO or socket, or a bigger file, is refused
+// before anything is read). `what` names the file's role in error messages ("checkpoint", "token file", ...);
+// `hint` is appended as the fix when the file is missing.
 std::string read_file(const std::filesystem::path& path, std::string_view what = "file",
-                      std::string_view hint = "check the path");
+                      std::string_view hint = "check the path", std::uint64_t max_bytes = kMaxTextFileBytes);
 
 // FNV-1a, 64-bit, over raw bytes; used to tie token files to their tokenizer.
 constexpr std::uint64_t fnv1a64(std::string_view bytes, std::uint64_t hash = 0xcbf29ce484222325ULL) {

@@ -59,7 +59,8 @@ Corpus read_corpus(const std::vector<std::string>& inputs) {
   Corpus corpus;
   corpus.texts.reserve(inputs.size());
   for (const std::string& path : inputs) {
-    corpus.texts.push_back(read_file(path, "corpus file", "check the path (scripts/get-kjv.sh fetches data/kjv.txt)"));
+    corpus.texts.push_back(
+        read_file(path, "corpus file", "check the path (scripts/get-kjv.sh fetches data/kjv.txt)", kMaxDataFileBytes));
     const std::string& text = corpus.texts.back();
     Source source{path, text.size(), 0, fnv1a64(text)};
     std::size_t pos = 0;
@@ -147,11 +148,12 @@ void check_options(const PrepareOptions& o) {
       fail("prepare: vocab_size {} is out of range: give --vocab-size between 8 and 16777216 (e.g. 4096)",
            o.vocab_size);
     }
-    if (!(o.character_coverage > 0.0 && o.character_coverage <= 1.0)) {
+    // SentencePiece's own range (its trainer refuses anything else with an internal error).
+    if (!(o.character_coverage >= kMinCharacterCoverage && o.character_coverage <= 1.0)) {
       fail(
-          "prepare: character_coverage {} is out of range: give --character-coverage above 0 and at most 1 (1 keeps "
-          "every character)",
-          o.character_coverage);
+          "prepare: character_coverage {} is out of range: SentencePiece takes --character-coverage from {} to 1 (1 "
+          "keeps every character; its default 0.9995 drops the rarest)",
+          o.character_coverage, kMinCharacterCoverage);
     }
   }
 }
@@ -296,7 +298,8 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
     model_bytes = train_tokenizer(std::span(corpus.lines).first(static_cast<std::size_t>(n_train * per_unit)), options);
     say(fmt::format("trained the tokenizer in {:.1f} s", seconds_since(t0)));
   } else {
-    model_bytes = read_file(options.tokenizer, "tokenizer", "check the path or leave it empty to train one");
+    model_bytes =
+        read_file(options.tokenizer, "tokenizer", "check the path or leave it empty to train one", kMaxDataFileBytes);
     say(fmt::format("reusing tokenizer {}", options.tokenizer));
   }
   Tokenizer tokenizer = Tokenizer::from_bytes(
@@ -461,16 +464,21 @@ T meta_field(const nlohmann::json& meta, const std::string& file, const char* ke
 
 std::vector<std::int32_t> load_bin(const fs::path& path, std::size_t width, std::int64_t expected, int vocab) {
   const std::string name = path.string();
-  std::string bytes = read_file(path, "token file", fmt::format("{} to create it", kRerun));
+  const auto different_runs = [&](std::uint64_t count) {
+    fail("token file {} holds {} tokens but meta.json says {}: the files are from different runs; {}", name, count,
+         expected, kRerun);
+  };
+  // meta.json's count bounds the file: one too big is refused by its size, before it is read.
+  std::error_code ec;
+  const std::uintmax_t size = fs::file_size(path, ec);
+  if (!ec && expected >= 0 && size / width > static_cast<std::uint64_t>(expected)) different_runs(size / width);
+  std::string bytes = read_file(path, "token file", fmt::format("{} to create it", kRerun), kMaxDataFileBytes);
   if (bytes.size() % width != 0) {
     fail("token file {} has {} bytes, not a multiple of {} ({}): the file is damaged; {}", name, bytes.size(), width,
          width == 2 ? "uint16" : "uint32", kRerun);
   }
   const auto count = static_cast<std::int64_t>(bytes.size() / width);
-  if (count != expected) {
-    fail("token file {} holds {} tokens but meta.json says {}: the files are from different runs; {}", name, count,
-         expected, kRerun);
-  }
+  if (count != expected) different_runs(static_cast<std::uint64_t>(count));
   if (count == 0) fail("token file {} is empty: {}", name, kRerun);
   std::vector<std::int32_t> out(static_cast<std::size_t>(count));
   const char* p = bytes.data();
@@ -522,7 +530,6 @@ TokenData load_tokens(const fs::path& dir) {
   TokenData data;
   data.vocab_size = meta_field<int>(meta, meta_name, "vocab_size");
   if (data.vocab_size <= 0) fail("{} has vocab_size {}: {}", meta_name, data.vocab_size, kRerun);
-  data.eos_id = meta_field<int>(meta, meta_name, "eos_id");
   const auto dtype = meta_field<std::string>(meta, meta_name, "token_dtype");
   std::size_t width = 0;
   if (dtype == "uint16") width = 2;
@@ -535,10 +542,17 @@ TokenData load_tokens(const fs::path& dir) {
   data.unigram_entropy_nats = meta_field<double>(meta, meta_name, "unigram_entropy_nats");
   data.unigram_val_xent_nats = meta_field<double>(meta, meta_name, "unigram_val_xent_nats");
 
+  data.eos_id = meta_field<int>(meta, meta_name, "eos_id");
+  if (data.eos_id < 0 || data.eos_id >= data.vocab_size)
+    fail("{} has eos_id {}, outside the vocabulary's ids 0..{}: {}", meta_name, data.eos_id, data.vocab_size - 1,
+         kRerun);
+
   // The tokenizer must be the one that made the tokens.
   const fs::path tok_path = dir / meta_field<std::string>(meta, meta_name, "tokenizer");
   const std::string recorded = meta_field<std::string>(meta, meta_name, "tokenizer_fnv1a64");
-  const std::string actual = hex64(fnv1a64(read_file(tok_path, "tokenizer", fmt::format("{} to restore it", kRerun))));
+  const std::string tokenizer_bytes =
+      read_file(tok_path, "tokenizer", fmt::format("{} to restore it", kRerun), kMaxDataFileBytes);
+  const std::string actual = hex64(fnv1a64(tokenizer_bytes));
   if (actual != recorded) {
     fail("tokenizer {} does not match {} (FNV-1a-64 {}, recorded {}): the tokens were made with another tokenizer; {}",
          tok_path.string(), meta_name, actual, recorded, kRerun);
@@ -548,6 +562,13 @@ TokenData load_tokens(const fs::path& dir) {
   data.train =
       load_bin(dir / "train.bin", width, meta_field<std::int64_t>(meta, meta_name, "train_tokens"), data.vocab_size);
   data.val = load_bin(dir / "val.bin", width, meta_field<std::int64_t>(meta, meta_name, "val_tokens"), data.vocab_size);
+
+  // meta.json's vocabulary and end-of-sequence id must be the tokenizer's: a model sized from a wrong vocab_size
+  // would train the wrong vocabulary.
+  const Tokenizer tokenizer = Tokenizer::from_bytes(tokenizer_bytes, tok_path.string());
+  if (tokenizer.vocab_size() != data.vocab_size || tokenizer.eos_id() != data.eos_id)
+    fail("{} says vocab_size {} and eos_id {}, but its tokenizer {} has {} pieces and eos_id {}: {}", meta_name,
+         data.vocab_size, data.eos_id, tok_path.string(), tokenizer.vocab_size(), tokenizer.eos_id(), kRerun);
   return data;
 }
 

@@ -12,6 +12,8 @@
 namespace normlab::io {
 
 inline constexpr int kTokenFormatVersion = 1;
+// The lowest --character-coverage SentencePiece's trainer accepts (trainer_interface.cc checks 0.98 to 1).
+inline constexpr double kMinCharacterCoverage = 0.98;
 
 struct PrepareOptions {
   std::vector<std::string> inputs;  // text files; each non-blank line is one document piece
@@ -22,7 +24,7 @@ struct PrepareOptions {
   std::string model_type = "bpe";  // SentencePiece model type: bpe, unigram, char, word
   std::uint64_t seed = 1;          // SentencePiece's sampling seed
   // The share of the text's characters a trained tokenizer must cover (SentencePiece's default); the
-  // rarest characters beyond it become <unk>. 1 keeps every character.
+  // rarest characters beyond it become <unk>. 1 keeps every character; SentencePiece takes no less than 0.98.
   double character_coverage = 0.9995;
   // A parallel corpus: each line is `source<TAB>target` or `reference<TAB>source<TAB>target`. Both sides train one
   // tokenizer; the token files hold, per pair, source EOS target EOS; val_fraction holds out whole pairs.

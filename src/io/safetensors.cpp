@@ -224,7 +224,7 @@ std::vector<double> SafetensorsFile::Entry::to_f64_vector() const {
 // ---------------------------------------------------------------- reading
 
 SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path, std::string_view what) {
-  return parse(read_file(path, what, "check the path"), path.string(), what);
+  return parse(read_file(path, what, "check the path", kMaxDataFileBytes), path.string(), what);
 }
 
 SafetensorsFile SafetensorsFile::parse(std::string bytes, std::string source, std::string_view what) {

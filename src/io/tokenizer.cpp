@@ -25,7 +25,8 @@ Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::load(const std::filesystem::path& path) {
   // Reading the bytes ourselves gives normlab's missing-file message instead of SentencePiece's.
-  std::string bytes = read_file(path, "tokenizer", "check the path or run normlab prepare to train one");
+  std::string bytes =
+      read_file(path, "tokenizer", "check the path or run normlab prepare to train one", kMaxDataFileBytes);
   return from_bytes(bytes, path.string());
 }
 

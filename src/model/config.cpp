@@ -2,6 +2,8 @@
 
 #include <fmt/ranges.h>
 
+#include <algorithm>
+
 #include "model/formula.h"
 #include "model/norm.h"
 #include "model/placement.h"
@@ -29,6 +31,10 @@ Json resolve_options(const Placement& p, const Json& given, const std::string& w
     const bool same_type = (it->is_number() && value.is_number()) || (it->is_boolean() && value.is_boolean()) ||
                            (it->is_string() && value.is_string());
     if (!same_type) fail("{}.options.{}: expected a value like {}, got {}", where, key, it->dump(), value.dump());
+    const std::vector<std::string> choices = switch_choices(p, key);
+    if (!choices.empty() && std::find(choices.begin(), choices.end(), value.get<std::string>()) == choices.end())
+      fail("{}.options.{}: '{}' is not one of: {}", where, key, printable(value.get<std::string>(), 60),
+           fmt::join(choices, ", "));
     *it = value;
   }
   return options;

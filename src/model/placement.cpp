@@ -1,5 +1,7 @@
 #include "model/placement.h"
 
+#include <algorithm>
+
 #include "common/error.h"
 #include "model/formula.h"
 
@@ -13,7 +15,8 @@ namespace {
 constexpr Switch kCommonSwitches[] = {
     {"qk_norm", "\"none\"",
      "none | full (Norm over the whole q and k before the head split, OLMo-2) | per_head (Norm per head, "
-     "HybridNorm/Gemma) | l2 (q/|q|, k/|k| per head and a learnable logit scale, Henry et al. 2020)"},
+     "HybridNorm/Gemma) | l2 (q/|q|, k/|k| per head and a learnable logit scale, Henry et al. 2020)",
+     "none|full|per_head|l2"},
     {"v_norm", "false", "also a per-head Norm on v (HybridNorm)"},
     {"qkv_bias", "false", "biases on the q, k and v projections even when model.bias = false (Qwen2)"},
     {"qk_scale_init", "0", "initial logit scale g for qk_norm = l2; 0 = log2(T² − T) with T = max_seq_len"},
@@ -28,6 +31,19 @@ constexpr Switch kCommonSwitches[] = {
 }  // namespace
 
 std::span<const Switch> common_switches() { return kCommonSwitches; }
+
+std::vector<std::string> switch_choices(const Placement& p, std::string_view name) {
+  std::vector<std::string> choices;
+  for (auto table : {common_switches(), p.switches})
+    for (const Switch& s : table)
+      if (s.name == name)
+        for (size_t start = 0; start < s.choices.size();) {
+          const size_t bar = std::min(s.choices.find('|', start), s.choices.size());
+          choices.emplace_back(s.choices.substr(start, bar - start));
+          start = bar + 1;
+        }
+  return choices;
+}
 
 Json option(const ModelConfig& c, const std::string& name) {
   if (auto it = c.options.find(name); it != c.options.end()) return *it;

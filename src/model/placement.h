@@ -135,11 +135,13 @@ class SubLayer {
   Landmarks* landmarks_;
 };
 
-// One switch of `model.options`: its default (a JSON literal, which also fixes its type) and meaning.
+// One switch of `model.options`: its default (a JSON literal, which also fixes its type) and meaning; a string
+// switch names its values ("none|full|per_head"), and a config giving any other is refused.
 struct Switch {
   std::string_view name;
   std::string_view default_json;
   std::string_view help;
+  std::string_view choices = "";
   // false: a resolved config (to_json) names the switch only when it differs from its default, so the configs of
   // runs stored before it existed, which studies compare before reusing a run, stay as they were.
   bool written_when_default = true;
@@ -176,6 +178,8 @@ struct SubLayerSite {
 std::vector<SubLayerSite> sublayer_sites(const ModelConfig& c);
 // Switches every placement accepts (QK-norm, soft-caps, DyT α ...).
 std::span<const Switch> common_switches();
+// The values a string switch of placement `p` takes (empty for a number or flag, or an unknown name).
+std::vector<std::string> switch_choices(const Placement& p, std::string_view name);
 // The value of switch `name`: the config's, or the switch's default.
 Json option(const ModelConfig& c, const std::string& name);
 

@@ -1,12 +1,12 @@
 #include "probe/training_probe.h"
 
 #include <cmath>
-#include <fstream>
 
 #include "common/error.h"
 #include "engine/ops.h"
 #include "io/atomic_file.h"
 #include "io/safetensors.h"
+#include "io/step_log.h"
 #include "probe/norm_sites.h"
 #include "probe/stats.h"
 
@@ -20,24 +20,12 @@ constexpr const char* kReference = "probe_reference.safetensors";
 
 io::LogFile::Mode mode(bool resume) { return resume ? io::LogFile::Mode::append : io::LogFile::Mode::truncate; }
 
-void keep_lines_up_to(const fs::path& file, int step, bool csv) {
-  if (!fs::exists(file)) return;
-  std::ifstream in(file);
-  std::string line, kept;
-  bool header = csv;
-  while (std::getline(in, line)) {
-    if (header) {
-      kept += line + "\n";
-      header = false;
-      continue;
-    }
-    int s = -1;
-    if (csv) s = std::atoi(line.c_str());
-    else if (Json j = Json::parse(line, nullptr, false); !j.is_discarded() && j.contains("step"))
-      s = j["step"].get<int>();
-    if (s >= 0 && s <= step) kept += line + "\n";
-  }
-  io::write_file_atomic(file, kept);
+// A probes file cut back to `step`, after checking that its steps never go back and that each probed step up to
+// `step` has its lines.
+void keep_probes_up_to(const fs::path& file, io::StepLogFormat format, int step, const std::vector<int>& probed) {
+  const io::StepLog log = io::read_step_log(file, format);
+  io::require_steps(log, file, probed, "probe record");
+  io::keep_steps_up_to(file, log, step);
 }
 }  // namespace
 
@@ -56,9 +44,13 @@ void TrainingProbe::close() {
   csv_.close();
 }
 
-void TrainingProbe::truncate(const fs::path& run_dir, int step) {
-  keep_lines_up_to(run_dir / "probes.jsonl", step, false);
-  keep_lines_up_to(run_dir / "probes.csv", step, true);
+void TrainingProbe::truncate(const fs::path& run_dir, int step, int probe_every) {
+  std::vector<int> probed;  // step 1 (the state at init) and every probe_every-th
+  if (probe_every > 0 && step >= 1) probed.push_back(1);
+  for (int s = probe_every; probe_every > 0 && s <= step; s += probe_every)
+    if (s > 1) probed.push_back(s);
+  keep_probes_up_to(run_dir / "probes.jsonl", io::StepLogFormat::jsonl, step, probed);
+  keep_probes_up_to(run_dir / "probes.csv", io::StepLogFormat::csv, step, probed);
 }
 
 void TrainingProbe::feed_reference() {

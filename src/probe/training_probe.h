@@ -26,8 +26,9 @@ class TrainingProbe {
   void after_backward(int step, double loss, double grad_norm);
   // After the optimizer step.
   void after_update(int step);
-  // Drops records after `step` (a resumed run rewrites them).
-  static void truncate(const std::filesystem::path& run_dir, int step);
+  // Drops records after `step` (a resumed run rewrites them), refusing files whose probed steps up to `step` (1 and
+  // every multiple of `probe_every`) are not all there or go back.
+  static void truncate(const std::filesystem::path& run_dir, int step, int probe_every);
   // Closes both files, reporting any error.
   void close();
 

@@ -1,7 +1,8 @@
 #include "study/runner.h"
 
 #include <fcntl.h>
-#include <spawn.h>
+#include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "common/error.h"
 #include "dist/comm.h"
 #include "io/atomic_file.h"
+#include "io/folder_lock.h"
 #include "train/checkpoint.h"
 #include "train/train_config.h"
 
@@ -48,20 +50,37 @@ const char* status_name(RunStatus s) {
 
 namespace {
 
+// A JSON file's contents, or null if it is missing or unreadable.
+Json read_json(const fs::path& file) {
+  if (!fs::exists(file)) return Json();
+  Json j = Json::parse(io::read_file(file), nullptr, false);
+  return j.is_discarded() ? Json() : j;
+}
+
+// A string field of a record some process wrote, or `fallback` when it is missing or of another type.
+std::string text_field(const Json& record, const char* key, const char* fallback) {
+  return record.contains(key) && record[key].is_string() ? record[key].get<std::string>() : fallback;
+}
+
+// A number field of such a record (JSON writes NaN as null), or `fallback`.
+double number_field(const Json& record, const char* key, double fallback) {
+  return record.contains(key) && record[key].is_number() ? record[key].get<double>() : fallback;
+}
+
 // status.json marks a run as ended: {"status": ..., "message": ..., "seconds": ..., "normlab": ...}; runs kept from
 // before "normlab" was written have none.
 bool read_status(const fs::path& dir, RunOutcome& out) {
   const fs::path file = dir / "status.json";
   if (!fs::exists(file)) return false;
-  Json j = Json::parse(io::read_file(file, "run status"), nullptr, false);
-  if (j.is_discarded() || !j.contains("status")) return false;
+  const Json j = read_json(file);
+  if (!j.is_object() || !j.contains("status") || !j["status"].is_string()) return false;
   const std::string s = j["status"].get<std::string>();
   out.status = s == "finished" ? RunStatus::finished : s == "diverged" ? RunStatus::diverged : RunStatus::failed;
-  out.message = j.value("message", "");
-  out.seconds = j.value("seconds", 0.0);
-  out.made_by = j.value("normlab", "not recorded");
-  out.cpu = j.value("cpu", "");
-  out.threads = j.value("threads", 0);
+  out.message = text_field(j, "message", "");
+  out.seconds = number_field(j, "seconds", 0.0);
+  out.made_by = text_field(j, "normlab", "not recorded");
+  out.cpu = text_field(j, "cpu", "");
+  out.threads = static_cast<int>(number_field(j, "threads", 0.0));
   return true;
 }
 
@@ -70,13 +89,6 @@ std::string self_binary() {
   fs::path p = fs::read_symlink("/proc/self/exe", ec);
   if (ec) fail("cannot find the normlab binary through /proc/self/exe: {}", ec.message());
   return p.string();
-}
-
-// A JSON file's contents, or null if it is missing or unreadable.
-Json read_json(const fs::path& file) {
-  if (!fs::exists(file)) return Json();
-  Json j = Json::parse(io::read_file(file), nullptr, false);
-  return j.is_discarded() ? Json() : j;
 }
 
 // What a run's results depend on, stored as request.json and compared before a run is reused. The engine
@@ -111,7 +123,7 @@ bool diverged(const fs::path& dir) {
   std::ifstream in(dir / "run" / "metrics.jsonl");
   for (std::string line; std::getline(in, line);) {
     const Json j = Json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("type", "") == "non_finite") return true;
+    if (j.is_object() && j.contains("type") && j["type"] == "non_finite") return true;
   }
   return false;
 }
@@ -146,6 +158,12 @@ std::string quoted(const std::string& word) {
   return q + "'";
 }
 
+// The step checkpoint.json names, for a progress line ("?" if it names none).
+std::string checkpoint_step_text(const fs::path& run) {
+  const Json j = read_json(run / train::kCheckpointJson);
+  return j.is_object() && j.contains("step") && j["step"].is_number_integer() ? j["step"].dump() : "?";
+}
+
 // A training that did not write its summary but left a checkpoint (it was killed, or killed after
 // its final checkpoint) continues from that checkpoint: `normlab train --resume`.
 bool resumes(const RunOutcome& o) {
@@ -174,10 +192,25 @@ std::vector<std::vector<std::string>> stages(const RunOutcome& o) {
   return out;
 }
 
+// The path of `program`: itself if it names a folder, else the first executable of that name in PATH (empty if
+// none is).
+std::string find_program(const std::string& program) {
+  if (program.find('/') != std::string::npos) return program;
+  const char* path = std::getenv("PATH");
+  std::istringstream folders(path ? path : "");
+  for (std::string folder; std::getline(folders, folder, ':');)
+    if (!folder.empty() && ::access((fs::path(folder) / program).c_str(), X_OK) == 0)
+      return (fs::path(folder) / program).string();
+  return {};
+}
+
 // Starts a run's stages (argument lists after the binary) as one child process writing dir/log.txt, with
 // `threads` OpenMP threads. The child is not part of an MPI job this process may belong to: the launcher's
 // variables are left out of its environment, so it runs as a single process, or, given the words of a
 // `data_parallel_launch` (a run over a group of ranks), its training stage runs data-parallel as a job of its own.
+// The child dies with this process, even of kill -9 (its parent-death signal), and so do the normlab processes it
+// starts in turn (end_with_study, through NORMLAB_STUDY_PID): a killed study leaves no trainer behind to write on
+// beside the rerun's.
 pid_t launch(const std::vector<std::vector<std::string>>& commands, const fs::path& dir, int threads,
              const std::vector<std::string>& train_launch, const std::string& binary = self_binary()) {
   std::vector<std::vector<std::string>> lines;
@@ -198,6 +231,8 @@ pid_t launch(const std::vector<std::vector<std::string>>& commands, const fs::pa
     }
     args = {"/bin/sh", "-c", script};
   }
+  const std::string program = find_program(args[0]);
+  if (program.empty()) fail("cannot start {}: it is not on PATH", args[0]);
   std::vector<char*> argv;
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -207,9 +242,11 @@ pid_t launch(const std::vector<std::vector<std::string>>& commands, const fs::pa
     // The user's permission to run mpirun as root is not the launcher's: a data-parallel run needs it.
     const bool launcher = (var.starts_with("OMPI_") && !var.starts_with("OMPI_ALLOW_RUN_AS_ROOT")) ||
                           var.starts_with("PMIX_") || var.starts_with("PMI_");
-    if (!launcher && !var.starts_with("OMP_NUM_THREADS=")) env_strings.emplace_back(*e);
+    const bool ours = var.starts_with("OMP_NUM_THREADS=") || var.starts_with(std::string(io::kStudyPidVariable) + "=");
+    if (!launcher && !ours) env_strings.emplace_back(*e);
   }
   env_strings.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
+  env_strings.push_back(fmt::format("{}={}", io::kStudyPidVariable, ::getpid()));
   std::vector<char*> envp;
   for (auto& e : env_strings) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -224,15 +261,43 @@ pid_t launch(const std::vector<std::vector<std::string>>& commands, const fs::pa
       fail("cannot open the run log {}: it is a symbolic link; remove it (runs write only inside their folder)", log);
     fail("cannot open the run log {}: {}", log, std::strerror(error));
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, log_fd, 1);
-  posix_spawn_file_actions_adddup2(&actions, log_fd, 2);
-  pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, args[0].c_str(), &actions, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&actions);
+  // The child reports a failed exec through this pipe (closed unwritten by a successful one).
+  int exec_error[2];
+  if (::pipe2(exec_error, O_CLOEXEC) != 0) {
+    const int error = errno;
+    ::close(log_fd);
+    fail("cannot start {}: pipe: {}", args[0], std::strerror(error));
+  }
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    // Only async-signal-safe calls until exec (this process may have other threads). The parent-death signal
+    // comes when the thread that forked ends: the study's main thread, which runs the grid to its end. A parent
+    // that ended before it was set is caught by getppid().
+    int error = 0;
+    if (::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0 || ::getppid() != parent) ::_exit(127);
+    if (::dup2(log_fd, 1) < 0 || ::dup2(log_fd, 2) < 0) error = errno;
+    if (error == 0) ::execve(program.c_str(), argv.data(), envp.data());
+    error = error ? error : errno;
+    [[maybe_unused]] const ssize_t reported = ::write(exec_error[1], &error, sizeof error);
+    ::_exit(127);
+  }
+  const int fork_error = errno;
   ::close(log_fd);
-  if (rc != 0) fail("cannot start {}: {}", args[0], std::strerror(rc));
+  ::close(exec_error[1]);
+  if (pid < 0) {
+    ::close(exec_error[0]);
+    fail("cannot start {}: fork: {}", args[0], std::strerror(fork_error));
+  }
+  int error = 0;
+  ssize_t n = 0;
+  while ((n = ::read(exec_error[0], &error, sizeof error)) < 0 && errno == EINTR) {
+  }
+  ::close(exec_error[0]);
+  if (n > 0) {
+    ::waitpid(pid, nullptr, 0);
+    fail("cannot start {}: {}", program, std::strerror(error));
+  }
   return pid;
 }
 
@@ -251,26 +316,17 @@ std::pair<pid_t, Ended> reap(bool block) {
 // Between polls of an MPI rank's children and messages: short beside any run, long beside a poll.
 void nap() { std::this_thread::sleep_for(std::chrono::milliseconds(5)); }
 
-// Whether `program` is an executable in a folder of PATH.
-bool on_path(const std::string& program) {
-  const char* path = std::getenv("PATH");
-  std::istringstream folders(path ? path : "");
-  for (std::string folder; std::getline(folders, folder, ':');)
-    if (!folder.empty() && ::access((fs::path(folder) / program).c_str(), X_OK) == 0) return true;
-  return false;
-}
-
 // The ranks each run trains on (--ranks-per-run), checked before anything runs.
 int ranks_per_run(const RunnerOptions& options) {
+  check_runner_options(options);
   const int k = options.ranks_per_run, ranks = dist::world().size();
-  if (k < 1) fail("--ranks-per-run {}: give 1 (each run is one process) or more (each run is data-parallel)", k);
   if (k == 1) return 1;
   if (!dist::built_with_mpi())
     fail(
         "--ranks-per-run {} trains each run with mpirun, but this normlab was built without MPI: install "
         "libopenmpi-dev (scripts/setup.sh does) and rebuild",
         k);
-  if (!on_path("mpirun"))
+  if (find_program("mpirun").empty())
     fail(
         "--ranks-per-run {} starts each run with mpirun, which is not on PATH: install openmpi-bin (scripts/setup.sh "
         "does)",
@@ -315,6 +371,14 @@ Json ended_message(const Ended& e) { return {{"run", e.index}, {"exit", e.exit_c
 
 }  // namespace
 
+void check_runner_options(const RunnerOptions& options) {
+  if (options.jobs < 1) fail("--jobs {}: give the number of runs at once, 1 or more", options.jobs);
+  if (options.threads < 1) fail("--threads {}: give the number of cores the runs share, 1 or more", options.threads);
+  if (options.ranks_per_run < 1)
+    fail("--ranks-per-run {}: give 1 (each run is one process) or more (each run is data-parallel)",
+         options.ranks_per_run);
+}
+
 void serve_runs() {
   const dist::World& world = dist::world();
   std::map<pid_t, size_t> running;  // child → the run index it runs
@@ -344,6 +408,14 @@ void serve_runs() {
     }
     if (idle) nap();
   }
+}
+
+void end_with_study() {
+  const char* text = std::getenv(io::kStudyPidVariable);
+  const long study = text ? std::atol(text) : 0;
+  // SIGKILL when the parent ends: the study, or the shell or mpirun between them (themselves set to die with it).
+  if (study <= 0 || ::prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) return;
+  if (!io::process_alive(study)) std::_Exit(1);  // it ended before the signal was set: nothing would send it
 }
 
 void release_workers() {
@@ -431,6 +503,11 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
     planned.push_back(stored_request(o));
     outcomes.push_back(std::move(o));
   }
+  // One process writes a study folder; and no run of it may still be written by a process of an earlier call (a
+  // killed study's trainer, or a `normlab train` started by hand), which would write on beside this one's.
+  const io::FolderLock lock(study_dir, "study folder");
+  for (const RunOutcome& o : outcomes)
+    if (fs::exists(o.dir / "run")) io::FolderLock(o.dir / "run", "run folder");
   std::vector<size_t> pending, stale;  // stale: a partial run of another request, nothing to resume
   std::vector<std::string> mismatched;
   for (size_t i = 0; i < outcomes.size(); ++i) {
@@ -490,7 +567,7 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
       ++next;
       if (!options.quiet && resumes(outcomes[i]))
         std::cerr << fmt::format("study: {} resumes from its checkpoint at step {}\n", outcomes[i].request.id,
-                                 read_json(outcomes[i].dir / "run" / train::kCheckpointJson).value("step", 0));
+                                 checkpoint_step_text(outcomes[i].dir / "run"));
       pid_t pid = 0;
       if (rank == 0)
         pid = launch(stages(outcomes[i]), outcomes[i].dir, threads, data_parallel_launch(0, group),
@@ -556,11 +633,8 @@ void write_summary_csv(const fs::path& file, const std::vector<RunOutcome>& outc
   std::string csv = "id,kind,status,seconds,train_loss,val_loss,config\n";
   for (const RunOutcome& o : outcomes) {
     double train = NAN, val = NAN;
-    const fs::path summary = o.dir / "run" / "summary.json";
-    if (fs::exists(summary)) {
-      Json s = Json::parse(io::read_file(summary), nullptr, false);
-      if (!s.is_discarded()) train = s.value("train_loss", NAN), val = s.value("val_loss", NAN);
-    }
+    const Json s = read_json(o.dir / "run" / "summary.json");
+    if (s.is_object()) train = number_field(s, "train_loss", NAN), val = number_field(s, "val_loss", NAN);
     std::string config = o.request.config.dump();
     for (char& c : config)
       if (c == '"') c = '\'';

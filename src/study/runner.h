@@ -77,6 +77,9 @@ std::string runs_made_by(const std::vector<RunOutcome>& runs);
 // every process of those runs too (--ranks-per-run).
 int threads_per_process(const RunnerOptions& options);
 
+// Refuses --jobs, --threads or --ranks-per-run below 1, naming the option.
+void check_runner_options(const RunnerOptions& options);
+
 // Checks every request's config, then runs every request not yet done, in plan order (up to `jobs`
 // at once, exclusive runs alone); returns the outcome of all of them (done earlier or now).
 std::vector<RunOutcome> run_grid(const std::filesystem::path& study_dir, const std::vector<RunRequest>& requests,
@@ -89,6 +92,10 @@ const char* status_name(RunStatus s);
 // sends until rank 0 calls release_workers() (after its last grid: a study may run several).
 void serve_runs();
 void release_workers();
+
+// A normlab process that a study started (directly, or through the shell or mpirun that runs its stages) ends when
+// the study does, even of kill -9: main() calls this first. Nothing happens in a process no study started.
+void end_with_study();
 
 // Writes summary.csv: id, kind, status, seconds, final train loss, val loss, and the config overrides.
 void write_summary_csv(const std::filesystem::path& file, const std::vector<RunOutcome>& outcomes);

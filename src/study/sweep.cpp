@@ -1,9 +1,12 @@
 #include "study/sweep.h"
 
+#include <fmt/core.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <cctype>
 #include <cstring>
-
-#include <fmt/core.h>
+#include <iostream>
 
 namespace normlab::study {
 
@@ -15,6 +18,27 @@ std::string folder_safe(std::string text) {
   for (char& c : text)
     if (!std::isalnum(static_cast<unsigned char>(c)) && (c == '\0' || !std::strchr("._+=-", c))) c = '_';
   return text;
+}
+
+// A grid key must name one field, e.g. model.norm.type: a key naming a section (model.norm), or a value that is an
+// object, would replace the whole section, silently setting every field the value leaves out to its default.
+void require_leaf_field(const std::string& key, const Json& values, const std::string& where) {
+  static const Json defaults = resolve_config(Json::object(), "the built-in defaults");
+  const Json* node = &defaults;
+  for (size_t start = 0; node && start <= key.size();) {
+    const size_t dot = std::min(key.find('.', start), key.size());
+    const std::string part = key.substr(start, dot - start);
+    node = node->is_object() && node->contains(part) ? &(*node)[part] : nullptr;
+    start = dot + 1;
+  }
+  std::vector<std::string> fields;
+  if (node && node->is_object())
+    for (const auto& [field, value] : node->items()) fields.push_back(fmt::format("{}.{}", key, field));
+  const bool object_value = std::any_of(values.begin(), values.end(), [](const Json& v) { return v.is_object(); });
+  if (!fields.empty() || object_value)
+    fail("{}: grid key '{}' names a whole section, which its values would replace: vary one field of it{}", where,
+         printable(key, 60),
+         fields.empty() ? std::string() : fmt::format(" ({})", printable(fmt::format("{}", fmt::join(fields, ", ")))));
 }
 
 }  // namespace
@@ -38,6 +62,7 @@ std::vector<RunRequest> expand_sweep(const Json& doc, const std::string& where) 
       fail("{}: grid key '{}' must be a field path such as model.placement", where, printable(key, 60));
     if (!values.is_array() || values.empty())
       fail("{}: grid.{} must be a non-empty list of values", where, printable(key, 60));
+    require_leaf_field(key, values, where);
     total *= values.size();
     if (total > kMaxSweepRuns)
       fail("{}: the grid asks for more than {} runs: split it into several sweeps", where, kMaxSweepRuns);
@@ -68,6 +93,20 @@ std::vector<RunRequest> expand_sweep(const Json& doc, const std::string& where) 
       seeded.push_back(r);
     }
   return seeded;
+}
+
+void require_no_failed_runs(const std::vector<RunOutcome>& outcomes, const std::filesystem::path& summary) {
+  size_t failed = 0;
+  for (const RunOutcome& o : outcomes)
+    if (o.status == RunStatus::failed) {
+      ++failed;
+      std::cerr << fmt::format("sweep: failed run {}: {}\n", o.request.id, o.message);
+    }
+  if (failed > 0)
+    fail(
+        "{} of the sweep's {} runs failed (listed above and in {}): fix the cause and rerun the same command; the "
+        "finished runs are reused",
+        failed, outcomes.size(), summary.string());
 }
 
 }  // namespace normlab::study

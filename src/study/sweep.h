@@ -15,4 +15,8 @@ inline constexpr std::size_t kMaxSweepRuns = 10000;
 // naming `where` and the field; the configs themselves are checked by the runner (resolve_config).
 std::vector<RunRequest> expand_sweep(const Json& doc, const std::string& where);
 
+// Ends a sweep that had failed runs with an Error (the command exits 1): each one is listed on stderr with its
+// message, and the sentence names `summary` and how to finish the sweep.
+void require_no_failed_runs(const std::vector<RunOutcome>& outcomes, const std::filesystem::path& summary);
+
 }  // namespace normlab::study

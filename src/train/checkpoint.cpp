@@ -1,6 +1,7 @@
 #include "train/checkpoint.h"
 
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <type_traits>
 
@@ -30,6 +31,8 @@ std::string checksum(const Entries& entries, Bytes bytes_of) {
   return fmt::format("{:016x}", hash);
 }
 
+constexpr const char* kMetadataChecksum = "metadata_fnv1a64";
+
 io::SafetensorsFile open_checkpoint(const fs::path& file) {
   auto f = io::SafetensorsFile::read(file, "checkpoint");
   auto it = f.metadata().find("format");
@@ -42,9 +45,25 @@ io::SafetensorsFile open_checkpoint(const fs::path& file) {
   if (sum == f.metadata().end() || sum->second != actual)
     fail("{}: the checkpoint is corrupted (data checksum mismatch); resume from an earlier copy or train anew",
          file.string());
+  // Checkpoints written before metadata_fnv1a64 existed have none; every newer one must match it.
+  const auto meta_sum = f.metadata().find(kMetadataChecksum);
+  if (meta_sum != f.metadata().end() && meta_sum->second != metadata_checksum(f.metadata()))
+    fail(
+        "{}: the checkpoint is corrupted (its metadata, the step or the config, does not match its checksum); resume "
+        "from an earlier copy or train anew",
+        file.string());
   return f;
 }
 }  // namespace
+
+// FNV-1a over every entry but its own, key and value, in key order: an edited step or config is caught on load like
+// flipped tensor bytes.
+std::string metadata_checksum(const std::map<std::string, std::string>& metadata) {
+  uint64_t hash = 0xcbf29ce484222325ULL;
+  for (const auto& [key, value] : metadata)
+    if (key != kMetadataChecksum) hash = io::fnv1a64(value, io::fnv1a64(key + '\0', hash));
+  return fmt::format("{:016x}", hash);
+}
 
 std::string data_checksum(std::span<const io::TensorToWrite> entries) {
   return checksum(entries, [](const io::TensorToWrite& e) {
@@ -71,7 +90,12 @@ void save_checkpoint(const fs::path& run_dir, const model::Model& m, AdamW& opt,
   std::map<std::string, std::string> metadata{
       {"format", kFormat}, {"step", std::to_string(step)}, {"config", cfg.dump()}, {"data_fnv1a64", sum}};
   if (!trainer_state.empty()) metadata["trainer_state"] = trainer_state.dump();
+  metadata[kMetadataChecksum] = metadata_checksum(metadata);
   io::write_safetensors(run_dir / kCheckpointFile, entries, metadata);
+}
+
+void save_checkpoint_summary(const fs::path& run_dir, const RunConfig& config, int step) {
+  const Json cfg = to_json(config);
   Json human{{"format", kFormat},
              {"step", step},
              {"weights", kCheckpointFile},
@@ -124,12 +148,27 @@ int load_checkpoint(const CheckpointFile& checkpoint, model::Model& m, AdamW* op
       });
     }
   }
-  const std::string& step = f.metadata().at("step");
-  try {
-    return std::stoi(step);
-  } catch (const std::exception&) {
-    fail("{}: metadata.step '{}' is not a number; the checkpoint is corrupted", file.string(), step);
-  }
+  return checkpoint_step(checkpoint);
+}
+
+int checkpoint_step(const CheckpointFile& checkpoint) {
+  const auto& metadata = checkpoint.file.metadata();
+  const std::string file = checkpoint.path.string();
+  const auto it = metadata.find("step");
+  const std::string text = it == metadata.end() ? std::string() : it->second;
+  int step = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), step);
+  if (text.empty() || error != std::errc() || end != text.data() + text.size())
+    fail("{}: metadata.step '{}' is not a whole number; the checkpoint is corrupted: resume from a copy or train anew",
+         file, printable(text, 40));
+  // A run saves after step 1 at the earliest and after its train.steps at the latest.
+  const int steps = checkpoint_config(checkpoint).train.steps;
+  if (step < 1 || step > steps)
+    fail(
+        "{}: metadata.step {} is outside the run's steps 1..{} (train.steps); the checkpoint is corrupted: resume from "
+        "a copy or train anew",
+        file, step, steps);
+  return step;
 }
 
 Json checkpoint_trainer_state(const fs::path& file) { return trainer_state_of(open_checkpoint(file), file); }

@@ -13,7 +13,7 @@ RunConfig read_run_config(const Json& doc, const std::string& where) {
     TrainConfig& x = c.train;
     t.read("batch_size", x.batch_size, 1, 1 << 16);
     t.read("seq_len", x.seq_len, 2, 1 << 16);
-    t.read("steps", x.steps, 0, 1 << 30);
+    t.read("steps", x.steps, 1, 1 << 30);
     t.read("grad_accum", x.grad_accum, 1, 1 << 16);
     t.read("lr", x.lr, 0.0, 100.0);
     t.read("schedule", x.schedule, {"constant", "cosine", "linear", "noam"});

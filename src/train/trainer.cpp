@@ -3,13 +3,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <fstream>
 #include <ostream>
-#include <sstream>
 
 #include "common/error.h"
 #include "dist/comm.h"
 #include "io/atomic_file.h"
+#include "io/step_log.h"
 #include "model/init.h"
 #include "probe/guards.h"
 #include "probe/training_probe.h"
@@ -58,26 +57,21 @@ Evaluation evaluate(model::Model& m, const Loader& loader, int batches) {
 
 namespace {
 
-// Keeps the metrics of steps up to `step` (a resumed run rewrites what came after its checkpoint).
-void truncate_metrics(const fs::path& file, int step) {
-  std::ifstream in(file);
-  std::string line, kept;
-  while (std::getline(in, line)) {
-    Json j = Json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.contains("step") && j["step"].get<int>() <= step) kept += line + "\n";
-  }
-  io::write_file_atomic(file, kept);
+bool is_train_record(const io::StepLine& line) {
+  return line.record.contains("type") && line.record["type"] == "train";
 }
 
-// The train record of `step` in metrics.jsonl (null if there is none).
-Json train_record(const fs::path& file, int step) {
-  std::ifstream in(file);
-  Json found;
-  for (std::string line; std::getline(in, line);) {
-    Json j = Json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("type", "") == "train" && j.value("step", -1) == step) found = j;
-  }
-  return found;
+// metrics.jsonl as a resume finds it, cut back to the checkpoint's `step` (the run logs again what came after): its
+// steps must not go back, and every train record up to `step` must be there: each multiple of train.log_every, and
+// the last step's when the run has trained them all (its summary is made from it).
+io::StepLog keep_metrics_up_to(const fs::path& file, int step, const TrainConfig& t) {
+  io::StepLog log = io::read_step_log(file, io::StepLogFormat::jsonl);
+  std::vector<int> logged;
+  for (int s = t.log_every; s <= step; s += t.log_every) logged.push_back(s);
+  if (step == t.steps && step % t.log_every != 0) logged.push_back(step);
+  io::require_steps(log, file, logged, "train record", is_train_record);
+  io::keep_steps_up_to(file, log, step);
+  return log;
 }
 
 }  // namespace
@@ -138,6 +132,9 @@ Trainer::Trainer(RunConfig config, fs::path run_dir, TrainOptions options)
   optimizer_ = std::make_unique<AdamW>(run_.model->graph);
   if (options_.profile) profile_ = std::make_unique<TrainProfile>();
 
+  // One process writes a run folder: a second `normlab train` of it, or a rerun study's while an old one still
+  // writes it, is refused here.
+  if (writer_) lock_.emplace(run_dir_, "run folder");
   const fs::path checkpoint = run_dir_ / kCheckpointFile;
   if (!options_.resume && fs::exists(checkpoint))
     fail("{} already holds a checkpoint: pass --resume to continue that run, or choose another --run directory",
@@ -168,7 +165,8 @@ void Trainer::save(int step) {
   if (!writer_) return;
   save_checkpoint(run_dir_, *run_.model, *optimizer_, run_.config, step,
                   {{"loss_spikes", loss_spikes_.window()}, {"grad_spikes", grad_spikes_.window()}});
-  saved_step_ = step;
+  saved_step_ = step;  // on disk from here on, whatever becomes of checkpoint.json
+  save_checkpoint_summary(run_dir_, run_.config, step);
 }
 
 std::string Trainer::checkpoint_state() const {
@@ -244,6 +242,7 @@ TrainSummary Trainer::train() {
   const dist::World& world = dist::world();
   int start = 0;
   const fs::path metrics_file = run_dir_ / "metrics.jsonl";
+  io::StepLog metrics_log;  // what a resume kept of metrics.jsonl (on the writing rank)
   if (options_.resume) {
     Json state;  // older checkpoints have none: their detectors start empty, as before
     start = saved_step_ = load_checkpoint(run_dir_ / kCheckpointFile, m, optimizer_.get(), &state);
@@ -256,8 +255,8 @@ TrainSummary Trainer::train() {
         detector->restore(state[key].get<std::vector<double>>());
       }
     if (writer_) {
-      truncate_metrics(metrics_file, start);
-      probe::TrainingProbe::truncate(run_dir_, start);
+      metrics_log = keep_metrics_up_to(metrics_file, start, t);
+      probe::TrainingProbe::truncate(run_dir_, start, t.probe_every);
     }
     if (options_.progress) *options_.progress << fmt::format("resumed {} at step {}\n", run_dir_.string(), start);
   } else {
@@ -315,9 +314,15 @@ TrainSummary Trainer::train() {
   int window_steps = 0;
   double loss = 0;
   if (unsummarized) {  // the final step's train record is kept; evaluating the checkpoint again is exact
-    const Json record = train_record(metrics_file, t.steps);
-    loss = record.is_object() ? record.value("loss", NAN) : NAN;
-    summary.tokens_per_second = record.is_object() ? record.value("tokens_per_s", 0.0) : 0.0;
+    const auto last_record =
+        std::find_if(metrics_log.lines.rbegin(), metrics_log.lines.rend(),
+                     [&](const io::StepLine& l) { return l.step == t.steps && is_train_record(l); });
+    const Json record = last_record == metrics_log.lines.rend() ? Json::object() : last_record->record;
+    const auto number = [&](const char* key, double fallback) {
+      return record.contains(key) && record[key].is_number() ? record[key].get<double>() : fallback;
+    };
+    loss = number("loss", NAN);
+    summary.tokens_per_second = number("tokens_per_s", 0.0);
     evaluate_into(summary);
     if (options_.progress)
       *options_.progress << fmt::format("step {} was the last: evaluated the checkpoint again for summary.json\n",

@@ -11,10 +11,12 @@
 #include <initializer_list>
 #include <iosfwd>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 
 #include "engine/gemm.h"
+#include "io/folder_lock.h"
 #include "probe/guards.h"
 #include "train/adamw.h"
 #include "train/profile.h"
@@ -72,6 +74,7 @@ class Trainer {
 
   Run run_;
   std::filesystem::path run_dir_;
+  std::optional<io::FolderLock> lock_;  // the run folder's, held by the writing rank
   TrainOptions options_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<io::LogFile> metrics_;

@@ -1,6 +1,7 @@
 // Bad input through the normlab binary: every case is one "normlab: error: ..." line naming the
 // file or field at fault, exit status 1, no crash, and nothing deleted.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <cstring>
 #include <limits>
@@ -44,8 +45,8 @@ class CliErrors : public ::testing::Test {
   }
   static void TearDownTestSuite() { shared_.reset(); }
 
-  fs::path copy_run() {
-    const fs::path dir = tmp_ / "run";
+  fs::path copy_run(const std::string& name = "run") {
+    const fs::path dir = tmp_ / name;
     fs::copy(*shared_ / "run", dir, fs::copy_options::recursive);
     return dir;
   }
@@ -311,9 +312,197 @@ TEST_F(CliErrors, EvalRefusesANonFiniteLoss) {
   ASSERT_TRUE(poisoned);
   auto metadata = ckpt.metadata();
   metadata["data_fnv1a64"] = train::data_checksum(tensors);  // a consistent checkpoint, only its weights diverged
+  metadata["metadata_fnv1a64"] = train::metadata_checksum(metadata);
   io::write_safetensors(file, tensors, metadata);
   expect_cli_error(cli({"eval", "--run", run.string(), "--batches", "1"}),
                    {run.string(), "not a number", "lower train.lr"});
+}
+
+// Rewrites the checkpoint of `run` with its metadata entry `key` set to `value` (or removed, when empty), and the
+// metadata checksum recomputed when `consistent`, else left as it was.
+void edit_checkpoint_metadata(const fs::path& run, const std::string& key, const std::string& value, bool consistent) {
+  const fs::path file = run / train::kCheckpointFile;
+  const auto ckpt = io::SafetensorsFile::read(file);
+  std::vector<std::vector<std::byte>> copies;
+  copies.reserve(ckpt.entries().size());
+  std::vector<io::TensorToWrite> tensors;
+  for (const auto& e : ckpt.entries()) {
+    copies.emplace_back(e.data.begin(), e.data.end());
+    tensors.push_back({e.name, e.dtype, e.shape, copies.back().data()});
+  }
+  auto metadata = ckpt.metadata();
+  if (value.empty()) metadata.erase(key);
+  else metadata[key] = value;
+  if (consistent) metadata["metadata_fnv1a64"] = train::metadata_checksum(metadata);
+  io::write_safetensors(file, tensors, metadata);
+}
+
+// An edited step in the checkpoint's metadata (issue 35.3): caught by the metadata checksum, and, in a checkpoint
+// whose checksum agrees (or one written before the checksum existed), by the range of the run's steps.
+TEST_F(CliErrors, TamperedCheckpointStep) {
+  int copy = 0;
+  for (const std::string step : {"-5", "1000000", "0", "2x"}) {
+    SCOPED_TRACE(step);
+    fs::path run = copy_run(fmt::format("run{}", copy++));
+    edit_checkpoint_metadata(run, "step", step, false);
+    expect_damaged_run_refused(run, {train::kCheckpointFile, "its metadata", "checksum"});
+    const std::string named = step == "2x" ? "metadata.step '2x' is not a whole number"
+                                           : fmt::format("metadata.step {} is outside the run's steps 1..3", step);
+    run = copy_run(fmt::format("run{}", copy++));
+    edit_checkpoint_metadata(run, "step", step, true);
+    expect_damaged_run_refused(run, {train::kCheckpointFile, named});
+    run = copy_run(fmt::format("run{}", copy++));
+    edit_checkpoint_metadata(run, "metadata_fnv1a64", "", false);  // as an older normlab wrote it
+    edit_checkpoint_metadata(run, "step", step, false);
+    expect_damaged_run_refused(run, {train::kCheckpointFile, named});
+  }
+  // The config is covered too.
+  const fs::path run = copy_run("config_edited");
+  auto config = Json::parse(io::SafetensorsFile::read(run / train::kCheckpointFile).metadata().at("config"));
+  config["train"]["lr"] = 0.5;
+  edit_checkpoint_metadata(run, "config", config.dump(), false);
+  expect_damaged_run_refused(run, {train::kCheckpointFile, "checksum"});
+}
+
+// --- enumerated switches and config files (issue 35.2) ---
+
+TEST_F(CliErrors, EnumeratedSwitchesTakeOnlyTheirValues) {
+  expect_cli_error(train_with({"model.options.qk_norm=Full"}),
+                   {"model.options.qk_norm", "'Full' is not one of: none, full, per_head, l2"});
+  expect_cli_error(train_with({"model.options.qk_norm=yes"}), {"model.options.qk_norm", "'yes'"});
+  expect_cli_error(train_with({"model.placement=lns", "model.options.lns_form=bogus"}),
+                   {"model.options.lns_form", "'bogus' is not one of: constant, gain_init"});
+  expect_cli_error(train_with({"model.placement=normformer", "model.options.head_scale=bogus"}),
+                   {"model.options.head_scale", "'bogus' is not one of: paper, fairseq"});
+  expect_cli_error(train_with({"model.placement=admin", "model.options.admin_omega=Log"}),
+                   {"model.options.admin_omega", "log, profile, linear, constant"});
+  expect_cli_error(train_with({"model.placement=deepnorm", "model.options.deepnorm_init=bogus"}),
+                   {"model.options.deepnorm_init", "paper, torchscale"});
+  expect_cli_error(train_with({"model.placement=deepnorm", "model.options.deepnorm_beta=bogus"}),
+                   {"model.options.deepnorm_beta", "paper, torchscale"});
+  EXPECT_FALSE(fs::exists(tmp_ / "new_run"));
+}
+
+TEST_F(CliErrors, ConfigWithADuplicateKey) {
+  const fs::path file = tmp_ / "duplicate.json";
+  const auto train = [&] { return cli({"train", "-c", file.string(), "--run", (tmp_ / "r").string()}); };
+  spit(file, R"({"model": {"d_model": 32, "n_layers": 2, "d_model": 64}})");
+  expect_cli_error(train(), {file.string(), "'model.d_model' appears twice"});
+  spit(file, R"({"train": {"steps": 3}, "model": {}, "train": {"steps": 5}})");
+  expect_cli_error(train(), {file.string(), "'train' appears twice"});
+  spit(file, R"({"model": {"options": {"qk_norm": "full", "qk_norm": "none"}}})");
+  expect_cli_error(train(), {"'model.options.qk_norm' appears twice"});
+  // The same key in two different objects is fine (the config then fails for its own reason, or not at all).
+  spit(file, R"({"model": {"norm": {"eps": 1e-5}}, "train": {"eps": 1}})");
+  expect_cli_error(train(), {"train", "unknown key 'eps'"});
+  EXPECT_FALSE(fs::exists(tmp_ / "r"));
+}
+
+// A config or sweep file is read only if it is a regular file below 64 MiB: /dev/zero (endless), a FIFO (no writer)
+// and a huge file are refused at once, before anything is read.
+TEST_F(CliErrors, ConfigThatIsNotARegularFileOrTooBig) {
+  expect_cli_error(cli({"train", "-c", "/dev/zero", "--run", (tmp_ / "r").string()}),
+                   {"config file /dev/zero", "not a regular file"});
+  expect_cli_error(cli({"sweep", "/dev/zero", "--out", (tmp_ / "s").string()}),
+                   {"sweep file /dev/zero", "not a regular file"});
+  const fs::path fifo = tmp_ / "fifo.json";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  expect_cli_error(cli({"train", "-c", fifo.string(), "--run", (tmp_ / "r").string()}), {"fifo.json", "regular"});
+  const fs::path big = tmp_ / "big.json";
+  spit(big, "{}");
+  fs::resize_file(big, std::uintmax_t{65} << 20);  // sparse
+  expect_cli_error(cli({"train", "-c", big.string(), "--run", (tmp_ / "r").string()}), {"big.json", "holds"});
+  EXPECT_FALSE(fs::exists(tmp_ / "r"));
+  EXPECT_FALSE(fs::exists(tmp_ / "s"));
+}
+
+TEST_F(CliErrors, ZeroTrainingSteps) {
+  expect_cli_error(train_with({"train.steps=0"}), {"train.steps", "0 is out of range [1,"});
+}
+
+// --- the smaller gaps (issue 35.6) ---
+
+TEST_F(CliErrors, GenerateOptionsOutOfRange) {
+  const fs::path run = copy_run();
+  const auto generate = [&](const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"generate", "--run", run.string()};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return cli(args);
+  };
+  expect_cli_error(generate({"--tokens", "-5"}), {"--tokens -5", "1 or more"});
+  expect_cli_error(generate({"--tokens", "0"}), {"--tokens 0"});
+  expect_cli_error(generate({"--temperature", "-1"}), {"--temperature -1", "0 (greedy) or a positive number"});
+  expect_cli_error(generate({"--temperature", "nan"}), {"--temperature nan"});
+  expect_cli_error(generate({"--temperature", "inf"}), {"--temperature inf"});
+  expect_cli_error(generate({"--top-k", "-3"}), {"--top-k -3"});
+  const auto fine = generate({"--tokens", "2", "--temperature", "0", "--top-k", "0"});
+  EXPECT_EQ(fine.exit_code, 0) << describe(fine);
+}
+
+TEST_F(CliErrors, StopAfterMustBeAStep) {
+  for (const char* step : {"-5", "0", "-2"}) {
+    SCOPED_TRACE(step);
+    expect_cli_error(
+        cli({"train", "-c", config().string(), "--run", (tmp_ / "new_run").string(), "--stop-after", step}),
+        {fmt::format("--stop-after {}", step), "1 or more"});
+  }
+  EXPECT_FALSE(fs::exists(tmp_ / "new_run"));
+}
+
+// meta.json must agree with its tokenizer: a vocab_size that differs would size the model for another vocabulary,
+// an eos_id outside the vocabulary would end sequences with a token that does not exist.
+TEST_F(CliErrors, MetaThatDisagreesWithItsTokenizer) {
+  const fs::path data = tmp_ / "tokens";
+  fs::copy(tiny_data_dir(), data, fs::copy_options::recursive);
+  const Json meta = Json::parse(slurp(data / "meta.json"));
+  const auto train_on = [&](const Json& edited) {
+    spit(data / "meta.json", edited.dump(2));
+    return train_with({"data.dir=\"" + data.string() + "\""});
+  };
+  Json bigger = meta;
+  bigger["vocab_size"] = train::testing::kTinyVocab + 8;
+  expect_cli_error(train_on(bigger), {"meta.json", fmt::format("vocab_size {}", train::testing::kTinyVocab + 8),
+                                      fmt::format("{} pieces", train::testing::kTinyVocab)});
+  for (const int eos : {-1, train::testing::kTinyVocab, 100000}) {
+    Json edited = meta;
+    edited["eos_id"] = eos;
+    expect_cli_error(train_on(edited), {"meta.json", fmt::format("eos_id {}", eos), "outside the vocabulary"});
+  }
+  Json other = meta;
+  other["eos_id"] = meta["eos_id"].get<int>() == 0 ? 1 : 0;  // a real id, but not the tokenizer's end of sequence
+  expect_cli_error(train_on(other), {"meta.json", "eos_id", "its tokenizer"});
+  EXPECT_FALSE(fs::exists(tmp_ / "new_run"));
+}
+
+// SentencePiece trains with a character coverage from 0.98 to 1 only: prepare says so up front.
+TEST_F(CliErrors, PrepareCharacterCoverageBelowSentencePiecesRange) {
+  spit(tmp_ / "corpus.txt", train::testing::tiny_corpus_text(50));
+  for (const char* coverage : {"0.5", "0.97", "1.5", "nan"}) {
+    SCOPED_TRACE(coverage);
+    expect_cli_error(cli({"prepare", "-i", (tmp_ / "corpus.txt").string(), "-o", (tmp_ / "out").string(),
+                          "--vocab-size", "60", "--character-coverage", coverage}),
+                     {fmt::format("character_coverage {} is out of range", coverage), "from 0.98 to 1"});
+  }
+  EXPECT_FALSE(fs::exists(tmp_ / "out" / "meta.json"));
+}
+
+// A resume over a metrics.jsonl line whose step is not a number, or with missing lines, is refused with a sentence
+// naming the file and the line (not a JSON library's type error); a last line cut short is repaired.
+TEST_F(CliErrors, ResumeOverDamagedMetrics) {
+  const fs::path run = tmp_ / "stopped";
+  const auto stop = cli({"train", "-c", config().string(), "--run", run.string(), "--stop-after", "2"});
+  ASSERT_EQ(stop.exit_code, 0) << describe(stop);
+  const std::string metrics = slurp(run / "metrics.jsonl");
+  spit(run / "metrics.jsonl", "{\"step\":\"x\"}\n" + metrics);
+  expect_cli_error(cli({"train", "--run", run.string(), "--resume"}),
+                   {"metrics.jsonl line 1", "\"step\": \"x\"", "not a whole number"});
+  spit(run / "metrics.jsonl", metrics.substr(metrics.find('\n') + 1));  // step 1's train record is gone
+  expect_cli_error(cli({"train", "--run", run.string(), "--resume"}),
+                   {"metrics.jsonl", "lacks the train record of step 1"});
+  spit(run / "metrics.jsonl", metrics + "{\"type\":\"train\",\"step\":3,\"lo");  // a write cut by a kill
+  const auto resumed = cli({"train", "--run", run.string(), "--resume"});
+  ASSERT_EQ(resumed.exit_code, 0) << describe(resumed);
+  EXPECT_EQ(train::testing::train_records(run).size(), 3u);
 }
 
 }  // namespace

@@ -8,8 +8,7 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   try {
-    normlab::Json doc = normlab::Json::parse(normlab::fuzz::as_text(data, size), nullptr, false);
-    if (doc.is_discarded()) return 0;  // the command refuses it: "not valid JSON"
+    const normlab::Json doc = normlab::parse_config_json(normlab::fuzz::as_text(data, size), "fuzz.json");
     const auto runs = normlab::study::expand_sweep(doc, "fuzz.json");
     for (std::size_t i = 0; i < runs.size() && i < 4; ++i)
       (void)normlab::study::resolve_config(runs[i].config, runs[i].id);

@@ -2,8 +2,15 @@
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
+#include <atomic>
 #include <cerrno>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include <fmt/core.h>
 
 #include "io_test_util.h"
 
@@ -55,13 +62,66 @@ TEST(IoAtomicFile, UnwritableDirectoryLeavesNoTemp) {
   EXPECT_FALSE(std::filesystem::exists(dir / "ro" / "f.tmp"));
 }
 
-TEST(IoAtomicFile, FailedWriteKeepsTheOldFile) {
+// Each write has a temporary file of its own: something at the name an older normlab shared between writers does
+// not block a write, and two threads (or processes) writing one file never write into each other's temp.
+TEST(IoAtomicFile, ConcurrentWritersOfOneFileNeverShareATemp) {
   TempDir dir;
-  const auto path = dir / "keep.txt";
-  write_file_atomic(path, "old");
-  std::filesystem::create_directory(dir / "keep.txt.tmp");  // the temp file cannot be created
-  expect_error([&] { write_file_atomic(path, "new"); }, {path.string(), "keep.txt.tmp"});
-  EXPECT_EQ(read_file(path), "old");
+  const auto path = dir / "shared.txt";
+  std::filesystem::create_directory(dir / "shared.txt.tmp");
+  std::vector<std::thread> writers;
+  std::atomic<int> failures{0};
+  for (int w = 0; w < 4; ++w)
+    writers.emplace_back([&, w] {
+      for (int i = 0; i < 100; ++i) {
+        try {
+          write_file_atomic(path, std::string(1000, static_cast<char>('a' + w)));
+        } catch (const Error&) {
+          ++failures;
+        }
+      }
+    });
+  for (auto& t : writers) t.join();
+  EXPECT_EQ(failures, 0);
+  const std::string last = read_file(path);
+  ASSERT_EQ(last.size(), 1000u);
+  EXPECT_EQ(last, std::string(1000, last[0])) << "a torn mix of two writes";
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    EXPECT_TRUE(e.path().filename() == "shared.txt" || e.path().filename() == "shared.txt.tmp") << e.path();
+}
+
+// Temporary files of writers that ended mid-write (killed) are removed, those of a live writer kept, and a link
+// among them is removed, not followed.
+TEST(IoAtomicFile, RemovesOnlyTheTempFilesOfEndedWriters) {
+  TempDir dir, outside;
+  testing::spit(outside / "victim", "untouched");
+  pid_t ended = ::fork();
+  if (ended == 0) ::_exit(0);
+  ::waitpid(ended, nullptr, 0);
+  const std::string live = fmt::format("a.txt.tmp.{}-7", ::getpid()), dead = fmt::format("a.txt.tmp.{}-0", ended);
+  for (const std::string& name : {live, dead, std::string("old.tmp"), std::string("b.tmp.x-1")})
+    testing::spit(dir / name, "partial");
+  std::filesystem::create_symlink(outside / "victim", dir / fmt::format("c.tmp.{}-3", ended));
+  remove_stale_temp_files(dir.path());
+  std::set<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path())) left.insert(e.path().filename().string());
+  EXPECT_EQ(left, (std::set<std::string>{live, "b.tmp.x-1"}));
+  EXPECT_EQ(slurp(outside / "victim"), "untouched");
+}
+
+// Only regular files are read, and none bigger than the caller's cap: a device, a FIFO (no writer) or an oversized
+// file is refused before anything is read.
+TEST(IoAtomicFile, ReadsOnlyRegularFilesBelowTheCap) {
+  TempDir dir;
+  expect_error([&] { read_file("/dev/zero", "config file"); }, {"config file /dev/zero", "not a regular file"});
+  ASSERT_EQ(::mkfifo((dir / "fifo").c_str(), 0644), 0);
+  expect_error([&] { read_file(dir / "fifo", "config file"); }, {"fifo", "not a regular file"});
+  testing::spit(dir / "big", "");
+  std::filesystem::resize_file(dir / "big", kMaxTextFileBytes + 1);  // sparse: nothing is written
+  expect_error([&] { read_file(dir / "big", "config file"); },
+               {"config file", "big", fmt::format("holds {} bytes", kMaxTextFileBytes + 1)});
+  testing::spit(dir / "small", "12345");
+  expect_error([&] { read_file(dir / "small", "record", "check", 4); }, {"holds 5 bytes, more than the 4"});
+  EXPECT_EQ(read_file(dir / "small", "record", "check", 5), "12345");
 }
 
 // A full disk mid-write (injected ENOSPC): the error names the file, the OS error and the fix, is a
@@ -94,8 +154,8 @@ TEST(IoAtomicFile, InjectedFailuresStartAfterTheSkippedWrites) {
   EXPECT_EQ(read_file(dir / "f.txt"), "2");
 }
 
-// A stale temp file that is a symbolic link (left by a crash, or planted) is replaced, not written
-// through: nothing lands outside the directory the caller named.
+// A stale temp file that is a symbolic link (left by an older normlab, or planted) is not written through:
+// nothing lands outside the directory the caller named.
 TEST(IoAtomicFile, StaleTempSymlinkIsNotWrittenThrough) {
   TempDir dir, outside;
   testing::spit(outside / "victim", "untouched");
@@ -104,7 +164,6 @@ TEST(IoAtomicFile, StaleTempSymlinkIsNotWrittenThrough) {
   write_file_atomic(dir / "run" / "a.txt", "new");
   EXPECT_EQ(read_file(dir / "run" / "a.txt"), "new");
   EXPECT_EQ(slurp(outside / "victim"), "untouched");
-  EXPECT_FALSE(std::filesystem::exists(dir / "run" / "a.txt.tmp"));
 }
 
 TEST(IoLogFile, AppendsTruncatesAndFlushesWhatWasAppended) {

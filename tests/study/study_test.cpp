@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <random>
 #include <regex>
@@ -550,47 +551,92 @@ std::string report_numbers(const fs::path& dir) {
   return out;
 }
 
-// The kill -9 soak of a study: killed at random (seeded) moments mid-grid several times, then rerun to
-// completion, it reports the numbers of an uninterrupted study. NORMLAB_SOAK_STUDY_KILLS sets the number of
-// kills (default 3; scripts/soak.sh runs more).
+// How far a study of training runs has come, in events its files show: each train step its runs have logged
+// (the last logged step, which a resume cuts back to its checkpoint's), each run's analysis, each run's end.
+int study_progress(const fs::path& dir) {
+  int events = 0;
+  std::error_code ec;
+  for (const auto& run : fs::directory_iterator(dir / "runs", ec)) {
+    std::ifstream in(run.path() / "run" / "metrics.jsonl");
+    int step = 0;
+    for (std::string line; std::getline(in, line);) {
+      const Json j = Json::parse(line, nullptr, false);
+      if (j.is_object() && j.contains("step") && j["step"].is_number_integer()) step = j["step"].get<int>();
+    }
+    events += step + fs::exists(run.path() / "analysis.jsonl") + fs::exists(run.path() / "status.json");
+  }
+  return events;
+}
+
+// metrics.jsonl without the wall-clock fields (elapsed_s, tokens_per_s): what a resumed run must log exactly.
+std::string logged_numbers(const fs::path& run) {
+  std::string out;
+  for (auto j : train::testing::read_metrics(run)) {
+    j.erase("elapsed_s");
+    j.erase("tokens_per_s");
+    out += j.dump() + "\n";
+  }
+  return out;
+}
+
+// The kill -9 soak of a study: the `normlab study` process alone (not its process group) is SIGKILLed several
+// times, each at a seeded random point of its progress (a number of logged steps and run ends, not a clock time, so
+// every kill lands mid-study at any machine load), and rerun at once. Its runs' processes die with it (none is
+// left to write beside the rerun's), and the finished study reports the numbers of an uninterrupted one, with
+// byte-identical checkpoints and logs. NORMLAB_SOAK_STUDY_KILLS sets the number of kills (default 3; scripts/soak.sh
+// runs more).
 TEST(StudyRunner, AStudyKilledAtRandomMomentsReportsTheUninterruptedNumbers) {
   const char* env = std::getenv("NORMLAB_SOAK_STUDY_KILLS");
   const int kills = env && std::atoi(env) > 0 ? std::atoi(env) : 3;
   TempDir tmp("study");
   const std::vector<std::string> small = {"--set", "train.steps=60",  "--set", "train.batch_size=4",
                                           "--set", "train.seq_len=16"};
-  const auto t0 = std::chrono::steady_clock::now();
   const auto straight = run_cli(killed_study_args(tmp / "straight", small), tmp.path());
   ASSERT_EQ(straight.exit_code, 0) << straight.err;
-  const double full_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  const int total = study_progress(tmp / "straight");
+  ASSERT_GT(total, 3 * 60);
 
   const fs::path dir = tmp / "killed";
   const auto args = killed_study_args(dir, small);
   std::mt19937_64 rng(1130);
-  std::uniform_real_distribution<double> moment(0.1, 0.1 + 1.2 / kills);
   int interrupted = 0;
+  std::vector<train::testing::ProcessId> left;  // the killed studies' processes
   for (int k = 0; k < kills; ++k) {
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(moment(rng) * full_ms);
-    const pid_t pid = train::testing::start_cli(args, tmp / "killed.log");
+    // A point between here and an even share of what is left, so that the kills spread over the whole study.
+    const int done = study_progress(dir);
+    const int share = std::max(1, (total - done) / std::max(1, kills - k));
+    const int target = std::min(total - 1, done + std::uniform_int_distribution<int>(1, share)(rng));
+    const pid_t pid = train::testing::start_cli(args, tmp / "killed.log");  // at once after the last kill
     ASSERT_GT(pid, 0);
     bool exited = false;
-    while (std::chrono::steady_clock::now() < deadline && !(exited = train::testing::cli_exited(pid)))
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    while (!(exited = train::testing::cli_exited(pid)) && study_progress(dir) < target)
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
     if (exited) break;
-    train::testing::kill_cli(pid);
+    const auto processes = train::testing::descendants(pid);
+    left.insert(left.end(), processes.begin(), processes.end());
+    train::testing::kill_alone(pid);
     ++interrupted;
   }
   const auto r = run_cli(args, tmp.path());
   ASSERT_EQ(r.exit_code, 0) << r.err;
   EXPECT_GE(interrupted, 1);
-  std::cerr << "soak: " << interrupted << " of " << kills << " kills interrupted the study (uninterrupted study "
-            << full_ms << " ms)\n";
+  std::cerr << "soak: " << interrupted << " of " << kills << " kills interrupted the study, " << left.size()
+            << " of its processes died with it\n";
+  for (const auto& p : left) {  // dead long ago: the generous bound only matters on a starved machine
+    for (int i = 0; i < 6000 && !train::testing::ended(p); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    EXPECT_TRUE(train::testing::ended(p)) << "process " << p.pid << " outlived the study that started it";
+  }
   EXPECT_EQ(summary_without_seconds(tmp / "straight"), summary_without_seconds(dir));
   EXPECT_EQ(report_numbers(tmp / "straight"), report_numbers(dir));
-  for (const char* run : {"pre-s1", "post-s1", "lns-s1"})
-    EXPECT_EQ(slurp(tmp / "straight" / "runs" / run / "analysis.jsonl"), slurp(dir / "runs" / run / "analysis.jsonl"))
-        << run;
+  for (const char* run : {"pre-s1", "post-s1", "lns-s1"}) {
+    SCOPED_TRACE(run);
+    const fs::path a = tmp / "straight" / "runs" / run, b = dir / "runs" / run;
+    EXPECT_EQ(slurp(a / "analysis.jsonl"), slurp(b / "analysis.jsonl"));
+    EXPECT_TRUE(slurp(a / "run" / train::kCheckpointFile) == slurp(b / "run" / train::kCheckpointFile))
+        << "the checkpoints differ";
+    EXPECT_EQ(logged_numbers(a / "run"), logged_numbers(b / "run"));
+  }
 }
 
 // The evidence lines (the "- " list under the verdict) carry measured numbers, not placeholders.

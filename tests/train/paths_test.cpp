@@ -1,6 +1,6 @@
 // Nothing a run writes lands outside the run directory the user named (issue 11.6): a directory given
 // with `..` or as an absolute path gets exactly its files, and links planted inside a run directory
-// (a log or a stale temp file pointing elsewhere) are replaced or refused, never written through.
+// (a log or a stale temp file pointing elsewhere) are removed or refused, never written through.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -24,8 +24,8 @@ std::set<std::string> entries(const fs::path& dir) {
   return out;
 }
 
-const std::set<std::string> kRunFiles = {"config.json", "metrics.jsonl", "checkpoint.safetensors", "checkpoint.json",
-                                         "summary.json"};
+const std::set<std::string> kRunFiles = {".lock",           "config.json", "metrics.jsonl", "checkpoint.safetensors",
+                                         "checkpoint.json", "summary.json"};
 
 TEST(TrainPaths, DotDotAndAbsoluteRunDirectoriesGetExactlyTheirFiles) {
   TempDir tmp("paths");
@@ -62,17 +62,29 @@ TEST(TrainPaths, PlantedLinksAreNotWrittenThrough) {
   c.train.probe_every = 1;
   Trainer(c, run, {false, 2, nullptr}).run();
 
-  // A resumed run rewrites its logs (dropping records after the checkpoint) by atomic replacement, which
-  // replaces a link instead of following it; a stale checkpoint temp file that is a link is removed.
-  for (const char* name : {"metrics.jsonl", "probes.jsonl", "probes.csv", "checkpoint.safetensors.tmp"}) {
-    fs::remove(run / name);
+  // A resumed run refuses a log that is a link (it is not the run's log: the resume cannot keep its records) and
+  // writes nothing through it.
+  for (const char* name : {"metrics.jsonl", "probes.jsonl", "probes.csv"}) {
+    SCOPED_TRACE(name);
+    fs::rename(run / name, run / "kept");
     fs::create_symlink(outside / "victim", run / name);
+    try {
+      Trainer(c, run, {true, -1, nullptr}).run();
+      ADD_FAILURE() << "resumed over a linked log";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(name + std::string(" is a symbolic link")), std::string::npos) << e.what();
+    }
+    fs::remove(run / name);
+    fs::rename(run / "kept", run / name);
   }
+  // Stale temporary files that are links (one of an older normlab's, one of a writer that was killed) are removed
+  // when the run folder is locked, not written through.
+  for (const char* name : {"checkpoint.safetensors.tmp", "checkpoint.safetensors.tmp.999999999-0"})
+    fs::create_symlink(outside / "victim", run / name);
   Trainer(c, run, {true, -1, nullptr}).run();
   EXPECT_EQ(slurp(outside / "victim"), "untouched");
-  for (const char* name : {"metrics.jsonl", "probes.jsonl", "probes.csv"})
-    EXPECT_TRUE(fs::is_regular_file(fs::symlink_status(run / name))) << name;
-  EXPECT_FALSE(fs::exists(fs::symlink_status(run / "checkpoint.safetensors.tmp")));
+  for (const char* name : {"checkpoint.safetensors.tmp", "checkpoint.safetensors.tmp.999999999-0"})
+    EXPECT_FALSE(fs::exists(fs::symlink_status(run / name))) << name;
 
   // A fresh run into a directory whose metrics.jsonl is a link refuses it.
   fs::create_directories(tmp / "fresh");

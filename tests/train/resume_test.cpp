@@ -145,6 +145,7 @@ TEST(TrainResume, LosingTheAdamWMomentsWouldBeDetected) {
   ASSERT_GT(moments, 0);
   auto metadata = f.metadata();
   metadata["data_fnv1a64"] = data_checksum(entries);  // a consistent file: only the moments changed
+  metadata["metadata_fnv1a64"] = metadata_checksum(metadata);
   io::write_safetensors(file, entries, metadata);
 
   resume(split);

@@ -214,6 +214,14 @@ inline void expect_identical_records(const std::vector<TrainRecord>& a, const st
   }
 }
 
+// The temporary files of write_file_atomic() left in `dir` (a write that did not finish): none, after any run.
+inline std::vector<std::string> temp_files(const fs::path& dir) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename().string().find(".tmp") != std::string::npos) out.push_back(e.path().filename().string());
+  return out;
+}
+
 // --- the CLI binary ---
 
 // Trains `c` straight into dir/straight, and into dir/split stopped at step 4 and resumed from its config.json:
@@ -333,6 +341,58 @@ inline bool cli_exited(pid_t pid, int* status = nullptr) {
 inline void kill_cli(pid_t pid) {
   kill(-pid, SIGKILL);
   waitpid(pid, nullptr, 0);
+}
+
+// SIGKILLs the command alone (not its group: its children are left to fend for themselves, as when the OOM killer
+// or a kill -9 of its PID ends a study) and reaps it.
+inline void kill_alone(pid_t pid) {
+  kill(pid, SIGKILL);
+  waitpid(pid, nullptr, 0);
+}
+
+// A process as /proc shows it: its PID and start time (the PID may be reused later by another process).
+struct ProcessId {
+  pid_t pid = 0;
+  unsigned long long start = 0;
+};
+
+// /proc/PID/stat's fields after the command name (which may hold spaces): state, ppid, ... (empty if none).
+inline std::vector<std::string> proc_stat(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat;
+  std::getline(in, stat);
+  const size_t close = stat.rfind(')');
+  std::vector<std::string> fields;
+  if (close == std::string::npos) return fields;
+  std::istringstream rest(stat.substr(close + 1));
+  for (std::string field; rest >> field;) fields.push_back(field);
+  return fields;
+}
+
+// Every process below `pid` now (children, their children ...).
+inline std::vector<ProcessId> descendants(pid_t pid) {
+  std::vector<std::pair<ProcessId, pid_t>> all;  // process, parent
+  for (const auto& e : fs::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const auto fields = proc_stat(std::stoi(name));
+    if (fields.size() > 19) all.push_back({{std::stoi(name), std::stoull(fields[19])}, std::stoi(fields[1])});
+  }
+  std::vector<ProcessId> out;
+  std::vector<pid_t> parents = {pid};
+  while (!parents.empty()) {
+    const pid_t parent = parents.back();
+    parents.pop_back();
+    for (const auto& [process, its_parent] : all)
+      if (its_parent == parent) out.push_back(process), parents.push_back(process.pid);
+  }
+  return out;
+}
+
+// Whether the process has ended (gone, or a zombie its new parent has yet to reap).
+inline bool ended(const ProcessId& p) {
+  const auto fields = proc_stat(p.pid);
+  return fields.size() <= 19 || std::stoull(fields[19]) != p.start || fields[0] == "Z" || fields[0] == "X";
 }
 
 }  // namespace normlab::train::testing

@@ -82,8 +82,23 @@ TEST(TrainWriteFailure, CheckpointFailureKeepsThePreviousCheckpoint) {
   expect_cli_error(r, {(f.run / "checkpoint.safetensors").string(), "No space left on device",
                        "the checkpoint of step 2", "is intact"});
   EXPECT_EQ(f.checkpoint_step(), 2);
-  EXPECT_FALSE(fs::exists(f.run / "checkpoint.safetensors.tmp"));
+  EXPECT_TRUE(testing::temp_files(f.run).empty());
   EXPECT_EQ(Json::parse(testing::slurp(f.run / kCheckpointJson)).at("step"), 2);
+
+  const auto resumed = f.resume();
+  ASSERT_EQ(resumed.exit_code, 0) << describe(resumed);
+  expect_identical_records(straight_records(), train_records(f.run));
+}
+
+// checkpoint.json is written after checkpoint.safetensors: when it fails, the message names the step of the
+// safetensors file that is on disk (the one a resume continues from), not the one before it.
+TEST(TrainWriteFailure, CheckpointJsonFailureNamesTheStepOnDisk) {
+  Fixture f;
+  const auto r = f.train("checkpoint.json:ENOSPC:1");  // step 2's is written, step 4's fails
+  expect_cli_error(
+      r, {(f.run / kCheckpointJson).string(), "No space left on device", "the checkpoint of step 4", "is intact"});
+  EXPECT_EQ(f.checkpoint_step(), 4);
+  EXPECT_TRUE(testing::temp_files(f.run).empty());
 
   const auto resumed = f.resume();
   ASSERT_EQ(resumed.exit_code, 0) << describe(resumed);
@@ -130,7 +145,7 @@ TEST(TrainWriteFailure, ProbeReferenceWriteIsCheckedInProcess) {
     EXPECT_NE(message.find("probe_reference.safetensors"), std::string::npos) << message;
     EXPECT_NE(message.find("no checkpoint was saved"), std::string::npos) << message;
   }
-  EXPECT_FALSE(fs::exists(tmp / "run" / "probe_reference.safetensors.tmp"));
+  EXPECT_TRUE(testing::temp_files(tmp / "run").empty());
 }
 
 // profile.json (normlab train --profile) is written atomically after the last checkpoint: a failed write stops the
@@ -147,7 +162,7 @@ TEST(TrainWriteFailure, ProfileWriteIsCheckedInProcess) {
     EXPECT_NE(message.find("No space left on device"), std::string::npos) << message;
     EXPECT_NE(message.find("the checkpoint of step 4"), std::string::npos) << message;
   }
-  EXPECT_FALSE(fs::exists(tmp / "run" / "profile.json.tmp"));
+  EXPECT_TRUE(testing::temp_files(tmp / "run").empty());
   EXPECT_FALSE(fs::exists(tmp / "run" / "summary.json"));
 }
 

@@ -19,7 +19,8 @@ namespace normlab::model {
 namespace {
 constexpr Switch kSwitches[] = {{"admin_omega", "\"log\"",
                                  "log: √((N+1)/ln(N+1) − 1), O(log N) output change (admin-torch default) | profile: "
-                                 "Liu et al.'s profiling pass | linear: 1, O(N) (plain Post-LN) | constant: √N, O(1)"}};
+                                 "Liu et al.'s profiling pass | linear: 1, O(N) (plain Post-LN) | constant: √N, O(1)",
+                                 "log|profile|linear|constant"}};
 
 TensorId admin(const SubLayer& s, TensorId h) {
   TensorId omega = s.vector("admin_omega", s.config().stream_width(), 1.0);

@@ -53,14 +53,16 @@ using engine::Role;
 constexpr Switch kSwitches[] = {
     {"deepnorm_init", "\"paper\"",
      "paper: Xavier-normal gain β on v, o, fc1, gate, fc2 (gain 1 on q, k), zero biases | "
-     "torchscale: the base init × β, biases too (torchscale issue #16)"},
+     "torchscale: the base init × β, biases too (torchscale issue #16)",
+     "paper|torchscale"},
     {"deepnorm_beta", "\"paper\"",
      "encoder-decoder only: paper: the encoder's β_e = 0.87 (N⁴M)^(−1/16) (Table 1) | "
-     "torchscale: 1.15 (N⁴M)^(−1/16), as torchscale's code computes it"},
+     "torchscale: 1.15 (N⁴M)^(−1/16), as torchscale's code computes it",
+     "paper|torchscale"},
     {"deepnorm_constants", "\"deepnet\"",
      "deepnet: DeepNet's α and β (Table 1) | glm130b: GLM-130B's α = (2L)^(1/2), β = (2L)^(−1/2) (Zeng et al. "
      "2022, §2.1; one stack only)",
-     false}};
+     "deepnet|glm130b", false}};
 
 TensorId deepnorm(const SubLayer& s, TensorId h) {
   const double alpha = deepnorm_constants(s.config(), s.tower().kind).alpha;

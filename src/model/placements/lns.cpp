@@ -15,7 +15,8 @@ namespace normlab::model {
 namespace {
 constexpr Switch kSwitches[] = {
     {"lns_form", "\"constant\"",
-     "constant: a fixed 1/√ℓ after a γ = 1 norm (official) | gain_init: γ starts at 1/√ℓ (GPAS repo)"}};
+     "constant: a fixed 1/√ℓ after a γ = 1 norm (official) | gain_init: γ starts at 1/√ℓ (GPAS repo)",
+     "constant|gain_init"}};
 
 TensorId lns(const SubLayer& s, TensorId h) {
   const double factor = 1.0 / std::sqrt(static_cast<double>(s.layer()));

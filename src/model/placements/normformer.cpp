@@ -17,7 +17,8 @@ namespace normlab::model {
 
 namespace {
 constexpr Switch kSwitches[] = {
-    {"head_scale", "\"paper\"", "paper: γ_h on each head before W_O | fairseq: on W_O's output split in H chunks"},
+    {"head_scale", "\"paper\"", "paper: γ_h on each head before W_O | fairseq: on W_O's output split in H chunks",
+     "paper|fairseq"},
     {"scale_attn", "true", "LN on the attention output (--scale-attn)"},
     {"scale_heads", "true", "HeadScale (--scale-heads)"},
     {"scale_fc", "true", "LN after the FFN activation (--scale-fc)"},
