@@ -24,8 +24,8 @@ void kept_report(const fs::path& dir, std::vector<int> seeds, std::vector<Truth>
   }
   r.headline = "B1";
   r.verdict = combine_verdicts(r.claims);
-  r.record = {{"preset", preset}, {"seeds", seeds}, {"d_model", {64}}, {"n_layers", {6, 24}},
-              {"train_steps", {500}}, {"core_hours", 0.25}};
+  r.record = {{"preset", preset},    {"seeds", seeds},       {"d_model", {64}},
+              {"n_layers", {6, 24}}, {"train_steps", {500}}, {"core_hours", 0.25}};
   write_report(dir, r);
 }
 

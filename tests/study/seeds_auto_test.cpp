@@ -49,10 +49,20 @@ Report tiny_judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   return r;
 }
 
-const Study kUnclear{.name = "seeds-auto-unclear", .title = "t", .claim = "c", .source = "s", .cost = "",
-                     .plan = tiny_plan, .judge = tiny_judge<true>};
-const Study kDecided{.name = "seeds-auto-decided", .title = "t", .claim = "c", .source = "s", .cost = "",
-                     .plan = tiny_plan, .judge = tiny_judge<false>};
+const Study kUnclear{.name = "seeds-auto-unclear",
+                     .title = "t",
+                     .claim = "c",
+                     .source = "s",
+                     .cost = "",
+                     .plan = tiny_plan,
+                     .judge = tiny_judge<true>};
+const Study kDecided{.name = "seeds-auto-decided",
+                     .title = "t",
+                     .claim = "c",
+                     .source = "s",
+                     .cost = "",
+                     .plan = tiny_plan,
+                     .judge = tiny_judge<false>};
 
 StudyOptions auto_options(const fs::path& dir) {
   StudyOptions o{.dir = dir};
