@@ -129,7 +129,7 @@ void validate(const ModelConfig& c, const std::string& where) {
 
 Json to_json(const ModelConfig& c) {
   Json options = c.options;
-  for (auto table : {common_switches(), find_placement(c.placement).switches})
+  for (auto table : {common_switches(), placement_of(c).switches})
     for (const Switch& s : table)
       if (auto it = options.find(std::string(s.name));
           !s.written_when_default && it != options.end() && *it == Json::parse(s.default_json))

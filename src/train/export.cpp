@@ -83,7 +83,7 @@ Json batches(const RunConfig& config, const Vocabulary& v) {
 
 Json export_config(const RunConfig& config, const Vocabulary& vocab, int step) {
   const model::ModelConfig& c = config.model;
-  const model::Placement& placement = model::find_placement(c.placement);
+  const model::Placement& placement = model::placement_of(c);
   const std::string qk = model::option(c, "qk_norm").get<std::string>();
   Json constants{
       {"norm_eps", c.norm.eps},

@@ -189,7 +189,7 @@ TEST(ServeUnreadable, AMalformedConfigJson) {
       {"model", {R"({"model": [1, 2]})", "config.json: model is not an object"}},
       {"layers", {R"({"model": {"n_layers": "six"}})", "config.json: model.n_layers is not an integer"}},
       {"steps", {R"({"train": {"steps": 1.5}})", "config.json: train.steps is not an integer"}},
-      {"placement", {R"({"model": {"placement": {"x": 1}}})", "config.json: model.placement is not a string"}}};
+      {"placement", {R"({"model": {"placement": 5}})", "config.json: model.placement is not a string"}}};
   for (const auto& [id, text] : cases) {
     fake_run(tmp / id, {7.0});
     spit(tmp / id / "config.json", text.first);
