@@ -215,15 +215,18 @@ void decide(SubClaim& c, const SeedSchedule& schedule) {
 }
 
 std::string combine_verdicts(const std::vector<SubClaim>& claims) {
-  size_t holding = 0, failing = 0, unclear = 0;
+  size_t holding = 0, failing = 0, open = 0;
   for (const SubClaim& c : claims) {
-    if (c.truth == Truth::undecided) return "incomplete";
-    holding += c.truth == Truth::holds, failing += c.truth == Truth::fails, unclear += c.truth == Truth::unclear;
+    // A missing number (a run failed, a record is absent) is for a rerun to mend; a sub-claim its runs cannot
+    // decide (a model that did not train, a grid without the value it needs) is a result, like an unclear one.
+    if (c.truth == Truth::undecided && c.cannot_decide.empty()) return "incomplete";
+    holding += c.truth == Truth::holds, failing += c.truth == Truth::fails;
+    open += c.truth == Truth::unclear || c.truth == Truth::undecided;
   }
   if (claims.empty()) return "incomplete";
   if (holding == claims.size()) return "reproduced";
   if (failing == claims.size()) return "not reproduced";
-  return unclear > 0 ? "inconclusive" : "partly reproduced";
+  return open > 0 ? "inconclusive" : "partly reproduced";
 }
 
 std::string ids_where(const std::vector<SubClaim>& claims, Truth truth) {
@@ -240,7 +243,8 @@ std::string seed_rule_text(const SeedSchedule& schedule) {
       "seeds at {} confidence. It holds when the interval lies wholly past its threshold on the claimed side, "
       "fails when it lies wholly on the other side, and is unclear otherwise (one seed gives no interval). "
       "Reproduced: every sub-claim holds; partly reproduced: every sub-claim decided, some fail; not reproduced: "
-      "every one fails; inconclusive: some sub-claim unclear; incomplete: a run failed or a number is missing.",
+      "every one fails; inconclusive: some sub-claim unclear, or one its runs cannot decide (a model that did not "
+      "train, a grid without the value it needs); incomplete: a run failed or a number is missing.",
       schedule.describe());
 }
 

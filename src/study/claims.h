@@ -14,7 +14,8 @@
 //    wholly on the other side, and is unclear otherwise (one seed gives no interval: unclear);
 //  * a missing number on any seed (a run failed, a record is absent: NaN) leaves it undecided.
 //  * verdict: reproduced (every sub-claim holds), partly reproduced (every one decided, some fail), not
-//    reproduced (every one fails), inconclusive (some unclear), incomplete (some undecided, or a run failed).
+//    reproduced (every one fails), inconclusive (some unclear, or one the runs cannot decide: a model that did
+//    not train, a grid without the value it needs), incomplete (a number missing, or a run failed).
 #include <string>
 #include <string_view>
 #include <vector>

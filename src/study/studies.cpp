@@ -522,7 +522,8 @@ StudyResult run_study(const Study& study, const StudyOptions& given, const Runne
     write_summary_csv(options.dir / "summary.csv", outcomes);
     Report report = judge_study(study, options, outcomes);
     looks.push_back({options.seeds, report.verdict, ids_where(report.claims, Truth::unclear)});
-    if (size != sizes.back() && report.verdict == "inconclusive") {
+    // Only an unclear interval can change with more seeds; a sub-claim the runs cannot decide stays so.
+    if (size != sizes.back() && report.verdict == "inconclusive" && !looks.back().unclear.empty()) {
       std::cerr << fmt::format("study: {} at {} seeds: sub-claim {} unclear; looking again at {} seeds (at most {})\n",
                                study.name, size, looks.back().unclear,
                                *std::upper_bound(sizes.begin(), sizes.end(), size), options.max_seeds);

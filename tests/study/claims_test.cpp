@@ -120,6 +120,12 @@ TEST(SeedRule, FiveVerdicts) {
   EXPECT_EQ(combine_verdicts(with_truths({yes, missing})), "incomplete");
   EXPECT_EQ(combine_verdicts(with_truths({unclear, missing})), "incomplete");
   EXPECT_EQ(combine_verdicts({}), "incomplete");
+  // A sub-claim its runs cannot decide (a model that did not train) is a result: inconclusive, not a rerun.
+  std::vector<SubClaim> stalled = with_truths({yes, missing});
+  cannot_decide_unless(stalled.back(), false, "pre did not train on every seed");
+  EXPECT_EQ(combine_verdicts(stalled), "inconclusive");
+  stalled.front().truth = no;
+  EXPECT_EQ(combine_verdicts(stalled), "inconclusive");
   EXPECT_EQ(ids_where(with_truths({yes, no, no}), Truth::fails), "B, C");
 }
 

@@ -596,19 +596,19 @@ TEST(StudyJudgeGrid, UserAxesAreJudgedOrUndecidedWithAReason) {
   EXPECT_EQ(depths.verdict, "reproduced");
   EXPECT_TRUE(has(depths, "depth 5 ÷ depth 3"));
   const Report one = judged("grad-by-depth", grad_by_depth, {"model.n_layers=4"});
-  EXPECT_EQ(one.verdict, "incomplete");
+  EXPECT_EQ(one.verdict, "inconclusive");  // a result of the grid: a rerun would not decide it
   EXPECT_TRUE(has(one, "cannot decide: the model.n_layers axis has one depth"));
   const Report gpt2 = judged("grad-by-depth", grad_by_depth, {"init=gpt2"});
   EXPECT_TRUE(has(gpt2, "cannot decide: xavier is not on the init axis"));
   const Report warm = judged("warmup-grid", warmup_grid, {"train.warmup=10,20"});
-  EXPECT_EQ(warm.verdict, "incomplete");
+  EXPECT_EQ(warm.verdict, "inconclusive");  // a result of the grid: a rerun would not decide it
   EXPECT_TRUE(has(warm, "cannot decide: warm-up 0 is not on the train.warmup axis"));
   const Report lr = judged("warmup-grid", warmup_grid, {"train.lr=3e-4"});
   EXPECT_TRUE(has(lr, "cannot decide: no lr ≥ 1e-3 on the train.lr axis"));
   const Report alpha = judged("dyt-alpha", dyt_alpha, {"model.options.dyt_alpha=0.5"});
   EXPECT_TRUE(has(alpha, "cannot decide: the model.options.dyt_alpha axis has one value"));
   const Report slope = judged("one-step", one_step, {"model.n_layers=5"});
-  EXPECT_EQ(slope.verdict, "incomplete");
+  EXPECT_EQ(slope.verdict, "inconclusive");  // a result of the grid: a rerun would not decide it
   EXPECT_TRUE(has(slope, "cannot decide: the model.n_layers axis has one depth, a slope needs two"));
   const Report stream = judged("stream-at-init", stream_at_init, {"d_ff_multiple=2,8"});
   EXPECT_EQ(stream.verdict, "reproduced");

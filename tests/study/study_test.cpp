@@ -639,18 +639,32 @@ TEST(StudyRunner, AStudyKilledAtRandomMomentsReportsTheUninterruptedNumbers) {
   }
 }
 
-// The evidence lines (the "- " list under the verdict) carry measured numbers, not placeholders.
+// The report carries measured numbers, not placeholders: every sub-claim's row gives a number for each seed
+// (the table under "Sub-claims"), and the evidence lines (the "- " list under the verdict) have no n/a.
 void expect_measured_evidence(const std::string& md) {
   std::istringstream in(md);
-  int lines = 0;
-  for (std::string line; std::getline(in, line);)
+  int rows = 0;
+  bool in_claims = false;
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("**Sub-claims")) in_claims = true;
+    if (in_claims && line.empty() && rows > 0) in_claims = false;
+    if (in_claims && line.starts_with("| ") && !line.starts_with("|  |") && !line.starts_with("|---")) {
+      ++rows;
+      std::vector<std::string> cells;
+      for (size_t start = 1, bar; (bar = line.find(" | ", start)) != std::string::npos; start = bar + 3)
+        cells.push_back(line.substr(start, bar - start));
+      ASSERT_GE(cells.size(), 4u) << line;
+      EXPECT_TRUE(std::regex_search(cells[3], std::regex("^ ?[0-9]+: -?[0-9]"))) << "per-seed values: " << line;
+      EXPECT_EQ(cells[3].find("n/a"), std::string::npos) << line;
+      EXPECT_EQ(cells[3].find("nan"), std::string::npos) << line;
+    }
     if (line.starts_with("- ")) {
-      ++lines;
       EXPECT_EQ(line.find("n/a"), std::string::npos) << line;
       EXPECT_EQ(line.find("nan"), std::string::npos) << line;
       EXPECT_TRUE(std::regex_search(line, std::regex("[0-9]"))) << line;
     }
-  EXPECT_GT(lines, 0) << md;
+  }
+  EXPECT_GT(rows, 0) << md;
 }
 
 TEST(StudyFlagship, QuickPresetJudgesRealRunsAndRenders) {
