@@ -2,8 +2,11 @@
 # normlab setup: installs every dependency from Debian packages, builds, and prepares the default
 # corpus (the King James Bible from Debian's bible-kjv, tokenized into data/kjv) and the translation
 # corpus (English-Spanish verse pairs from the SWORD Bibles, tokenized into data/kjv-rv).
-# Usage: scripts/setup.sh [--with-torch]   (--with-torch adds python3-torch: the ToTorch.* tests, which
-#                                           scripts/test.sh runs, the fixtures and the benchmarks need it)
+# Usage: scripts/setup.sh [--with-torch] [--normlab-only]
+#   --with-torch    adds python3-torch: the ToTorch.* tests, which scripts/test.sh runs, the fixtures and the
+#                   benchmarks need it
+#   --normlab-only  builds the normlab binary alone (the quickstart): no test suite, no benchmarks
+# It ends with one line of phase times (packages, build, corpora), which scripts/quickstart.sh shows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,12 +16,15 @@ packages=(build-essential cmake ninja-build pkg-config chromium libjs-chart.js
           openmpi-bin libopenmpi-dev  # mpirun: data-parallel training, distributed studies (docs/scaling.md)
           libsword-utils sword-text-kjv sword-text-sparv  # the parallel KJV / Reina-Valera 1909 corpus (docs/data.md)
           clang-14 libfuzzer-14-dev libomp-14-dev)  # the last three: scripts/fuzz.sh (libFuzzer targets)
+targets=()
 for arg in "$@"; do
   case "$arg" in
     --with-torch) packages+=(python3-torch python3-numpy) ;;
-    *) echo "setup.sh: unknown option '$arg' (known: --with-torch)" >&2; exit 2 ;;
+    --normlab-only) targets=(--target normlab) ;;
+    *) echo "setup.sh: unknown option '$arg' (known: --with-torch, --normlab-only)" >&2; exit 2 ;;
   esac
 done
+t0=$(date +%s)
 
 missing=()
 for p in "${packages[@]}"; do
@@ -31,8 +37,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
 fi
 
+t1=$(date +%s)
 cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
-cmake --build build
+cmake --build build "${targets[@]}"
+t2=$(date +%s)
 
 scripts/get-kjv.sh
 if [ ! -s data/kjv/meta.json ]; then
@@ -42,3 +50,5 @@ scripts/get-bible-pairs.sh
 if [ ! -s data/kjv-rv/meta.json ]; then
   build/normlab prepare --pairs --input data/kjv-rv.tsv --out data/kjv-rv --vocab-size 8000 --character-coverage 1
 fi
+t3=$(date +%s)
+echo "setup: packages $((t1 - t0)) s, build $((t2 - t1)) s, corpora $((t3 - t2)) s"
