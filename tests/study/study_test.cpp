@@ -209,7 +209,7 @@ TEST(StudyPlan, LargePresetGrowsEveryStudysModelAndRuns) {
     }
   StudyOptions both{.quick = true};
   EXPECT_THROW(use_large_preset(find_study("why-pre-ln"), both), Error);
-  // The flagship's --large leaves its Xavier contrast pair out: per seed 6 inits and 4 trainings at 24 layers.
+  // The flagship's --large: per seed 6 inits and 4 trainings at 24 layers, none with Xavier init.
   StudyOptions flagship;
   use_large_preset(find_study("why-pre-ln"), flagship);
   const std::vector<RunRequest> flagship_runs = plan_study(find_study("why-pre-ln"), flagship);
@@ -680,7 +680,7 @@ TEST(StudyFlagship, QuickPresetJudgesRealRunsAndRenders) {
   // The evidence lines carry measured numbers, not placeholders.
   expect_measured_evidence(md);
   EXPECT_NE(md.find("A. last-layer fc2 gradient at init"), std::string::npos);
-  for (const char* run : {"train-post-L6-w0-s1", "train-pre-L6-w30-s1", "xavier-post-L6-w30-s1", "init-pre-L2-s1"})
+  for (const char* run : {"train-post-L6-w0-s1", "train-pre-L6-w30-s1", "init-pre-L2-s1"})
     EXPECT_NE(slurp(tmp / "flagship" / "summary.csv").find(std::string(run) + ","), std::string::npos) << run;
   expect_rendered(render_in_chromium(tmp / "flagship" / "report.html", "why-pre-ln-quick"));
 }

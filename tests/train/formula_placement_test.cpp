@@ -19,6 +19,8 @@ namespace fs = std::filesystem;
 struct Case {
   std::string builtin, example;
 };
+// How GoogleTest names a case in its output and in ctest's list (otherwise a dump of the object's bytes).
+void PrintTo(const Case& c, std::ostream* out) { *out << c.builtin << " as " << c.example << ".json"; }
 
 const std::vector<Case>& cases() {
   static const std::vector<Case> all = {
