@@ -83,12 +83,12 @@ void add_train(CLI::App& app) {
                                s.steps, s.seconds, args->run);
       return;
     }
-    std::cout << fmt::format("done: {} steps in {:.1f}s ({:.0f} tok/s)\n", s.steps, s.seconds, s.tokens_per_second)
+    std::cout << fmt::format("done: {} steps in {:.1f}s ({:.0f} tok/s)\n", s.steps, s.seconds, s.tokens_per_s)
               << fmt::format(
                      "validation loss {:.4f} nats/token vs the val split's unigram cross-entropy {:.4f} nats/token "
                      "({})\n",
-                     s.val_loss, s.unigram_val_xent,
-                     s.val_loss < s.unigram_val_xent ? "below: the model learned context" : "NOT below")
+                     s.val_loss, s.unigram_val_xent_nats,
+                     s.val_loss < s.unigram_val_xent_nats ? "below: the model learned context" : "NOT below")
               << fmt::format("run directory: {}\n", args->run);
   });
 }

@@ -2,6 +2,7 @@
 // Strict reading of a JSON config section into a struct. Every key must be known, every value of
 // the right type and in range; anything else is a one-line error naming the full key path and the
 // fix. Reading a section back out (to_json) gives the fully explicit config recorded in each run.
+#include <array>
 #include <functional>
 #include <optional>
 #include <set>
@@ -17,6 +18,35 @@ namespace normlab {
 
 using Json = nlohmann::ordered_json;
 
+// How an enumerated config value is spelled: one table per enum, the only place its names are written. A config is
+// read and written through it, so the rest of the code compares enums, never strings.
+template <typename E>
+struct Spelling {
+  E value;
+  std::string_view name;
+};
+template <typename E, size_t N>
+using Spellings = std::array<Spelling<E>, N>;
+
+template <typename E, size_t N>
+constexpr std::string_view name_of(E value, const Spellings<E, N>& table) {
+  for (const auto& s : table)
+    if (s.value == value) return s.name;
+  return "?";
+}
+template <typename E, size_t N>
+std::optional<E> value_of(std::string_view name, const Spellings<E, N>& table) {
+  for (const auto& s : table)
+    if (s.name == name) return s.value;
+  return std::nullopt;
+}
+template <typename E, size_t N>
+std::vector<std::string> names_of(const Spellings<E, N>& table) {
+  std::vector<std::string> names;
+  for (const auto& s : table) names.emplace_back(s.name);
+  return names;
+}
+
 class ConfigReader {
  public:
   // `where` names the section in messages, e.g. "config.json: model".
@@ -29,6 +59,13 @@ class ConfigReader {
   void read(const std::string& key, std::optional<bool>& out);                                   // true|false|"auto"
   void read(const std::string& key, uint64_t& out);
   void read(const std::string& key, std::vector<std::string>& out);
+  // An enumerated value, spelled as `table` spells it (anything else is refused with the list).
+  template <typename E, size_t N>
+  void read(const std::string& key, E& out, const Spellings<E, N>& table) {
+    std::string name(name_of(out, table));
+    read(key, name, names_of(table));
+    out = *value_of(name, table);
+  }
   // A nested section; fn reads it with its own ConfigReader.
   void section(const std::string& key, const std::function<void(ConfigReader&)>& fn);
   // Free-form object kept as JSON (variant switches are validated by the variant itself).

@@ -42,7 +42,7 @@ Run plan_run(RunConfig config, int batch, const MemoryNeeds& needs) {
         mask ? " (an encoder adds [MASK]: it needs one more)" : "", config.model.vocab_size - mask);
   const TrainConfig& t = config.train;
   if (batch == 0) batch = t.batch_size;
-  const engine::DType dtype = t.precision == "fp64" ? engine::DType::f64 : engine::DType::f32;
+  const engine::DType dtype = t.precision == Precision::fp64 ? engine::DType::f64 : engine::DType::f32;
   run.model = model::build_unplanned_model(config.model, batch, t.seq_len, dtype);
   run.model->graph.set_fusion(config.engine.fuse);
   if (config.engine.recompute_attention) engine::recompute_attention_probabilities(run.model->graph);

@@ -35,7 +35,7 @@ RunConfig read_run_config(const Json& doc, const std::string& where) {
     t.read("spike_skip", x.spike_skip);
     t.read("mask_prob", x.mask_prob, 0.0, 1.0);
     t.read("bleu_pairs", x.bleu_pairs, 0, 1 << 30);
-    t.read("precision", x.precision, {"fp32", "bf16", "fp64"});
+    t.read("precision", x.precision, kPrecisions);
   });
   r.section("engine", [&](ConfigReader& e) {
     e.read("fuse", c.engine.fuse);
@@ -81,7 +81,7 @@ Json to_json(const RunConfig& c) {
              {"spike_z", t.spike_z},
              {"spike_skip", t.spike_skip},
              {"mask_prob", t.mask_prob},
-             {"precision", t.precision}}},
+             {"precision", name_of(t.precision, kPrecisions)}}},
            {"engine", {{"fuse", c.engine.fuse}, {"recompute_attention", c.engine.recompute_attention}}}};
   if (c.model.encoder_decoder()) out["train"]["bleu_pairs"] = t.bleu_pairs;
   return out;

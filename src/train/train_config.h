@@ -6,6 +6,14 @@
 
 namespace normlab::train {
 
+// fp32; bf16: GEMM inputs rounded to bfloat16, summed in fp32 (engine/gemm.h), while the weights, the optimizer and
+// every non-GEMM op stay fp32 (on a CPU without bf16 hardware a bf16 run says so and runs fp32); fp64: the whole
+// model, its gradients and the optimizer in double, a check that an effect is not fp32's rounding (several times
+// slower: its GEMMs are our own loops, not oneDNN's).
+enum class Precision { fp32, bf16, fp64 };
+inline constexpr Spellings<Precision, 3> kPrecisions{
+    {{Precision::fp32, "fp32"}, {Precision::bf16, "bf16"}, {Precision::fp64, "fp64"}}};
+
 struct TrainConfig {
   int batch_size = 16;
   int seq_len = 128;
@@ -29,11 +37,7 @@ struct TrainConfig {
   bool spike_skip = false;  // skip the optimizer update on a flagged spike
   double mask_prob = 0.15;  // an encoder's masked-LM rate (BERT's 15%, replaced 80/10/10); a decoder ignores it
   int bleu_pairs = 200;     // an encoder-decoder's final BLEU and chrF on this many validation pairs; 0 = none
-  // fp32; bf16: GEMM inputs rounded to bfloat16, summed in fp32 (engine/gemm.h), while the weights, the optimizer
-  // and every non-GEMM op stay fp32 (on a CPU without bf16 hardware a bf16 run says so and runs fp32); fp64: the
-  // whole model, its gradients and the optimizer in double, a check that an effect is not fp32's rounding (several
-  // times slower: its GEMMs are our own loops, not oneDNN's).
-  std::string precision = "fp32";
+  Precision precision = Precision::fp32;
 };
 
 // How the engine runs the model; nothing here changes what is computed (the tests compare the numbers bit for bit).

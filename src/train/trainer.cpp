@@ -19,7 +19,6 @@
 namespace normlab::train {
 
 namespace fs = std::filesystem;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
@@ -58,20 +57,19 @@ Evaluation evaluate(model::Model& m, const Loader& loader, int batches) {
 namespace {
 
 bool is_train_record(const io::StepLine& line) {
-  return line.record.contains("type") && line.record["type"] == "train";
+  return line.record.is_object() && line.record.value(field::type, "") == record_type::train;
 }
 
 // metrics.jsonl as a resume finds it, cut back to the checkpoint's `step` (the run logs again what came after): its
 // steps must not go back, and every train record up to `step` must be there: each multiple of train.log_every, and
 // the last step's when the run has trained them all (its summary is made from it).
-io::StepLog keep_metrics_up_to(const fs::path& file, int step, const TrainConfig& t) {
+void keep_metrics_up_to(const fs::path& file, int step, const TrainConfig& t) {
   io::StepLog log = io::read_step_log(file, io::StepLogFormat::jsonl);
   std::vector<int> logged;
   for (int s = t.log_every; s <= step; s += t.log_every) logged.push_back(s);
   if (step == t.steps && step % t.log_every != 0) logged.push_back(step);
   io::require_steps(log, file, logged, "train record", is_train_record);
   io::keep_steps_up_to(file, log, step);
-  return log;
 }
 
 }  // namespace
@@ -102,7 +100,7 @@ Shard rank_shard(const RunConfig& config) {
 namespace {
 // train.precision as the engine runs it: bf16 where the CPU has bf16 hardware; elsewhere fp32, with a note.
 engine::GemmPrecision gemm_precision_for(const TrainConfig& t, std::ostream* progress) {
-  if (t.precision != "bf16") return engine::GemmPrecision::fp32;
+  if (t.precision != Precision::bf16) return engine::GemmPrecision::fp32;
   if (engine::cpu_has_bf16()) return engine::GemmPrecision::bf16;
   if (progress)
     *progress << "note: train.precision = bf16, but this CPU has neither avx512_bf16 nor AMX (oneDNN would emulate "
@@ -181,8 +179,7 @@ void Trainer::progress_line(int step, double loss, double lr, double tokens_per_
                      << std::flush;
 }
 
-void Trainer::stop_non_finite(int step, std::initializer_list<std::pair<const char*, double>> values,
-                              bool before_update) {
+void Trainer::stop_non_finite(int step, std::vector<std::pair<std::string, double>> values, bool before_update) {
   const std::string where = probe::first_nonfinite(run_.model->graph);
   const std::string layer = probe::location_of(where);
   std::string saved = checkpoint_state();
@@ -191,19 +188,15 @@ void Trainer::stop_non_finite(int step, std::initializer_list<std::pair<const ch
     saved =
         fmt::format("the last good state (step {}) is saved in {}", step - 1, (run_dir_ / kCheckpointFile).string());
   }
-  // The corpus's unigram entropy, the stand-in for a diverged run's loss in the studies (it learned no more).
-  Json record{{"type", "non_finite"},
-              {"step", step},
-              {"first", where},
-              {"unigram_entropy_nats", run_.data.unigram_entropy_nats}};
   std::string value_text;  // "loss nan, grad norm inf"
   for (const auto& [key, value] : values) {
-    record[key] = value;
     std::string name = key;
     std::replace(name.begin(), name.end(), '_', ' ');
     value_text += fmt::format("{}{} {}", value_text.empty() ? "" : ", ", name, value);
   }
-  log_metrics(record);
+  log_metrics(NonFiniteRecord{
+      .step = step, .first = where, .unigram_entropy_nats = run_.data.unigram_entropy_nats, .values = std::move(values)}
+                  .to_json());
   dist::world().barrier();  // the other ranks end the job only once rank 0 has saved and logged
   fail(
       "non-finite {} at step {} ({}): first {} {}; {}. Lower train.lr, add warm-up, or turn on "
@@ -212,11 +205,11 @@ void Trainer::stop_non_finite(int step, std::initializer_list<std::pair<const ch
       saved);
 }
 
-void Trainer::evaluate_into(TrainSummary& summary) {
+void Trainer::evaluate_into_summary() {
   Evaluation e = evaluate(*run_.model, *run_.loader, run_.config.train.eval_batches);
   dist::world().sum(&e.loss, 1);
   dist::world().sum(&e.accuracy, 1);
-  summary.val_loss = e.loss, summary.val_accuracy = e.accuracy;
+  summary_.val_loss = e.loss, summary_.val_accuracy = e.accuracy;
 }
 
 void Trainer::write_profile(int last_step, double loop_s) {
@@ -237,41 +230,66 @@ TrainSummary Trainer::run() {
 }
 
 TrainSummary Trainer::train() {
-  const TrainConfig& t = run_.config.train;
+  const int start = resume_or_init();
+  open_logs(start);
+  const int last = last_step(start);
+  summary_.unigram_entropy_nats = run_.data.unigram_entropy_nats;
+  summary_.unigram_val_xent_nats = run_.data.unigram_val_xent_nats;
+  if (profile_) {
+    profile_->first_step = start + 1;
+    run_.model->graph.set_profile(&profile_->ops);
+  }
+  if (dist::world().distributed()) final_gradients_ = run_.model->graph.final_gradients_from();
+  begin_ = window_start_ = Clock::now();
+  if (start >= run_.config.train.steps) summarize_from_log(start);
+  for (int n = start + 1; n <= last; ++n) {
+    Step s = step(n);
+    after_backward(s);
+    update(s);
+    after_step(s, last);
+  }
+  return finish(last);
+}
+
+int Trainer::resume_or_init() {
   model::Model& m = *run_.model;
-  const dist::World& world = dist::world();
-  int start = 0;
-  const fs::path metrics_file = run_dir_ / "metrics.jsonl";
-  io::StepLog metrics_log;  // what a resume kept of metrics.jsonl (on the writing rank)
-  if (options_.resume) {
-    Json state;  // older checkpoints have none: their detectors start empty, as before
-    start = saved_step_ = load_checkpoint(run_dir_ / kCheckpointFile, m, optimizer_.get(), &state);
-    for (auto [key, detector] : {std::pair{"loss_spikes", &loss_spikes_}, {"grad_spikes", &grad_spikes_}})
-      if (state.contains(key)) {
-        if (!state[key].is_array() ||
-            !std::all_of(state[key].begin(), state[key].end(), [](const Json& v) { return v.is_number(); }))
-          fail("{}: metadata.trainer_state.{} is not a list of numbers; the checkpoint is corrupted",
-               (run_dir_ / kCheckpointFile).string(), key);
-        detector->restore(state[key].get<std::vector<double>>());
-      }
-    if (writer_) {
-      metrics_log = keep_metrics_up_to(metrics_file, start, t);
-      probe::TrainingProbe::truncate(run_dir_, start, t.probe_every);
-    }
-    if (options_.progress) *options_.progress << fmt::format("resumed {} at step {}\n", run_dir_.string(), start);
-  } else {
+  if (!options_.resume) {
     Batch first;  // rules that profile a forward pass (Admin) see real text
     run_.loader->train_batch(1, 0, first);
     feed(m, first);
-    model::initialize(m, t.seed, first.tokens.data(), first.targets.data());
+    model::initialize(m, run_.config.train.seed, first.tokens.data(), first.targets.data());
     // Rules that profile a forward pass saw this rank's rows: every rank starts from rank 0's weights.
     const std::span<std::byte> weights = m.graph.parameter_block();
-    world.broadcast(weights.data(), weights.size());
+    dist::world().broadcast(weights.data(), weights.size());
+    return 0;
   }
-  if (writer_)
+  Json state;  // older checkpoints have none: their detectors start empty, as before
+  const int start = saved_step_ = load_checkpoint(run_dir_ / kCheckpointFile, m, optimizer_.get(), &state);
+  for (auto [key, detector] : {std::pair{"loss_spikes", &loss_spikes_}, {"grad_spikes", &grad_spikes_}})
+    if (state.contains(key)) {
+      if (!state[key].is_array() ||
+          !std::all_of(state[key].begin(), state[key].end(), [](const Json& v) { return v.is_number(); }))
+        fail("{}: metadata.trainer_state.{} is not a list of numbers; the checkpoint is corrupted",
+             (run_dir_ / kCheckpointFile).string(), key);
+      detector->restore(state[key].get<std::vector<double>>());
+    }
+  if (options_.progress) *options_.progress << fmt::format("resumed {} at step {}\n", run_dir_.string(), start);
+  return start;
+}
+
+void Trainer::open_logs(int start) {
+  const TrainConfig& t = run_.config.train;
+  model::Model& m = *run_.model;
+  const dist::World& world = dist::world();
+  if (writer_) {
+    const fs::path metrics_file = run_dir_ / "metrics.jsonl";
+    if (options_.resume) {
+      keep_metrics_up_to(metrics_file, start, t);
+      probe::TrainingProbe::truncate(run_dir_, start, t.probe_every);
+    }
     metrics_ = std::make_unique<io::LogFile>(metrics_file,
                                              options_.resume ? io::LogFile::Mode::append : io::LogFile::Mode::truncate);
-
+  }
   if (options_.progress)
     *options_.progress << fmt::format("{} parameters; memory: estimated peak {} ({}){}\n", m.graph.parameter_count(),
                                       human_bytes(run_.memory.peak()), run_.memory.breakdown(),
@@ -279,16 +297,18 @@ TrainSummary Trainer::train() {
                                                                         "({} of {} rows each on rank 0)",
                                                                         world.size(), run_.loader->rows(), t.batch_size)
                                                           : std::string());
-  std::unique_ptr<probe::TrainingProbe> probes;
   if (t.probe_every > 0 && writer_) {
-    probes = std::make_unique<probe::TrainingProbe>(m, run_dir_, options_.resume);
+    probes_ = std::make_unique<probe::TrainingProbe>(m, run_dir_, options_.resume);
     Batch reference;
     run_.loader->eval_batch(0, 1, reference);
-    probes->set_reference(reference.tokens.data(), reference.targets.data(),
-                          reference.source.empty() ? nullptr : reference.source.data(),
-                          reference.source_lengths.empty() ? nullptr : reference.source_lengths.data());
+    probes_->set_reference(reference.tokens.data(), reference.targets.data(),
+                           reference.source.empty() ? nullptr : reference.source.data(),
+                           reference.source_lengths.empty() ? nullptr : reference.source_lengths.data());
   }
+}
 
+int Trainer::last_step(int start) const {
+  const TrainConfig& t = run_.config.train;
   const int last = options_.stop_after >= 0 ? std::min(options_.stop_after, t.steps) : t.steps;
   // A run killed after its final checkpoint but before summary.json only lacks the summary.
   const bool unsummarized = start >= t.steps && !fs::exists(run_dir_ / "summary.json");
@@ -297,176 +317,171 @@ TrainSummary Trainer::train() {
          t.steps);
   if (last <= start && !unsummarized)
     fail("--stop-after {} is not after the checkpoint's step {}: give a later step", options_.stop_after, start);
-  const double tokens_per_step = double(t.batch_size) * t.seq_len * t.grad_accum;
-  TrainSummary summary;
-  summary.unigram_entropy = run_.data.unigram_entropy_nats;
-  summary.unigram_val_xent = run_.data.unigram_val_xent_nats;
-  Batch batch;
-  TrainProfile* const profile = profile_.get();
-  if (profile) {
-    profile->first_step = start + 1;
-    m.graph.set_profile(&profile->ops);
-  }
-  const std::vector<size_t> final_gradients =
-      world.distributed() ? m.graph.final_gradients_from() : std::vector<size_t>{};
-  const auto begin = Clock::now();
-  auto window_start = begin;
-  int window_steps = 0;
-  double loss = 0;
-  if (unsummarized) {  // the final step's train record is kept; evaluating the checkpoint again is exact
-    const auto last_record =
-        std::find_if(metrics_log.lines.rbegin(), metrics_log.lines.rend(),
-                     [&](const io::StepLine& l) { return l.step == t.steps && is_train_record(l); });
-    const Json record = last_record == metrics_log.lines.rend() ? Json::object() : last_record->record;
-    const auto number = [&](const char* key, double fallback) {
-      return record.contains(key) && record[key].is_number() ? record[key].get<double>() : fallback;
-    };
-    loss = number("loss", NAN);
-    summary.tokens_per_second = number("tokens_per_s", 0.0);
-    evaluate_into(summary);
-    if (options_.progress)
-      *options_.progress << fmt::format("step {} was the last: evaluated the checkpoint again for summary.json\n",
-                                        start);
-  }
-  for (int step = start + 1; step <= last; ++step) {
-    m.graph.zero_param_grads();
-    loss = 0;
-    for (int micro = 0; micro < t.grad_accum; ++micro) {
-      m.graph.set_step(static_cast<uint64_t>(step) * static_cast<uint64_t>(t.grad_accum) +
-                       static_cast<uint64_t>(micro));  // dropout masks
-      {
-        PhaseTimer timer(profile, &TrainProfile::data_s);
-        run_.loader->train_batch(step, micro, batch);
-        feed(m, batch);
-      }
-      // This shard's term of the batch's mean loss (weight 1 in a single process).
-      const double weight = batch.weight / t.grad_accum;
-      loss += weight * m.forward(true);
-      if (world.distributed() && micro == t.grad_accum - 1) {
-        // The last backward pass of the step: each tail of the gradients is summed over the ranks as soon as the
-        // tape has no more writes to it, while the pass goes on (dist::OverlappedSum).
-        const std::span<std::byte> grads = m.graph.gradient_block();
-        engine::dispatch_float(m.graph.float_type(), [&]<typename T>() {
-          dist::OverlappedSum sum(reinterpret_cast<T*>(grads.data()), grads.size() / sizeof(T));
-          m.graph.backward(m.loss, weight, [&](size_t node) { sum.ready_from(final_gradients[node] / sizeof(T)); });
-          PhaseTimer timer(profile, &TrainProfile::all_reduce_s);
-          sum.finish();
-        });
-      } else {
-        m.graph.backward(m.loss, weight);
-      }
-    }
-    if (world.distributed()) {
-      PhaseTimer timer(profile, &TrainProfile::all_reduce_s);
-      world.sum(&loss, 1);
-    }
-    double grad_norm = 0;
-    {
-      PhaseTimer timer(profile, &TrainProfile::grad_norm_s);
-      grad_norm = global_grad_norm(m.graph);
-    }
-    if (!std::isfinite(loss) || !std::isfinite(grad_norm))
-      stop_non_finite(step, {{"loss", loss}, {"grad_norm", grad_norm}}, true);
-    const double lr = learning_rate(t, step);
-    const double loss_z = loss_spikes_.observe(loss), grad_z = grad_spikes_.observe(grad_norm);
-    const bool spike = loss_spikes_.is_spike(loss_z) || grad_spikes_.is_spike(grad_z);
-    if (spike) {
-      const bool skipped = t.spike_skip;
-      log_metrics({{"type", "spike"},
-                   {"step", step},
-                   {"loss", loss},
-                   {"loss_z", loss_z},
-                   {"grad_norm", grad_norm},
-                   {"grad_norm_z", grad_z},
-                   {"update_skipped", skipped}});
-      if (options_.progress)
-        *options_.progress << fmt::format("step {:>6} | spike: loss z {:.1f}, grad-norm z {:.1f}{}\n", step, loss_z,
-                                          grad_z, skipped ? " (update skipped)" : "");
-    }
-    const bool probing = probes && (step == 1 || step % t.probe_every == 0);  // step 1: the state at init
-    if (probing) {
-      PhaseTimer timer(profile, &TrainProfile::probes_s, &m.graph);
-      probes->after_backward(step, loss, grad_norm);
-    }
-    if (!(spike && t.spike_skip)) {
-      PhaseTimer timer(profile, &TrainProfile::optimizer_s);
-      const double clip_scale = t.clip > 0 && grad_norm > t.clip ? t.clip / grad_norm : 1.0;
-      optimizer_->step({lr, t.beta1, t.beta2, t.adam_eps, t.weight_decay}, clip_scale, step);
-    }
-    if (probing) {
-      PhaseTimer timer(profile, &TrainProfile::probes_s, &m.graph);
-      probes->after_update(step);
-    }
-    ++window_steps;
+  return last;
+}
 
-    if (step % t.log_every == 0 || step == last) {
-      const double window = std::chrono::duration<double>(Clock::now() - window_start).count();
-      const double tps = window_steps * tokens_per_step / std::max(window, 1e-9);
-      const double elapsed = std::chrono::duration<double>(Clock::now() - begin).count();
-      log_metrics({{"type", "train"},
-                   {"step", step},
-                   {"loss", loss},
-                   {"lr", lr},
-                   {"grad_norm", grad_norm},
-                   {"tokens_per_s", tps},
-                   {"elapsed_s", elapsed}});
-      progress_line(step, loss, lr, tps, (last - step) * tokens_per_step / std::max(tps, 1e-9));
-      summary.tokens_per_second = tps;
-      window_start = Clock::now();
-      window_steps = 0;
+void Trainer::summarize_from_log(int start) {
+  // The final step's train record is kept; evaluating the checkpoint again is exact.
+  const io::StepLog log = io::read_step_log(run_dir_ / "metrics.jsonl", io::StepLogFormat::jsonl);
+  const auto record = std::find_if(log.lines.rbegin(), log.lines.rend(), [&](const io::StepLine& l) {
+    return l.step == run_.config.train.steps && is_train_record(l);
+  });
+  TrainRecord kept;
+  if (record != log.lines.rend()) try {
+      kept = TrainRecord::from_json(record->record);
+    } catch (const RecordError&) {  // keep_metrics_up_to has read it: a wrong field is NaN as a missing one
     }
-    const bool final_step = step == t.steps;
-    if ((t.eval_every > 0 && step % t.eval_every == 0) || final_step) {
-      {
-        PhaseTimer timer(profile, &TrainProfile::eval_s, &m.graph);
-        evaluate_into(summary);
-      }
-      if (!std::isfinite(summary.val_loss)) stop_non_finite(step, {{"val_loss", summary.val_loss}}, false);
-      log_metrics(
-          {{"type", "eval"}, {"step", step}, {"val_loss", summary.val_loss}, {"val_accuracy", summary.val_accuracy}});
-      if (options_.progress)
-        *options_.progress << fmt::format("step {:>6} | val_loss {:.4f} | val_accuracy {:.3f}\n", step,
-                                          summary.val_loss, summary.val_accuracy);
+  last_loss_ = kept.loss;
+  summary_.tokens_per_s = std::isnan(kept.tokens_per_s) ? 0.0 : kept.tokens_per_s;
+  evaluate_into_summary();
+  if (options_.progress)
+    *options_.progress << fmt::format("step {} was the last: evaluated the checkpoint again for summary.json\n", start);
+}
+
+Trainer::Step Trainer::step(int n) {
+  const TrainConfig& t = run_.config.train;
+  model::Model& m = *run_.model;
+  const dist::World& world = dist::world();
+  TrainProfile* const profile = profile_.get();
+  Step s{.step = n};
+  m.graph.zero_param_grads();
+  for (int micro = 0; micro < t.grad_accum; ++micro) {
+    m.graph.set_step(static_cast<uint64_t>(n) * static_cast<uint64_t>(t.grad_accum) +
+                     static_cast<uint64_t>(micro));  // dropout masks
+    {
+      PhaseTimer timer(profile, &TrainProfile::data_s);
+      run_.loader->train_batch(n, micro, batch_);
+      feed(m, batch_);
     }
-    if ((t.checkpoint_every > 0 && step % t.checkpoint_every == 0) || step == last) {
-      PhaseTimer timer(profile, &TrainProfile::checkpoint_s);
-      save(step);
+    // This shard's term of the batch's mean loss (weight 1 in a single process).
+    const double weight = batch_.weight / t.grad_accum;
+    s.loss += weight * m.forward(true);
+    if (world.distributed() && micro == t.grad_accum - 1) {
+      // The last backward pass of the step: each tail of the gradients is summed over the ranks as soon as the
+      // tape has no more writes to it, while the pass goes on (dist::OverlappedSum).
+      const std::span<std::byte> grads = m.graph.gradient_block();
+      engine::dispatch_float(m.graph.float_type(), [&]<typename T>() {
+        dist::OverlappedSum sum(reinterpret_cast<T*>(grads.data()), grads.size() / sizeof(T));
+        m.graph.backward(m.loss, weight, [&](size_t node) { sum.ready_from(final_gradients_[node] / sizeof(T)); });
+        PhaseTimer timer(profile, &TrainProfile::all_reduce_s);
+        sum.finish();
+      });
+    } else {
+      m.graph.backward(m.loss, weight);
     }
   }
-  if (profile) write_profile(last, std::chrono::duration<double>(Clock::now() - begin).count());
-  summary.steps = last;
-  summary.precision = m.graph.float_type() == engine::DType::f64                ? "fp64"
-                      : engine::gemm_precision() == engine::GemmPrecision::bf16 ? "bf16"
-                                                                                : "fp32";
-  summary.train_loss = loss;
-  summary.seconds = std::chrono::duration<double>(Clock::now() - begin).count();
+  if (world.distributed()) {
+    PhaseTimer timer(profile, &TrainProfile::all_reduce_s);
+    world.sum(&s.loss, 1);
+  }
+  {
+    PhaseTimer timer(profile, &TrainProfile::grad_norm_s);
+    s.grad_norm = global_grad_norm(m.graph);
+  }
+  if (!std::isfinite(s.loss) || !std::isfinite(s.grad_norm))
+    stop_non_finite(n, {{field::loss, s.loss}, {field::grad_norm, s.grad_norm}}, true);
+  s.lr = learning_rate(t, n);
+  return s;
+}
+
+void Trainer::after_backward(Step& s) {
+  const TrainConfig& t = run_.config.train;
+  const double loss_z = loss_spikes_.observe(s.loss), grad_z = grad_spikes_.observe(s.grad_norm);
+  s.spike = loss_spikes_.is_spike(loss_z) || grad_spikes_.is_spike(grad_z);
+  if (s.spike) {
+    log_metrics(SpikeRecord{.step = s.step,
+                            .loss = s.loss,
+                            .loss_z = loss_z,
+                            .grad_norm = s.grad_norm,
+                            .grad_norm_z = grad_z,
+                            .update_skipped = t.spike_skip}
+                    .to_json());
+    if (options_.progress)
+      *options_.progress << fmt::format("step {:>6} | spike: loss z {:.1f}, grad-norm z {:.1f}{}\n", s.step, loss_z,
+                                        grad_z, t.spike_skip ? " (update skipped)" : "");
+  }
+  s.probing = probes_ && (s.step == 1 || s.step % t.probe_every == 0);  // step 1: the state at init
+  if (s.probing) {
+    PhaseTimer timer(profile_.get(), &TrainProfile::probes_s, &run_.model->graph);
+    probes_->after_backward(s.step, s.loss, s.grad_norm);
+  }
+}
+
+void Trainer::update(const Step& s) {
+  const TrainConfig& t = run_.config.train;
+  if (s.spike && t.spike_skip) return;
+  PhaseTimer timer(profile_.get(), &TrainProfile::optimizer_s);
+  const double clip_scale = t.clip > 0 && s.grad_norm > t.clip ? t.clip / s.grad_norm : 1.0;
+  optimizer_->step({s.lr, t.beta1, t.beta2, t.adam_eps, t.weight_decay}, clip_scale, s.step);
+}
+
+void Trainer::after_step(const Step& s, int last) {
+  const TrainConfig& t = run_.config.train;
+  TrainProfile* const profile = profile_.get();
+  if (s.probing) {
+    PhaseTimer timer(profile, &TrainProfile::probes_s, &run_.model->graph);
+    probes_->after_update(s.step);
+  }
+  last_loss_ = s.loss;
+  ++window_steps_;
+  if (s.step % t.log_every == 0 || s.step == last) {
+    const double tokens_per_step = double(t.batch_size) * t.seq_len * t.grad_accum;
+    const double window = std::chrono::duration<double>(Clock::now() - window_start_).count();
+    const double tps = window_steps_ * tokens_per_step / std::max(window, 1e-9);
+    log_metrics(TrainRecord{.step = s.step,
+                            .loss = s.loss,
+                            .lr = s.lr,
+                            .grad_norm = s.grad_norm,
+                            .tokens_per_s = tps,
+                            .elapsed_s = std::chrono::duration<double>(Clock::now() - begin_).count()}
+                    .to_json());
+    progress_line(s.step, s.loss, s.lr, tps, (last - s.step) * tokens_per_step / std::max(tps, 1e-9));
+    summary_.tokens_per_s = tps;
+    window_start_ = Clock::now();
+    window_steps_ = 0;
+  }
+  if ((t.eval_every > 0 && s.step % t.eval_every == 0) || s.step == t.steps) {
+    {
+      PhaseTimer timer(profile, &TrainProfile::eval_s, &run_.model->graph);
+      evaluate_into_summary();
+    }
+    if (!std::isfinite(summary_.val_loss)) stop_non_finite(s.step, {{field::val_loss, summary_.val_loss}}, false);
+    log_metrics(
+        EvalRecord{.step = s.step, .val_loss = summary_.val_loss, .val_accuracy = summary_.val_accuracy}.to_json());
+    if (options_.progress)
+      *options_.progress << fmt::format("step {:>6} | val_loss {:.4f} | val_accuracy {:.3f}\n", s.step,
+                                        summary_.val_loss, summary_.val_accuracy);
+  }
+  if ((t.checkpoint_every > 0 && s.step % t.checkpoint_every == 0) || s.step == last) {
+    PhaseTimer timer(profile, &TrainProfile::checkpoint_s);
+    save(s.step);
+  }
+}
+
+TrainSummary Trainer::finish(int last) {
+  const TrainConfig& t = run_.config.train;
+  model::Model& m = *run_.model;
+  if (profile_) write_profile(last, std::chrono::duration<double>(Clock::now() - begin_).count());
+  summary_.steps = last;
+  const Precision ran = m.graph.float_type() == engine::DType::f64                ? Precision::fp64
+                        : engine::gemm_precision() == engine::GemmPrecision::bf16 ? Precision::bf16
+                                                                                  : Precision::fp32;
+  summary_.precision = std::string(name_of(ran, kPrecisions));
+  summary_.train_loss = last_loss_;
+  summary_.seconds = std::chrono::duration<double>(Clock::now() - begin_).count();
+  summary_.parameters = static_cast<int64_t>(m.graph.parameter_count());
   if (last == t.steps && writer_ && m.config.encoder_decoder() && t.bleu_pairs > 0) {
     const TranslationScore score =
         score_translations(m, *run_.loader, run_.data.tokenizer_path, run_.data.eos_id, t.bleu_pairs);
-    summary.bleu = score.bleu.score, summary.chrf = score.chrf.score;
+    summary_.bleu = score.bleu.score, summary_.chrf = score.chrf.score, summary_.bleu_pairs = t.bleu_pairs;
     if (options_.progress)
       *options_.progress << fmt::format("BLEU {:.2f}, chrF {:.2f} on {} validation pairs (greedy, {:.1f} s)\n",
-                                        summary.bleu, summary.chrf, score.translations.size(), score.seconds);
+                                        summary_.bleu, summary_.chrf, score.translations.size(), score.seconds);
   }
-  if (last == t.steps && writer_) {
-    Json s{{"steps", summary.steps},
-           {"train_loss", summary.train_loss},
-           {"val_loss", summary.val_loss},
-           {"val_accuracy", summary.val_accuracy},
-           {"unigram_entropy_nats", summary.unigram_entropy},
-           {"seconds", summary.seconds},
-           {"tokens_per_s", summary.tokens_per_second},
-           {"parameters", m.graph.parameter_count()},
-           {"precision", summary.precision}};
-    if (std::isfinite(summary.bleu)) {
-      s["bleu"] = summary.bleu, s["chrf"] = summary.chrf, s["bleu_pairs"] = t.bleu_pairs;
-      s["bleu_decoding"] = "greedy";
-    }
-    io::write_file_atomic(run_dir_ / "summary.json", s.dump(2) + "\n");
-  }
+  if (last == t.steps && writer_) io::write_file_atomic(run_dir_ / "summary.json", summary_.to_json().dump(2) + "\n");
   if (metrics_) metrics_->close();
-  if (probes) probes->close();
-  return summary;
+  if (probes_) probes_->close();
+  return summary_;
 }
 
 }  // namespace normlab::train

@@ -6,39 +6,36 @@
 // (Loader), its gradients are summed over the ranks before the clip and the update, and every rank
 // applies the same update, so the ranks' weights stay equal and the run follows the single-process
 // one. Rank 0 alone writes (config, metrics, probes, checkpoints, summary) and prints progress.
+#include <chrono>
 #include <cmath>
 #include <filesystem>
-#include <initializer_list>
 #include <iosfwd>
 #include <memory>
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "engine/gemm.h"
 #include "io/folder_lock.h"
 #include "probe/guards.h"
 #include "train/adamw.h"
 #include "train/profile.h"
+#include "train/records.h"
 #include "train/run.h"
 
 namespace normlab::io {
 class LogFile;
 }
+namespace normlab::probe {
+class TrainingProbe;
+}
 
 namespace normlab::train {
 
-struct TrainSummary {
-  int steps = 0;
-  double train_loss = 0;        // last logged step
-  double val_loss = 0;          // final evaluation
-  double val_accuracy = 0;      // of the same (train/trainer.h evaluate)
-  double unigram_entropy = 0;   // of the train split
-  double unigram_val_xent = 0;  // the val split's cross-entropy under the train unigram
-  double seconds = 0;
-  double tokens_per_second = 0;
-  double bleu = NAN, chrf = NAN;   // an encoder-decoder's greedy translations of train.bleu_pairs validation pairs
-  std::string precision = "fp32";  // what the run computed in: fp32, bf16 (asked on a CPU without it: fp32) or fp64
+// What a run ends with: summary.json's record (train/records.h), and what the command line compares it with.
+struct TrainSummary : RunSummary {
+  double unigram_val_xent_nats = NAN;  // the val split's cross-entropy under the train unigram (not in summary.json)
 };
 
 struct TrainOptions {
@@ -56,34 +53,60 @@ class Trainer {
   model::Model& model() { return *run_.model; }
 
  private:
+  // The recipe (train()), one step of it per function: resume_or_init → open_logs → for each step: step (batch →
+  // forward → backward with the all-reduce → gradient norm) → after_backward (spikes, probes) → update (clip,
+  // AdamW) → after_step (probes, logging, evaluation, checkpoint) → finish (profile, BLEU, summary.json).
   TrainSummary train();
+  int resume_or_init();                // the step to start after: the checkpoint's, or 0 from a fresh init
+  void open_logs(int start);           // metrics.jsonl (appending on resume), the probes and their reference
+  int last_step(int start) const;      // where this process stops; refuses a finished run or a --stop-after
+  void summarize_from_log(int start);  // a run killed between its final checkpoint and summary.json
+  struct Step {
+    int step = 0;
+    double loss = 0, grad_norm = 0, lr = 0;
+    bool spike = false, probing = false;
+  };
+  Step step(int step);                       // forward and backward over the micro-batches; stops on a non-finite value
+  void after_backward(Step& s);              // the spike detectors and the probes that read the gradients
+  void update(const Step& s);                // clip and AdamW, unless a spike is skipped
+  void after_step(const Step& s, int last);  // the probes of the update, the train record, eval, checkpoint
+  TrainSummary finish(int last);             // profile, BLEU, summary.json, closed logs
+
   void log_metrics(const Json& record);
   void progress_line(int step, double loss, double lr, double tokens_per_s, double eta_s);
   void save(int step);
   // Ends profiling: profile.json in the run directory and the table on the progress stream.
   void write_profile(int last_step, double loop_s);
-  // The validation loss and accuracy over every rank, into summary.
-  void evaluate_into(TrainSummary& summary);
+  // The validation loss and accuracy over every rank, into summary_.
+  void evaluate_into_summary();
   // What survives a stop: the last checkpoint written, or that there is none.
   std::string checkpoint_state() const;
   // Stops on a non-finite value at `step`: logs a non_finite record, saves the state after step − 1
   // when it is still in memory (`before_update`: a training step stops before its update) and finite,
   // and fails naming the first non-finite tensor.
-  [[noreturn]] void stop_non_finite(int step, std::initializer_list<std::pair<const char*, double>> values,
-                                    bool before_update);
+  [[noreturn]] void stop_non_finite(int step, std::vector<std::pair<std::string, double>> values, bool before_update);
 
+  using Clock = std::chrono::steady_clock;
   Run run_;
   std::filesystem::path run_dir_;
   std::optional<io::FolderLock> lock_;  // the run folder's, held by the writing rank
   TrainOptions options_;
   std::unique_ptr<AdamW> optimizer_;
   std::unique_ptr<io::LogFile> metrics_;
-  std::unique_ptr<TrainProfile> profile_;  // with options.profile
-  int saved_step_ = 0;                     // the step of the checkpoint on disk; 0 = none yet
-  bool writer_ = true;                     // rank 0: the one process that writes the run's files
-  engine::ScopedGemmPrecision precision_;  // the GEMM precision (train.precision) while this trainer lives
+  std::unique_ptr<TrainProfile> profile_;         // with options.profile
+  std::unique_ptr<probe::TrainingProbe> probes_;  // with train.probe_every, on the writing rank
+  int saved_step_ = 0;                            // the step of the checkpoint on disk; 0 = none yet
+  bool writer_ = true;                            // rank 0: the one process that writes the run's files
+  engine::ScopedGemmPrecision precision_;         // the GEMM precision (train.precision) while this trainer lives
   // Loss and grad-norm spike detectors; their windows travel in the checkpoint.
   probe::SpikeDetector loss_spikes_, grad_spikes_;
+  // The loop's state.
+  Batch batch_;
+  std::vector<size_t> final_gradients_;  // under mpirun: where each node's gradients end (the overlapped sum)
+  Clock::time_point begin_, window_start_;
+  int window_steps_ = 0;
+  double last_loss_ = 0;  // the last step's loss, summary.json's train_loss
+  TrainSummary summary_;
 };
 
 // What a training run holds besides its model (the memory estimate's inputs): AdamW, the probes when

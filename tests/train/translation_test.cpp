@@ -74,7 +74,7 @@ TEST(Translation, AToyTaskIsLearnedAndTranslatedGreedilyAndByBeamSearch) {
   TempDir tmp;
   const RunConfig c = read_run_config(translation_doc(400), "translation test");
   const TrainSummary s = Trainer(c, tmp / "run", {}).run();
-  EXPECT_LT(s.val_loss, 1.0) << "unigram " << s.unigram_entropy;
+  EXPECT_LT(s.val_loss, 1.0) << "unigram " << s.unigram_entropy_nats;
   const testing::CliResult scored =
       testing::run_cli({"translate", "--run", (tmp / "run").string(), "--count", "100"}, tmp.path());
   ASSERT_EQ(scored.exit_code, 0) << testing::describe(scored);
