@@ -8,6 +8,7 @@
 #include "io/safetensors.h"
 #include "io/step_log.h"
 #include "probe/norm_sites.h"
+#include "probe/records.h"
 #include "probe/stats.h"
 
 namespace normlab::probe {
@@ -81,26 +82,26 @@ void TrainingProbe::set_reference(const int32_t* tokens, const int32_t* targets,
 }
 
 void TrainingProbe::write(int step, const char* family, const Json& columns) {
-  Json record{{"step", step}, {"family", family}};
+  Json record{{field::step, step}, {field::family, family}};
   for (const auto& [k, v] : columns.items()) record[k] = v;
   jsonl_.append(record.dump());
   jsonl_.append("\n");
-  // Long form: one CSV row per (entry, quantity). Columns "name", "layer", "sublayer" identify entries;
+  // Long form: one CSV row per (entry, quantity). Columns field::name, field::layer, field::sublayer identify entries;
   // a single-valued field (the loss and model_update families) is one row without identifiers.
-  const size_t n = columns.contains("name")    ? columns["name"].size()
-                   : columns.contains("layer") ? columns["layer"].size()
-                                               : 1;
+  const size_t n = columns.contains(field::name)    ? columns[field::name].size()
+                   : columns.contains(field::layer) ? columns[field::layer].size()
+                                                    : 1;
   for (size_t i = 0; i < n; ++i)
     for (const auto& [quantity, values] : columns.items()) {
-      if (quantity == "name" || quantity == "layer" || quantity == "sublayer") continue;
+      if (quantity == field::name || quantity == field::layer || quantity == field::sublayer) continue;
       if (!values.is_array() && i > 0) continue;
-      auto field = [&](const char* key) {
+      auto entry = [&](const char* key) {
         if (!columns.contains(key) || !columns[key].is_array()) return std::string();
         return columns[key][i].is_string() ? columns[key][i].get<std::string>() : columns[key][i].dump();
       };
       const Json& value = values.is_array() ? values[i] : values;
-      csv_.append(fmt::format("{},{},{},{},{},{},{}\n", step, family, field("name"), field("layer"), field("sublayer"),
-                              quantity, value.dump()));
+      csv_.append(fmt::format("{},{},{},{},{},{},{}\n", step, family, entry(field::name), entry(field::layer),
+                              entry(field::sublayer), quantity, value.dump()));
     }
   jsonl_.flush();
   csv_.flush();
@@ -110,71 +111,73 @@ void TrainingProbe::after_backward(int step, double loss, double grad_norm) {
   const eng::Graph& g = m_.graph;
   const model::Landmarks& lm = m_.landmarks;
 
-  Json stream{{"layer", Json::array()},
-              {"mean_square", Json::array()},
-              {"rms", Json::array()},
-              {"max_abs", Json::array()},
-              {"grad_norm", Json::array()}};
+  Json stream{{field::layer, Json::array()},
+              {field::mean_square, Json::array()},
+              {field::rms, Json::array()},
+              {field::max_abs, Json::array()},
+              {field::grad_norm, Json::array()}};
   for (size_t l = 0; l < lm.layer_inputs.size(); ++l) {
     if (lm.layer_inputs[l] == eng::kNoTensor) continue;
     const TensorStats v = tensor_stats(g, lm.layer_inputs[l]);
     const TensorStats d = tensor_stats(g, lm.layer_inputs[l], true);
     const double count = static_cast<double>(g.shape(lm.layer_inputs[l]).numel());
-    stream["layer"].push_back(l);
-    stream["mean_square"].push_back(v.mean_square);
-    stream["rms"].push_back(v.rms());
-    stream["max_abs"].push_back(v.max_abs);
-    stream["grad_norm"].push_back(std::sqrt(d.mean_square * count));
+    stream[field::layer].push_back(l);
+    stream[field::mean_square].push_back(v.mean_square);
+    stream[field::rms].push_back(v.rms());
+    stream[field::max_abs].push_back(v.max_abs);
+    stream[field::grad_norm].push_back(std::sqrt(d.mean_square * count));
   }
-  write(step, "stream", stream);
+  write(step, family::stream, stream);
 
-  Json branch{
-      {"layer", Json::array()}, {"sublayer", Json::array()}, {"rms", Json::array()}, {"max_abs", Json::array()}};
+  Json branch{{field::layer, Json::array()},
+              {field::sublayer, Json::array()},
+              {field::rms, Json::array()},
+              {field::max_abs, Json::array()}};
   for (size_t l = 0; l < lm.branch_outputs.size(); ++l)
     for (int s = 0; s < 2; ++s) {
       if (lm.branch_outputs[l][static_cast<size_t>(s)] == eng::kNoTensor) continue;
       const TensorStats v = tensor_stats(g, lm.branch_outputs[l][static_cast<size_t>(s)]);
-      branch["layer"].push_back(l);
-      branch["sublayer"].push_back(s == 0 ? "attn" : "ffn");
-      branch["rms"].push_back(v.rms());
-      branch["max_abs"].push_back(v.max_abs);
+      branch[field::layer].push_back(l);
+      branch[field::sublayer].push_back(s == 0 ? "attn" : "ffn");
+      branch[field::rms].push_back(v.rms());
+      branch[field::max_abs].push_back(v.max_abs);
     }
-  write(step, "branch", branch);
+  write(step, family::branch, branch);
 
-  Json norms{{"name", Json::array()}, {"inv_sigma", Json::array()}, {"input_rms", Json::array()}};
+  Json norms{{field::name, Json::array()}, {field::inv_sigma, Json::array()}, {field::input_rms, Json::array()}};
   for (const NormSite& site : norm_sites(g)) {
     const NormReading r = read_norm(g, site);
-    norms["name"].push_back(site.name);
-    norms["inv_sigma"].push_back(r.inv_sigma);
-    norms["input_rms"].push_back(r.input_rms);
+    norms[field::name].push_back(site.name);
+    norms[field::inv_sigma].push_back(r.inv_sigma);
+    norms[field::input_rms].push_back(r.input_rms);
   }
-  write(step, "norm", norms);
+  write(step, family::norm, norms);
 
-  Json params{{"name", Json::array()}, {"weight_norm", Json::array()}, {"grad_norm", Json::array()}};
-  Json scalars{{"name", Json::array()}, {"value", Json::array()}};
+  Json params{{field::name, Json::array()}, {field::weight_norm, Json::array()}, {field::grad_norm, Json::array()}};
+  Json scalars{{field::name, Json::array()}, {field::value, Json::array()}};
   const auto& ids = g.parameters();
   for (size_t i = 0; i < ids.size(); ++i) {
     const eng::TensorSpec& p = g.spec(ids[i]);
     const double n = static_cast<double>(p.shape.numel());
-    params["name"].push_back(p.name);
-    params["weight_norm"].push_back(std::sqrt(tensor_stats(g, ids[i]).mean_square * n));
-    params["grad_norm"].push_back(std::sqrt(tensor_stats(g, ids[i], true).mean_square * n));
+    params[field::name].push_back(p.name);
+    params[field::weight_norm].push_back(std::sqrt(tensor_stats(g, ids[i]).mean_square * n));
+    params[field::grad_norm].push_back(std::sqrt(tensor_stats(g, ids[i], true).mean_square * n));
     eng::copy_to_f64(g, ids[i], before_update_[i]);
     if (p.role == eng::Role::scalar) {  // ReZero α, GPAS gates, DyT α, ScaleNorm g, Admin ω (mean) ...
       double sum = 0;
       for (double v : before_update_[i]) sum += v;
-      scalars["name"].push_back(p.name);
-      scalars["value"].push_back(sum / n);
+      scalars[field::name].push_back(p.name);
+      scalars[field::value].push_back(sum / n);
     }
   }
-  write(step, "param", params);
-  if (!scalars["name"].empty()) write(step, "scalar", scalars);
-  write(step, "loss", {{"loss", loss}, {"grad_norm", grad_norm}});
+  write(step, family::param, params);
+  if (!scalars[field::name].empty()) write(step, family::scalar, scalars);
+  write(step, family::loss, {{field::loss, loss}, {field::grad_norm, grad_norm}});
 }
 
 void TrainingProbe::after_update(int step) {
   const eng::Graph& g = m_.graph;
-  Json updates{{"name", Json::array()}, {"update_norm", Json::array()}, {"update_ratio", Json::array()}};
+  Json updates{{field::name, Json::array()}, {field::update_norm, Json::array()}, {field::update_ratio, Json::array()}};
   const auto& ids = g.parameters();
   for (size_t i = 0; i < ids.size(); ++i) {
     eng::copy_to_f64(g, ids[i], scratch_);
@@ -183,11 +186,11 @@ void TrainingProbe::after_update(int step) {
       du += (scratch_[j] - before_update_[i][j]) * (scratch_[j] - before_update_[i][j]);
       w += before_update_[i][j] * before_update_[i][j];
     }
-    updates["name"].push_back(g.spec(ids[i]).name);
-    updates["update_norm"].push_back(std::sqrt(du));
-    updates["update_ratio"].push_back(w > 0 ? std::sqrt(du / w) : 0.0);
+    updates[field::name].push_back(g.spec(ids[i]).name);
+    updates[field::update_norm].push_back(std::sqrt(du));
+    updates[field::update_ratio].push_back(w > 0 ? std::sqrt(du / w) : 0.0);
   }
-  write(step, "update", updates);
+  write(step, family::update, updates);
 
   if (probe_tokens_.empty()) return;
   feed_reference();
@@ -196,7 +199,8 @@ void TrainingProbe::after_update(int step) {
   double diff = 0;
   for (size_t j = 0; j < scratch_.size(); ++j)
     diff += (scratch_[j] - reference_logits_[j]) * (scratch_[j] - reference_logits_[j]);
-  write(step, "model_update", {{"logit_change_rms", std::sqrt(diff / static_cast<double>(scratch_.size()))}});
+  write(step, family::model_update,
+        {{field::logit_change_rms, std::sqrt(diff / static_cast<double>(scratch_.size()))}});
 }
 
 }  // namespace normlab::probe

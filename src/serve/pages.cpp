@@ -1,6 +1,8 @@
 #include "serve/pages.h"
 
+#include "probe/records.h"
 #include "study/report.h"
+#include "train/records.h"
 
 namespace normlab::serve {
 
@@ -139,9 +141,17 @@ function poll(step, ms) {
 }
 </script>)";
 
+// The field names of the records the pages read, from the schema the C++ writers use (train/records.h,
+// probe/records.h): F for metrics.jsonl and the index's run entries, P for probes.jsonl.
+std::string schema_script() {
+  return "<script>\nconst F = " + train::record_fields().dump() + ";\nconst P = " + probe::probe_fields().dump() +
+         ";\n</script>\n";
+}
+
 std::string page(const std::string& title, const std::string& body, const std::string& script) {
   return R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>)" + html_escape(title) +
-         " — normlab</title>\n<style>" + kStyle + "</style>\n" + kSelfCheckHead + "\n" + kCommonJs + R"(
+         " — normlab</title>\n<style>" + kStyle + "</style>\n" + kSelfCheckHead + "\n" + schema_script() + kCommonJs +
+         R"(
 </head><body>
 <nav><a href="/">Index</a><a href="/compare">Compare</a><span class="root" id="root"></span></nav>
 <p id="error" style="color: #b00"></p>
@@ -205,10 +215,10 @@ async function refresh() {
     if (run.status === 'unreadable') status.append(' ' + run.message); else status.title = run.message;
     cell(row, run.placement);
     cell(row, run.n_layers, 'num');
-    cell(row, run.step + ' / ' + run.steps + (run.kind === 'analysis' ? ' analyses' : ''), 'num');
-    cell(row, fmtNum(run.loss), 'num');
-    cell(row, fmtNum(run.val_loss), 'num');
-    cell(row, fmtNum(run.tokens_per_s, 3), 'num');
+    cell(row, run[F.step] + ' / ' + run[F.steps] + (run.kind === 'analysis' ? ' analyses' : ''), 'num');
+    cell(row, fmtNum(run[F.loss]), 'num');
+    cell(row, fmtNum(run[F.val_loss]), 'num');
+    cell(row, fmtNum(run[F.tokens_per_s], 3), 'num');
     cell(row, run.probes ? 'yes' : '');
     cell(row, run.viewable ? link(filesUrl(run.path) + '/', 'files') : '');
   }
@@ -246,19 +256,19 @@ function addCurves() {
   const curves = document.getElementById('curves');
   loss = addChart(curves, 'loss', 'Loss', 'step', 'loss');
   loss.data.datasets.push(dataset('train', 0), dataset('validation', 1, {pointRadius: 3}));
-  perStep = [[loss, 'loss'], [addChart(curves, 'lr', 'Learning rate', 'step', 'lr'), 'lr'],
-             [addChart(curves, 'grad_norm', 'Gradient norm (before clipping)', 'step', '‖g‖', {logY: true}), 'grad_norm'],
-             [addChart(curves, 'tokens_per_s', 'Throughput', 'step', 'tokens/s'), 'tokens_per_s']];
+  perStep = [[loss, F.loss], [addChart(curves, 'lr', 'Learning rate', 'step', 'lr'), F.lr],
+             [addChart(curves, 'grad_norm', 'Gradient norm (before clipping)', 'step', '‖g‖', {logY: true}), F.grad_norm],
+             [addChart(curves, 'tokens_per_s', 'Throughput', 'step', 'tokens/s'), F.tokens_per_s]];
   perStep.slice(1).forEach(([c, key]) => c.data.datasets.push(dataset(key, 0)));
 }
 
 // The probe families drawn, each a profile over layers (stream) or over tensors (norm, update).
 const profileSpecs = [
-  {family: 'stream', x: 'layer', y: 'mean_square', title: 'Residual stream E[x²] entering each layer', xTitle: 'layer', logY: true},
-  {family: 'stream', x: 'layer', y: 'grad_norm', title: 'Gradient norm ‖∂L/∂x‖ of the stream', xTitle: 'layer', logY: true},
-  {family: 'norm', x: 'name', y: 'inv_sigma', title: 'Norms: mean 1/σ (Jacobian scale)', xTitle: 'norm', logY: true},
-  {family: 'update', x: 'name', y: 'update_ratio', title: 'Update ratio ‖Δθ‖/‖θ‖', xTitle: 'parameter', logY: true}];
-const probeRecords = {stream: new Map(), norm: new Map(), update: new Map()};
+  {family: P.families.stream, x: P.layer, y: P.mean_square, title: 'Residual stream E[x²] entering each layer', xTitle: 'layer', logY: true},
+  {family: P.families.stream, x: P.layer, y: P.grad_norm, title: 'Gradient norm ‖∂L/∂x‖ of the stream', xTitle: 'layer', logY: true},
+  {family: P.families.norm, x: P.name, y: P.inv_sigma, title: 'Norms: mean 1/σ (Jacobian scale)', xTitle: 'norm', logY: true},
+  {family: P.families.update, x: P.name, y: P.update_ratio, title: 'Update ratio ‖Δθ‖/‖θ‖', xTitle: 'parameter', logY: true}];
+const probeRecords = {[P.families.stream]: new Map(), [P.families.norm]: new Map(), [P.families.update]: new Map()};
 let probeSteps = [];
 const slider = document.getElementById('slider');
 let followNewest = true;
@@ -267,14 +277,14 @@ slider.oninput = () => { followNewest = slider.value == slider.max; drawProfiles
 function onMetrics(records, reset) {
   if (reset) perStep.forEach(([c]) => c.data.datasets.forEach(d => d.data = []));
   for (const r of records) {
-    if (r.type === 'train') perStep.forEach(([c, key]) => pushPoint(c.data.datasets[0], r.step, r[key]));
-    else if (r.type === 'eval') pushPoint(loss.data.datasets[1], r.step, r.val_loss);
+    if (r[F.type] === F.types.train) perStep.forEach(([c, key]) => pushPoint(c.data.datasets[0], r[F.step], r[key]));
+    else if (r[F.type] === F.types.eval) pushPoint(loss.data.datasets[1], r[F.step], r[F.val_loss]);
   }
 }
 function onProbes(records, reset) {
   if (reset) Object.values(probeRecords).forEach(m => m.clear());
-  for (const r of records) if (r.family in probeRecords) probeRecords[r.family].set(r.step, r);
-  probeSteps = [...probeRecords.stream.keys()].sort((a, b) => a - b);
+  for (const r of records) if (r[P.family] in probeRecords) probeRecords[r[P.family]].set(r[P.step], r);
+  probeSteps = [...probeRecords[P.families.stream].keys()].sort((a, b) => a - b);
 }
 function profile(spec, step, i, extra) {
   const r = probeRecords[spec.family].get(step);
@@ -351,10 +361,10 @@ async function refresh() {
     await showAnalyses(run.analysis);
     analysesShown = true;
   }
-  const progress = run.kind === 'analysis' ? ` analysis ${run.step} of ${run.steps}` : ` step ${run.step} of ${run.steps}`;
+  const progress = run.kind === 'analysis' ? ` analysis ${run[F.step]} of ${run[F.steps]}` : ` step ${run[F.step]} of ${run[F.steps]}`;
   const summary = document.getElementById('summary');
   summary.replaceChildren(statusBadge(run.status), ` ${run.placement}, ${run.n_layers} layers,` + progress +
-                          (run.loss !== null ? `, loss ${fmtNum(run.loss)}` : '') + (run.message ? ' — ' + run.message : ''),
+                          (run[F.loss] !== null ? `, loss ${fmtNum(run[F.loss])}` : '') + (run.message ? ' — ' + run.message : ''),
                           ' · ', link(filesUrl(run.path) + '/', 'files'));
   perStep.forEach(([c]) => c.update());
   drawProfiles();
@@ -377,7 +387,7 @@ const chosen = new URLSearchParams(location.search).getAll('runs');
 const axis = document.getElementById('axis');
 const box = document.getElementById('charts');
 const trainLoss = addChart(box, 'compare_loss', 'Training loss', 'step', 'loss', {width: 760});
-const valLoss = addChart(box, 'compare_val_loss', 'Validation loss', 'step', 'val loss', {width: 760});
+const valLoss = addChart(box, 'compare_validation', 'Validation loss', 'step', 'val loss', {width: 760});
 // One entry per chosen run: its tailer, its tokens per step, its raw records (kept to redraw on an axis change).
 const followed = new Map();
 // `run` is the run's index entry: its training files are in run.files (a study's run/ subfolder).
@@ -389,7 +399,7 @@ async function follow(run, i) {
   f.tail = tailer(run.files + '/metrics.jsonl', (records, reset) => {
     if (reset) f.train = [], f.val = [];
     for (const r of records) {
-      if (r.type === 'train') f.train.push(r); else if (r.type === 'eval') f.val.push(r);
+      if (r[F.type] === F.types.train) f.train.push(r); else if (r[F.type] === F.types.eval) f.val.push(r);
     }
   });
   followed.set(run.path, f);
@@ -399,8 +409,8 @@ function draw() {
   for (const [path, f] of followed) {
     const scale = axis.value === 'tokens' ? f.tokensPerStep : 1;
     const train = dataset(path, f.i), val = dataset(path, f.i, {pointRadius: 3});
-    f.train.forEach(r => pushPoint(train, r.step * scale, r.loss));
-    f.val.forEach(r => pushPoint(val, r.step * scale, r.val_loss));
+    f.train.forEach(r => pushPoint(train, r[F.step] * scale, r[F.loss]));
+    f.val.forEach(r => pushPoint(val, r[F.step] * scale, r[F.val_loss]));
     trainLoss.data.datasets.push(train); valLoss.data.datasets.push(val);
   }
   for (const c of [trainLoss, valLoss]) { c.options.scales.x.title.text = axis.value; c.update(); }
@@ -427,7 +437,7 @@ async function refresh() {
       cell(row, statusBadge(run.status));
       cell(row, run.placement);
       cell(row, run.n_layers, 'num');
-      cell(row, fmtNum(run.loss), 'num');
+      cell(row, fmtNum(run[F.loss]), 'num');
     }
     for (const [i, path] of chosen.entries()) {
       const run = runs.find(r => r.path === path);

@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "study/kit.h"
+#include "train/records.h"
 
 namespace normlab::serve {
 
@@ -215,18 +216,21 @@ RunIndex::Metrics RunIndex::metrics_of(const fs::path& file, const std::string& 
       reader.note(where + "not a JSON object");
       continue;
     }
-    const std::string type = reader.text(j, "type", where);
-    if (type == "train") {
-      m.step = reader.integer(j, "step", where, m.step);
-      m.loss = reader.number(j, "loss", where);
-      m.tokens_per_s = reader.number(j, "tokens_per_s", where);
-      m.curve.step.push_back(static_cast<double>(m.step));
-      m.curve.loss.push_back(m.loss);
-    } else if (type == "eval") {
-      m.val_loss = reader.number(j, "val_loss", where);
-    } else if (type == "non_finite") {
-      m.diverged = true;
-      m.non_finite = reader.text(j, "first", where);
+    try {
+      const std::string type = train::record_type_of(j);
+      if (type == train::record_type::train) {
+        const train::TrainRecord r = train::TrainRecord::from_json(j);
+        m.step = r.step, m.loss = r.loss, m.tokens_per_s = r.tokens_per_s;
+        m.curve.step.push_back(static_cast<double>(m.step));
+        m.curve.loss.push_back(m.loss);
+      } else if (type == train::record_type::eval) {
+        m.val_loss = train::EvalRecord::from_json(j).val_loss;
+      } else if (type == train::record_type::non_finite) {
+        m.diverged = true;
+        m.non_finite = train::NonFiniteRecord::from_json(j).first;
+      }
+    } catch (const train::RecordError& e) {
+      reader.note(where + e.message);
     }
   }
   m.problem = reader.problem();
@@ -241,12 +245,23 @@ Json RunIndex::run(const fs::path& dir) {
   const fs::path run_dir = training_of_study_run ? dir.parent_path() : dir;
   const bool study_run = training_of_study_run || is_study_run(run_dir);
   const std::string path = path_under(run_dir, root_);
-  Json entry{{"path", shown(path)}, {"kind", "train"},     {"files", nullptr},
-             {"analysis", nullptr}, {"study", nullptr},    {"viewable", true},
-             {"status", "running"}, {"message", ""},       {"placement", ""},
-             {"n_layers", 0},       {"step", 0},           {"steps", 0},
-             {"loss", nullptr},     {"val_loss", nullptr}, {"tokens_per_s", nullptr},
-             {"probes", false},     {"age_s", nullptr}};
+  Json entry{{"path", shown(path)},
+             {"kind", "train"},
+             {"files", nullptr},
+             {"analysis", nullptr},
+             {"study", nullptr},
+             {"viewable", true},
+             {"status", "running"},
+             {"message", ""},
+             {"placement", ""},
+             {"n_layers", 0},
+             {train::field::step, 0},
+             {train::field::steps, 0},
+             {train::field::loss, nullptr},
+             {train::field::val_loss, nullptr},
+             {train::field::tokens_per_s, nullptr},
+             {"probes", false},
+             {"age_s", nullptr}};
   if (study_run) {
     const std::string study = path_under(run_dir.parent_path().parent_path(), root_);
     if (!study.starts_with("..")) entry["study"] = shown(study);  // null when the root lies inside the study
@@ -266,8 +281,14 @@ Json RunIndex::run(const fs::path& dir) {
   const bool training = !analysis_only && fs::is_directory(train_dir, ec);
   const std::string in_train_dir = study_run ? "run/" : "";
   const Json config = reader.object_file(run_dir / "config.json", "config.json");
-  const Json summary =
+  const Json summary_json =
       training ? reader.object_file(train_dir / "summary.json", in_train_dir + "summary.json") : Json();
+  train::RunSummary summary;
+  if (summary_json.is_object()) try {
+      summary = train::RunSummary::from_json(summary_json);
+    } catch (const train::RecordError& e) {
+      reader.note(in_train_dir + "summary.json: " + e.message);
+    }
   const Metrics m = training ? metrics_of(train_dir / "metrics.jsonl", in_train_dir + "metrics.jsonl") : Metrics();
   reader.note(m.problem);
   const Json ended = study_run ? reader.object_file(run_dir / "status.json", "status.json") : Json();
@@ -289,11 +310,11 @@ Json RunIndex::run(const fs::path& dir) {
     entry["step"] = std::max<int64_t>(analyses, 0);
     entry["steps"] = requested.empty() ? 0 : std::count(requested.begin(), requested.end(), ',') + 1;
   } else {
-    entry["step"] = m.step;
-    entry["steps"] = reader.integer(train, "steps", "config.json: train.");
-    entry["loss"] = number(m.loss);
-    entry["val_loss"] = number(reader.number(summary, "val_loss", in_train_dir + "summary.json: ", m.val_loss));
-    entry["tokens_per_s"] = number(m.tokens_per_s);
+    entry[train::field::step] = m.step;
+    entry[train::field::steps] = reader.integer(train, "steps", "config.json: train.");
+    entry[train::field::loss] = number(m.loss);
+    entry[train::field::val_loss] = number(std::isnan(summary.val_loss) ? m.val_loss : summary.val_loss);
+    entry[train::field::tokens_per_s] = number(m.tokens_per_s);
   }
 
   // How long the run's writers have been silent: the trainer's files, and a study run's log and analyses (not its
@@ -308,9 +329,8 @@ Json RunIndex::run(const fs::path& dir) {
   entry["age_s"] = number(age);
 
   const auto finished_or_stalled = [&] {
-    if (!summary.is_object()) return "finished";
-    const double unigram = reader.number(summary, "unigram_entropy_nats", in_train_dir + "summary.json: ");
-    return study::finished_outcome(m.curve, unigram) == "stalled" ? "stalled" : "finished";
+    if (!summary_json.is_object()) return "finished";
+    return study::finished_outcome(m.curve, summary.unigram_entropy_nats) == "stalled" ? "stalled" : "finished";
   };
   std::string status, message;
   if (m.diverged) {
@@ -321,7 +341,7 @@ Json RunIndex::run(const fs::path& dir) {
     if (status == "finished") status = finished_or_stalled();
     else if (status != "diverged" && status != "failed")
       reader.note(fmt::format("status.json: status is '{}', not finished, diverged or failed", shown(status)));
-  } else if (summary.is_object() && !(study_run && age < kRunningWindowSeconds)) {  // a study may still probe it
+  } else if (summary_json.is_object() && !(study_run && age < kRunningWindowSeconds)) {  // a study may still probe it
     status = finished_or_stalled();
   } else if (age < kRunningWindowSeconds) {
     status = "running";

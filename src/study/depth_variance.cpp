@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "probe/records.h"
 #include "study/catalog.h"
 #include "study/kit.h"
 
@@ -45,16 +46,16 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 
 Json last_stream(const std::vector<RunOutcome>& runs, const std::string& id) {
   const RunOutcome* run = find_run(runs, id);
-  return run ? last_probe(run->dir / "run", "stream") : Json();
+  return run ? last_probe(run->dir / "run", probe::family::stream) : Json();
 }
 
 // The stream's mean square entering layer 1 and at the stack's output (NaN if the record lacks them).
 double first(const Json& stream) {
-  const auto ms = numbers(stream, "mean_square");
+  const auto ms = numbers(stream, probe::field::mean_square);
   return ms.size() > 1 ? ms[1] : NAN;
 }
 double top(const Json& stream) {
-  const auto ms = numbers(stream, "mean_square");
+  const auto ms = numbers(stream, probe::field::mean_square);
   return ms.size() > 1 ? ms.back() : NAN;
 }
 
@@ -77,11 +78,11 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   for (const Variant& a : kArms) {
     const std::string id1 = seed_id(a.id, o.seeds.front());
     const Json s = last_stream(runs, id1);
-    profile.series.push_back(layer_series(a.label, s, "mean_square"));
+    profile.series.push_back(layer_series(a.label, s, probe::field::mean_square));
     Series t{a.label, {}, {}};
     if (const RunOutcome* run = find_run(runs, id1))
-      for (const Json& j : probe_records(run->dir / "run", "stream"))
-        t.x.push_back(number(j, "step")), t.y.push_back(top(j));
+      for (const Json& j : probe_records(run->dir / "run", probe::family::stream))
+        t.x.push_back(number(j, probe::field::step)), t.y.push_back(top(j));
     over_time.series.push_back(t);
     tops[a.id] = over_seeds(o.seeds, [&](int seed) { return top(last_stream(runs, seed_id(a.id, seed))); });
     growths[a.id] = over_seeds(o.seeds, [&](int seed) {
@@ -110,7 +111,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   // GPAS's gates are learned: SiLU(a) < 0 makes G amplify the stream instead of shrinking it.
   double gate_scale = 1;
   if (const RunOutcome* run = find_run(runs, seed_id("gpas", o.seeds.front()))) {
-    const std::vector<double> gates = numbers(last_probe(run->dir / "run", "scalar"), "value");
+    const std::vector<double> gates = numbers(last_probe(run->dir / "run", probe::family::scalar), probe::field::value);
     for (double a_l : gates) gate_scale *= 1 - a_l / (1 + std::exp(-a_l));
     r.evidence.push_back(
         fmt::format("GPAS's learned gates at the end (seed {}): mean a = {}, so the gates together scale the "

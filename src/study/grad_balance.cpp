@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <map>
 
+#include "probe/records.h"
 #include "study/catalog.h"
 #include "study/kit.h"
 
@@ -30,13 +31,13 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 // (NaN for a layer without a parameter in some record, and for every layer of a run without records).
 std::vector<double> layer_grads(const RunOutcome* run, int layers) {
   const size_t n = static_cast<size_t>(layers);
-  auto records = run ? probe_records(run->dir / "run", "param") : std::vector<Json>{};
+  auto records = run ? probe_records(run->dir / "run", probe::family::param) : std::vector<Json>{};
   if (records.empty()) return std::vector<double>(n, NAN);
   std::vector<double> sum(n, 0.0);
   const std::string pattern = fmt::format("{}layers.%d.", layer_prefix(run));
   for (Json& j : records) {
     std::vector<double> sq(n, NAN);
-    const std::vector<double> norms = numbers(j, "grad_norm");
+    const std::vector<double> norms = numbers(j, probe::field::grad_norm);
     for (size_t i = 0; i < norms.size(); ++i) {
       int layer = -1;
       if (j["name"][i].is_string() &&

@@ -1,4 +1,5 @@
 #include "study/kit.h"
+#include "probe/records.h"
 
 #include <algorithm>
 #include <cmath>
@@ -10,6 +11,7 @@
 #include "common/error.h"
 #include "io/atomic_file.h"
 #include "study/studies.h"
+#include "train/records.h"
 
 namespace normlab::study {
 
@@ -216,15 +218,11 @@ TrainResult train_result(const RunOutcome* run) {
   if (!run) return r.outcome = "missing", r;
   const TrainCurve curve = read_train_curve(run->dir / "run");
   r.final_loss = curve.final_loss();
-  const fs::path summary = run->dir / "run" / "summary.json";
-  if (fs::exists(summary)) {
-    const Json s = Json::parse(io::read_file(summary), nullptr, false);
-    if (!s.is_discarded()) {
-      r.val_loss = s.value("val_loss", NAN);
-      r.unigram = s.value("unigram_entropy_nats", NAN);
-      r.seconds = s.value("seconds", NAN);
-      r.bleu = s.value("bleu", NAN);
-    }
+  if (const auto s = train::read_run_summary(run->dir / "run")) {
+    r.val_loss = s->val_loss;
+    r.unigram = s->unigram_entropy_nats;
+    r.seconds = s->seconds;
+    r.bleu = s->bleu;
   }
   if (run->status == RunStatus::diverged) r.outcome = "diverged";
   else if (run->status == RunStatus::failed || std::isnan(r.final_loss) || std::isnan(r.unigram)) r.outcome = "failed";
@@ -260,14 +258,9 @@ namespace {
 // non_finite record's, or, in runs older than that field, its corpus's.
 double unigram_of(const RunOutcome* run, const TrainResult& r) {
   if (!std::isnan(r.unigram) || !run) return r.unigram;
-  {
-    std::ifstream in(run->dir / "run" / "metrics.jsonl");
-    for (std::string line; std::getline(in, line);) {
-      const Json j = Json::parse(line, nullptr, false);
-      if (j.is_object() && j.value("type", "") == "non_finite" && j.contains("unigram_entropy_nats"))
-        return number(j, "unigram_entropy_nats");
-    }
-  }
+  if (const auto non_finite = train::read_non_finite(run->dir / "run");
+      non_finite && !std::isnan(non_finite->unigram_entropy_nats))
+    return non_finite->unigram_entropy_nats;
   const fs::path meta = fs::path(run->config["data"]["dir"].get<std::string>()) / "meta.json";
   std::error_code ec;
   if (!fs::is_regular_file(meta, ec)) return NAN;
@@ -312,7 +305,7 @@ std::vector<Json> probe_records(const fs::path& run_dir, const std::string& fami
   std::ifstream in(run_dir / "probes.jsonl");
   for (std::string line; std::getline(in, line);) {
     Json j = Json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("family", "") == family) out.push_back(std::move(j));
+    if (!j.is_discarded() && j.value(probe::field::family, "") == family) out.push_back(std::move(j));
   }
   return out;
 }

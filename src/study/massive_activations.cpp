@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "probe/records.h"
 #include "study/catalog.h"
 #include "study/kit.h"
 
@@ -27,11 +28,11 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 // max|x| of the stream entering each layer (and leaving the stack), at every probe step.
 std::vector<Json> streams(const std::vector<RunOutcome>& runs, const std::string& placement, int seed) {
   const RunOutcome* run = find_run(runs, seed_id(placement, seed));
-  return run ? probe_records(run->dir / "run", "stream") : std::vector<Json>{};
+  return run ? probe_records(run->dir / "run", probe::family::stream) : std::vector<Json>{};
 }
 // The largest max|x| over layers (NaN if the record lacks them or one is NaN).
 double largest(const Json& stream) {
-  const auto v = numbers(stream, "max_abs");
+  const auto v = numbers(stream, probe::field::max_abs);
   if (v.empty() || std::any_of(v.begin(), v.end(), [](double x) { return std::isnan(x); })) return NAN;
   return *std::max_element(v.begin(), v.end());
 }
@@ -57,9 +58,9 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     std::map<int, std::vector<Json>> by_seed;  // the run's stream records, by seed
     for (int seed : o.seeds) by_seed[seed] = streams(runs, a.id, seed);
     const auto& s1 = by_seed[o.seeds.front()];
-    if (!s1.empty()) profile.series.push_back(layer_series(a.label, s1.back(), "max_abs"));
+    if (!s1.empty()) profile.series.push_back(layer_series(a.label, s1.back(), probe::field::max_abs));
     Series t{a.label, {}, {}};
-    for (const Json& j : s1) t.x.push_back(number(j, "step")), t.y.push_back(largest(j));
+    for (const Json& j : s1) t.x.push_back(number(j, probe::field::step)), t.y.push_back(largest(j));
     over_time.series.push_back(t);
     // A statistic of each seed's run (NaN for a run without records).
     const auto per_seed = [&](const std::function<double(const std::vector<Json>&)>& of) {
@@ -74,7 +75,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
               {}};
     const auto half = [&](bool second) {
       return per_seed([second](const auto& s) -> double {
-        const auto v = numbers(s.back(), "max_abs");  // L + 1 entries: layers 1..L are the layers' outputs
+        const auto v = numbers(s.back(), probe::field::max_abs);  // L + 1 entries: layers 1..L are the layers' outputs
         if (v.size() < 3) return NAN;
         const size_t h = 1 + (v.size() - 1) / 2;
         return second ? mean({v.begin() + static_cast<std::ptrdiff_t>(h), v.end()})

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <map>
 
+#include "probe/records.h"
 #include "study/catalog.h"
 #include "study/kit.h"
 
@@ -52,12 +53,12 @@ struct Trace {
 Trace trace(const RunOutcome* run) {
   Trace t;
   if (!run) return t;
-  for (Json& j : probe_records(run->dir / "run", "model_update")) {
-    t.step.push_back(number(j, "step"));
-    t.update.push_back(number(j, "logit_change_rms"));
+  for (Json& j : probe_records(run->dir / "run", probe::family::model_update)) {
+    t.step.push_back(number(j, probe::field::step));
+    t.update.push_back(number(j, probe::field::logit_change_rms));
   }
-  for (Json& j : probe_records(run->dir / "run", "norm")) {
-    const std::vector<double> rms = numbers(j, "input_rms");
+  for (Json& j : probe_records(run->dir / "run", probe::family::norm)) {
+    const std::vector<double> rms = numbers(j, probe::field::input_rms);
     std::vector<double> inputs;
     for (size_t i = 0; i < rms.size(); ++i)
       if (j["name"][i].is_string() && j["name"][i].get<std::string>().find("post_norm") != std::string::npos)

@@ -28,6 +28,7 @@
 #include "io/atomic_file.h"
 #include "io/folder_lock.h"
 #include "train/checkpoint.h"
+#include "train/records.h"
 #include "train/train_config.h"
 
 extern char** environ;
@@ -119,14 +120,7 @@ std::string first_difference(const Json& stored, const Json& planned) {
 }
 
 // The trainer logs a "non_finite" record before it stops on a non-finite loss or gradient.
-bool diverged(const fs::path& dir) {
-  std::ifstream in(dir / "run" / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    const Json j = Json::parse(line, nullptr, false);
-    if (j.is_object() && j.contains("type") && j["type"] == "non_finite") return true;
-  }
-  return false;
-}
+bool diverged(const fs::path& dir) { return train::read_non_finite(dir / "run").has_value(); }
 
 std::string last_line(const fs::path& file) {
   std::ifstream in(file);
@@ -630,11 +624,11 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
 }
 
 void write_summary_csv(const fs::path& file, const std::vector<RunOutcome>& outcomes) {
-  std::string csv = "id,kind,status,seconds,train_loss,val_loss,config\n";
+  std::string csv =
+      fmt::format("id,kind,status,seconds,{},{},config\n", train::field::train_loss, train::field::val_loss);
   for (const RunOutcome& o : outcomes) {
-    double train = NAN, val = NAN;
-    const Json s = read_json(o.dir / "run" / "summary.json");
-    if (s.is_object()) train = number_field(s, "train_loss", NAN), val = number_field(s, "val_loss", NAN);
+    const train::RunSummary s = train::read_run_summary(o.dir / "run").value_or(train::RunSummary{});
+    const double train = s.train_loss, val = s.val_loss;
     std::string config = o.request.config.dump();
     for (char& c : config)
       if (c == '"') c = '\'';

@@ -1,4 +1,5 @@
 #include "study/studies.h"
+#include "probe/records.h"
 
 #include <algorithm>
 #include <array>
@@ -13,6 +14,7 @@
 #include "model/config.h"
 #include "study/catalog.h"
 #include "study/kit.h"
+#include "train/records.h"
 
 namespace normlab::study {
 
@@ -557,12 +559,9 @@ double TrainCurve::recent_drop() const {
 
 TrainCurve read_train_curve(const fs::path& run_dir) {
   TrainCurve c;
-  std::ifstream in(run_dir / "metrics.jsonl");
-  for (std::string line; std::getline(in, line);) {
-    Json j = Json::parse(line, nullptr, false);
-    if (j.is_discarded() || j.value("type", "") != "train") continue;
-    c.step.push_back(number(j, "step"));
-    c.loss.push_back(number(j, "loss"));
+  for (const train::TrainRecord& r : train::read_train_records(run_dir)) {
+    c.step.push_back(r.step);
+    c.loss.push_back(r.loss);
   }
   return c;
 }
@@ -572,7 +571,7 @@ Json last_probe(const fs::path& run_dir, const std::string& family) {
   Json last;
   for (std::string line; std::getline(in, line);) {
     Json j = Json::parse(line, nullptr, false);
-    if (!j.is_discarded() && j.value("family", "") == family) last = j;
+    if (!j.is_discarded() && j.value(probe::field::family, "") == family) last = j;
   }
   return last;
 }

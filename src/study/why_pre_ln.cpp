@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "probe/records.h"
 #include "study/catalog.h"
 #include "study/kit.h"
 
@@ -135,7 +136,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const SeedValues growth = over_seeds(o.seeds, [&](int seed) -> double {
     const RunOutcome* run = find_run(runs, id_of("train", "pre", p.deep, p.warmup, seed));
     const std::vector<double> ms =
-        run ? numbers(last_probe(run->dir / "run", "stream")["mean_square"]) : std::vector<double>{};
+        run ? numbers(last_probe(run->dir / "run", probe::family::stream)[probe::field::mean_square])
+            : std::vector<double>{};
     return ms.size() > 1 ? ms.back() / ms[1] : NAN;
   });
   r.claims.push_back(
@@ -172,7 +174,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   for (const char* placement : {"post", "pre"})
     if (const RunOutcome* run = find_run(runs, id_of("train", placement, p.deep, p.warmup, s1)))
       depth.series.push_back(layer_series(placement == std::string("post") ? "Post-LN" : "Pre-LN",
-                                          last_probe(run->dir / "run", "stream"), "mean_square"));
+                                          last_probe(run->dir / "run", probe::family::stream),
+                                          probe::field::mean_square));
   r.charts.push_back(depth);
 
   r.tables.push_back(outcome_table("Training runs", runs));

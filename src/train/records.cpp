@@ -2,6 +2,10 @@
 
 #include <fmt/core.h>
 
+#include <fstream>
+
+#include "io/atomic_file.h"
+
 namespace normlab::train {
 
 namespace {
@@ -35,9 +39,12 @@ void require_object(const Json& j) {
 }  // namespace
 
 Json TrainRecord::to_json() const {
-  return {{field::type, record_type::train}, {field::step, step},
-          {field::loss, loss},               {field::lr, lr},
-          {field::grad_norm, grad_norm},     {field::tokens_per_s, tokens_per_s},
+  return {{field::type, record_type::train},
+          {field::step, step},
+          {field::loss, loss},
+          {field::lr, lr},
+          {field::grad_norm, grad_norm},
+          {field::tokens_per_s, tokens_per_s},
           {field::elapsed_s, elapsed_s}};
 }
 
@@ -66,9 +73,12 @@ EvalRecord EvalRecord::from_json(const Json& j) {
 }
 
 Json SpikeRecord::to_json() const {
-  return {{field::type, record_type::spike}, {field::step, step},
-          {field::loss, loss},               {field::loss_z, loss_z},
-          {field::grad_norm, grad_norm},     {field::grad_norm_z, grad_norm_z},
+  return {{field::type, record_type::spike},
+          {field::step, step},
+          {field::loss, loss},
+          {field::loss_z, loss_z},
+          {field::grad_norm, grad_norm},
+          {field::grad_norm_z, grad_norm_z},
           {field::update_skipped, update_skipped}};
 }
 
@@ -126,18 +136,62 @@ RunSummary RunSummary::from_json(const Json& j) {
   return s;
 }
 
+namespace {
+
+// Each metrics.jsonl line of `type` that `take` accepts (a malformed one is skipped).
+template <typename F>
+void each_record(const std::filesystem::path& run_dir, const char* type, F take) {
+  std::ifstream in(run_dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const Json j = Json::parse(line, nullptr, false);
+    try {
+      if (record_type_of(j) == type) take(j);
+    } catch (const RecordError&) {
+    }
+  }
+}
+
+}  // namespace
+
+std::optional<RunSummary> read_run_summary(const std::filesystem::path& run_dir) {
+  const std::filesystem::path file = run_dir / "summary.json";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(file, ec)) return std::nullopt;
+  try {
+    return RunSummary::from_json(Json::parse(io::read_file(file), nullptr, false));
+  } catch (const RecordError&) {
+    return std::nullopt;
+  }
+}
+
+std::vector<TrainRecord> read_train_records(const std::filesystem::path& run_dir) {
+  std::vector<TrainRecord> records;
+  each_record(run_dir, record_type::train, [&](const Json& j) { records.push_back(TrainRecord::from_json(j)); });
+  return records;
+}
+
+std::optional<NonFiniteRecord> read_non_finite(const std::filesystem::path& run_dir) {
+  std::optional<NonFiniteRecord> record;
+  each_record(run_dir, record_type::non_finite, [&](const Json& j) { record = NonFiniteRecord::from_json(j); });
+  return record;
+}
+
 Json record_fields() {
   // Keyed by the C++ name, so that the page's F.val_loss follows a change of spelling here, and a renamed
   // constant leaves the page's name unknown (ServePages.EveryFieldThePagesReadIsInTheSchema fails).
 #define NORMLAB_FIELD(name) {#name, field::name}
-  Json names{NORMLAB_FIELD(type),         NORMLAB_FIELD(step),          NORMLAB_FIELD(loss),
-             NORMLAB_FIELD(lr),           NORMLAB_FIELD(grad_norm),     NORMLAB_FIELD(tokens_per_s),
-             NORMLAB_FIELD(elapsed_s),    NORMLAB_FIELD(val_loss),      NORMLAB_FIELD(val_accuracy),
-             NORMLAB_FIELD(loss_z),       NORMLAB_FIELD(grad_norm_z),   NORMLAB_FIELD(update_skipped),
-             NORMLAB_FIELD(first),        NORMLAB_FIELD(unigram_entropy_nats), NORMLAB_FIELD(steps),
-             NORMLAB_FIELD(train_loss),   NORMLAB_FIELD(seconds),       NORMLAB_FIELD(parameters),
-             NORMLAB_FIELD(precision),    NORMLAB_FIELD(bleu),          NORMLAB_FIELD(chrf),
-             NORMLAB_FIELD(bleu_pairs),   NORMLAB_FIELD(bleu_decoding)};
+  Json names{NORMLAB_FIELD(type),         NORMLAB_FIELD(step),
+             NORMLAB_FIELD(loss),         NORMLAB_FIELD(lr),
+             NORMLAB_FIELD(grad_norm),    NORMLAB_FIELD(tokens_per_s),
+             NORMLAB_FIELD(elapsed_s),    NORMLAB_FIELD(val_loss),
+             NORMLAB_FIELD(val_accuracy), NORMLAB_FIELD(loss_z),
+             NORMLAB_FIELD(grad_norm_z),  NORMLAB_FIELD(update_skipped),
+             NORMLAB_FIELD(first),        NORMLAB_FIELD(unigram_entropy_nats),
+             NORMLAB_FIELD(steps),        NORMLAB_FIELD(train_loss),
+             NORMLAB_FIELD(seconds),      NORMLAB_FIELD(parameters),
+             NORMLAB_FIELD(precision),    NORMLAB_FIELD(bleu),
+             NORMLAB_FIELD(chrf),         NORMLAB_FIELD(bleu_pairs),
+             NORMLAB_FIELD(bleu_decoding)};
 #undef NORMLAB_FIELD
 #define NORMLAB_TYPE(name) {#name, record_type::name}
   names["types"] = {NORMLAB_TYPE(train), NORMLAB_TYPE(eval), NORMLAB_TYPE(spike), NORMLAB_TYPE(non_finite)};

@@ -4,6 +4,7 @@
 // JavaScript gets the same names from `record_fields()` (serve/pages.cpp), so a field is spelled once, here: a
 // rename breaks the build or a test instead of silently emptying a chart or a judge.
 #include <cmath>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
@@ -108,6 +109,13 @@ struct RunSummary {
   Json to_json() const;
   static RunSummary from_json(const Json& j);  // a missing field stays at its default; a wrong type throws
 };
+
+// What a run folder's files hold, for readers that take what is readable (the studies: a judge counts a missing
+// number as missing): summary.json if it is there and readable, metrics.jsonl's train records and its non_finite
+// record, skipping lines that are not such records (the live view reads them strictly, naming what it skips).
+std::optional<RunSummary> read_run_summary(const std::filesystem::path& run_dir);
+std::vector<TrainRecord> read_train_records(const std::filesystem::path& run_dir);
+std::optional<NonFiniteRecord> read_non_finite(const std::filesystem::path& run_dir);
 
 // The names above as one JSON object, keyed by their C++ names ({"val_loss": <its spelling>, ...}, the record types
 // under "types"), for the live view's JavaScript.

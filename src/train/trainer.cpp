@@ -449,8 +449,8 @@ void Trainer::after_step(const Step& s, int last) {
     log_metrics(
         EvalRecord{.step = s.step, .val_loss = summary_.val_loss, .val_accuracy = summary_.val_accuracy}.to_json());
     if (options_.progress)
-      *options_.progress << fmt::format("step {:>6} | val_loss {:.4f} | val_accuracy {:.3f}\n", s.step,
-                                        summary_.val_loss, summary_.val_accuracy);
+      *options_.progress << fmt::format("step {:>6} | {} {:.4f} | {} {:.3f}\n", s.step, field::val_loss,
+                                        summary_.val_loss, field::val_accuracy, summary_.val_accuracy);
   }
   if ((t.checkpoint_every > 0 && s.step % t.checkpoint_every == 0) || s.step == last) {
     PhaseTimer timer(profile, &TrainProfile::checkpoint_s);

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "io/safetensors.h"
+#include "train/records.h"
 #include "train/tiny_corpus.h"
 
 namespace normlab::cli {
@@ -52,7 +53,7 @@ TEST(CliEndToEnd, PrepareTrainEvalGenerate) {
   const Json meta = Json::parse(slurp(tokens / "meta.json"));
   const double val_xent = meta.at("unigram_val_xent_nats").get<double>();
   ASSERT_GT(std::abs(val_xent - meta.at("unigram_entropy_nats").get<double>()), 1e-3);
-  const double val_loss = Json::parse(slurp(run / "summary.json")).at("val_loss").get<double>();
+  const double val_loss = Json::parse(slurp(run / "summary.json")).at(normlab::train::field::val_loss).get<double>();
   EXPECT_NE(r.out.find(fmt::format("validation loss {:.4f} nats/token vs the val split's unigram cross-entropy {:.4f} "
                                    "nats/token ({})",
                                    val_loss, val_xent,
@@ -79,7 +80,8 @@ TEST(CliEndToEnd, PrepareTrainEvalGenerate) {
       train_steps.push_back(j["step"].get<int>());
     } else {
       ASSERT_EQ(j["type"], "eval") << line;
-      ASSERT_TRUE(j.contains("val_loss") && j["val_loss"].is_number()) << line;
+      ASSERT_TRUE(j.contains(normlab::train::field::val_loss) && j[normlab::train::field::val_loss].is_number())
+          << line;
       eval_steps.push_back(j["step"].get<int>());
     }
   }
@@ -99,9 +101,11 @@ TEST(CliEndToEnd, PrepareTrainEvalGenerate) {
   EXPECT_EQ(ckpt.at("weights"), "checkpoint.safetensors");
   const Json summary = Json::parse(slurp(run / "summary.json"));
   EXPECT_EQ(summary.at("steps"), 30);
-  for (const char* k : {"train_loss", "val_loss", "unigram_entropy_nats", "seconds", "tokens_per_s", "parameters"})
+  for (const char* k :
+       {"train_loss", normlab::train::field::val_loss, "unigram_entropy_nats", "seconds", "tokens_per_s", "parameters"})
     EXPECT_TRUE(summary.contains(k) && summary[k].is_number()) << k;
-  EXPECT_LT(summary["val_loss"].get<double>(), std::log(120.0)) << "30 steps should beat a uniform guess";
+  EXPECT_LT(summary[normlab::train::field::val_loss].get<double>(), std::log(120.0))
+      << "30 steps should beat a uniform guess";
 
   r = run_cli({"eval", "--run", run.string(), "--batches", "2"}, tmp.path());
   ASSERT_EQ(r.exit_code, 0) << describe(r);
@@ -215,7 +219,7 @@ TEST(CliResume, AFinalCheckpointWithoutSummaryIsCompleted) {
   EXPECT_NE(r.out.find("done: 6 steps"), std::string::npos) << describe(r);
   EXPECT_NE(r.err.find("step 6 was the last: evaluated the checkpoint again"), std::string::npos) << describe(r);
   const Json completed = Json::parse(slurp(run / "summary.json"));
-  for (const char* k : {"steps", "train_loss", "val_loss", "unigram_entropy_nats", "parameters"})
+  for (const char* k : {"steps", "train_loss", normlab::train::field::val_loss, "unigram_entropy_nats", "parameters"})
     EXPECT_EQ(completed.at(k), summary.at(k)) << k;
   EXPECT_EQ(slurp(run / "metrics.jsonl"), metrics) << "nothing was trained or logged again";
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "dist/comm.h"
+#include "train/records.h"
 #include "train/tiny_corpus.h"
 
 namespace normlab::train::testing {
@@ -93,7 +94,8 @@ TEST(DataParallel, TwoRanksFollowTheSingleProcessRunStepForStep) {
     for (auto [dir, out] : {std::pair{"one", &eval_a}, {"two", &eval_b}})
       for (const auto& j : read_metrics(tmp / dir))
         if (j.at("type") == "eval")
-          out->insert(out->end(), {j.at("val_loss").get<double>(), j.at("val_accuracy").get<double>()});
+          out->insert(out->end(),
+                      {j.at(normlab::train::field::val_loss).get<double>(), j.at("val_accuracy").get<double>()});
     ASSERT_EQ(eval_a.size(), 4u);
     ASSERT_EQ(eval_b.size(), 4u);
     for (size_t i = 0; i < 4; ++i) EXPECT_LT(relative(eval_b[i], eval_a[i]), kTolerance);

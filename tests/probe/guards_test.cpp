@@ -12,6 +12,7 @@
 #include "probe/guards.h"
 #include "probe_test_util.h"
 #include "train/checkpoint.h"
+#include "train/records.h"
 #include "train/trainer.h"
 
 namespace normlab::probe {
@@ -176,7 +177,7 @@ TEST(ProbeGuards, NonFiniteValidationLossStopsTheRun) {
   }
   ASSERT_TRUE(record.is_object()) << "no non_finite record in metrics.jsonl";
   EXPECT_EQ(record.at("step").get<int>(), 1);
-  EXPECT_TRUE(record.at("val_loss").is_null()) << record.dump();  // JSON has no NaN
+  EXPECT_TRUE(record.at(normlab::train::field::val_loss).is_null()) << record.dump();  // JSON has no NaN
   EXPECT_TRUE(record.at("first").get<std::string>().starts_with("layers.")) << record.dump();
 }
 

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "serve/server.h"
+#include "train/records.h"
 #include "train/tiny_corpus.h"
 
 namespace normlab::serve::testing {
@@ -119,7 +120,7 @@ inline void fake_run(const fs::path& dir, const std::vector<double>& losses, con
 inline void write_summary(const fs::path& dir, double train_loss, double val_loss) {
   spit(dir / "summary.json", Json{{"steps", 20},
                                   {"train_loss", train_loss},
-                                  {"val_loss", val_loss},
+                                  {normlab::train::field::val_loss, val_loss},
                                   {"unigram_entropy_nats", 5.95},
                                   {"seconds", 94.5},
                                   {"tokens_per_s", 221.8},

@@ -7,6 +7,7 @@
 
 #include "serve/run_index.h"
 #include "serve_helpers.h"
+#include "train/records.h"
 
 namespace normlab::serve {
 namespace {
@@ -38,7 +39,7 @@ TEST(ServeIndex, AFinishedStudyShowsWhatItsFilesSay) {
     EXPECT_EQ(pre["step"], 20);
     EXPECT_EQ(pre["steps"], 20);
     EXPECT_NEAR(pre["loss"].get<double>(), 7.30, 1e-9);
-    EXPECT_NEAR(pre["val_loss"].get<double>(), 7.29, 1e-9);
+    EXPECT_NEAR(pre[normlab::train::field::val_loss].get<double>(), 7.29, 1e-9);
     EXPECT_EQ(pre["placement"], "pre");
     EXPECT_EQ(pre["n_layers"], 6);
     EXPECT_EQ(runs["study-why-pre-ln/runs/train-post-L6-w0-s1"]["status"], "finished");
@@ -201,10 +202,12 @@ TEST(ServeUnreadable, AMalformedConfigJson) {
 TEST(ServeUnreadable, AMalformedSummaryJson) {
   TempDir tmp("serve");
   const std::map<std::string, std::pair<std::string, std::string>> cases = {
-      {"torn", {R"({"val_loss": 6.)", "summary.json is not valid JSON"}},
+      {"torn", {R"({"train_loss": 6.)", "summary.json is not valid JSON"}},
       {"list", {R"([6.1])", "summary.json holds no JSON object"}},
-      {"val", {R"({"val_loss": "low"})", "summary.json: val_loss is not a number"}},
-      {"unigram", {R"({"val_loss": 6.1, "unigram_entropy_nats": "6"})", "unigram_entropy_nats is not a number"}}};
+      {"val",
+       {Json{{normlab::train::field::val_loss, "low"}}.dump(),
+        fmt::format("summary.json: {} is not a number", normlab::train::field::val_loss)}},
+      {"unigram", {R"({"train_loss": 6.1, "unigram_entropy_nats": "6"})", "unigram_entropy_nats is not a number"}}};
   for (const auto& [id, text] : cases) {
     fake_run(tmp / id, {7.0});
     spit(tmp / id / "summary.json", text.first);
@@ -232,9 +235,8 @@ TEST(ServeUnreadable, AMalformedMetricsLine) {
         "\n",
         "metrics.jsonl line 3: loss is not a number"}},
       {"eval",
-       {R"({"type":"eval","step":3,"val_loss":[5]})"
-        "\n",
-        "line 3: val_loss is not a number"}},
+       {Json{{"type", "eval"}, {"step", 3}, {normlab::train::field::val_loss, {5}}}.dump() + "\n",
+        fmt::format("line 3: {} is not a number", normlab::train::field::val_loss)}},
       {"type",
        {R"({"type":7,"step":3})"
         "\n",

@@ -19,6 +19,7 @@
 #include "serve/safe_path.h"
 #include "serve/server.h"
 #include "serve_helpers.h"
+#include "train/records.h"
 #include "train/tiny_corpus.h"
 
 namespace normlab::serve {
@@ -95,7 +96,7 @@ TEST(ServeIndex, ClassifiesRunsAndStudies) {
   const fs::path root = tmp.path();
   std::vector<double> falling, flat;
   for (int i = 0; i < 40; ++i) falling.push_back(6.0 - 0.1 * i), flat.push_back(i < 4 ? 7.0 - 0.3 * i : 5.9);
-  const std::string summary = Json{{"val_loss", 4.0}, {"unigram_entropy_nats", 6.0}}.dump();
+  const std::string summary = Json{{normlab::train::field::val_loss, 4.0}, {"unigram_entropy_nats", 6.0}}.dump();
   fake_run(root / "done", falling);
   spit(root / "done" / "summary.json", summary);
   fake_run(root / "flat", flat);  // ends above the unigram entropy − 0.25 on a plateau
@@ -122,7 +123,7 @@ TEST(ServeIndex, ClassifiesRunsAndStudies) {
   ASSERT_EQ(runs.size(), 7u) << index.dump(2);
   EXPECT_EQ(runs["done"]["status"], "finished");
   EXPECT_EQ(runs["done"]["step"], 40);
-  EXPECT_EQ(runs["done"]["val_loss"], 4.0);
+  EXPECT_EQ(runs["done"][normlab::train::field::val_loss], 4.0);
   EXPECT_EQ(runs["done"]["placement"], "pre");
   EXPECT_EQ(runs["flat"]["status"], "stalled");
   EXPECT_EQ(runs["nan"]["status"], "diverged");

@@ -70,8 +70,8 @@ void why_pre_ln(Runs& runs, const Holds& holds) {
     } else {
       write_trained(o, arm == "train-post-L6-w30" ? 4.5 : 4.0);
     }
-    if (id.starts_with("train-")) {  // C: Pre-LN's stream grows with depth
-      const bool grows = holds(seed, 'C') && arm == "train-pre-L6-w0";
+    if (id.starts_with("train-")) {  // C: the warmed-up Pre-LN's stream grows with depth
+      const bool grows = holds(seed, 'C') && arm == "train-pre-L6-w30";
       write_probe(
           o, 60, "stream",
           per_layer("mean_square", grows ? ramp(size_t(L) + 1, 1, 6) : std::vector<double>(size_t(L) + 1, 1.0)));

@@ -20,6 +20,7 @@
 #include "study/report.h"
 #include "study/studies.h"
 #include "train/checkpoint.h"
+#include "train/records.h"
 #include "train/tiny_corpus.h"
 
 namespace normlab::study {
@@ -292,9 +293,9 @@ TEST(StudyKit, ClassifiesRunsAsTrainedStalledOrDiverged) {
     for (size_t i = 0; i < losses.size(); ++i)
       metrics += Json{{"type", "train"}, {"step", 10 * (i + 1)}, {"loss", losses[i]}}.dump() + "\n";
     spit(o.dir / "run" / "metrics.jsonl",
-         metrics + Json{{"type", "eval"}, {"step", 40}, {"val_loss", 4.5}}.dump() + "\n");
+         metrics + Json{{"type", "eval"}, {"step", 40}, {normlab::train::field::val_loss, 4.5}}.dump() + "\n");
     spit(o.dir / "run" / "summary.json",
-         Json{{"val_loss", 4.5}, {"unigram_entropy_nats", 6.0}, {"seconds", 2.0}}.dump());
+         Json{{normlab::train::field::val_loss, 4.5}, {"unigram_entropy_nats", 6.0}, {"seconds", 2.0}}.dump());
     return o;
   };
   const RunOutcome trained = fake_run("a", {7.0, 6.0, 5.8, 5.7, 5.6}, RunStatus::finished);  // last 3: 5.7
@@ -507,7 +508,7 @@ TEST(StudyRunner, AKilledStudyResumesTheInterruptedRunFromItsCheckpoint) {
   EXPECT_NE(again.err.find("study: pre-s1 resumes from its checkpoint at step 300"), std::string::npos) << again.err;
   EXPECT_NE(again.err.find("2 of 3 runs already done"), std::string::npos) << again.err;
   const Json completed = Json::parse(slurp(run / "summary.json"));
-  EXPECT_EQ(completed["val_loss"], summary["val_loss"]);
+  EXPECT_EQ(completed[normlab::train::field::val_loss], summary[normlab::train::field::val_loss]);
   EXPECT_EQ(completed["train_loss"], summary["train_loss"]);
 }
 

@@ -8,6 +8,7 @@
 
 #include "study/runner.h"
 #include "study/studies.h"
+#include "train/records.h"
 #include "train/tiny_corpus.h"
 
 namespace normlab::study::testing {
@@ -58,11 +59,11 @@ inline void write_training(const RunOutcome& o, const std::vector<double>& losse
                     {"elapsed_s", 1.0}}
                    .dump() +
                "\n";
-  metrics += Json{{"type", "eval"}, {"step", steps}, {"val_loss", val_loss}}.dump() + "\n";
+  metrics += Json{{"type", "eval"}, {"step", steps}, {normlab::train::field::val_loss, val_loss}}.dump() + "\n";
   train::testing::spit(run / "metrics.jsonl", metrics);
   train::testing::spit(run / "summary.json", Json{{"steps", steps},
                                                   {"train_loss", losses.back()},
-                                                  {"val_loss", val_loss},
+                                                  {normlab::train::field::val_loss, val_loss},
                                                   {"unigram_entropy_nats", 6.0},
                                                   {"seconds", seconds},
                                                   {"tokens_per_s", 1000.0},

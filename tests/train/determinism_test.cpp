@@ -9,6 +9,7 @@
 #include "tiny_corpus.h"
 #include "train/checkpoint.h"
 #include "train/loader.h"
+#include "train/records.h"
 #include "train/trainer.h"
 
 namespace normlab::train {
@@ -43,7 +44,7 @@ TEST(TrainDeterminism, SameSeedSameThreadsGivesIdenticalRuns) {
   expect_identical_records(a, train_records(tmp / "b"));
   EXPECT_TRUE(slurp(tmp / "a" / kCheckpointFile) == slurp(tmp / "b" / kCheckpointFile));
   const Json sa = Json::parse(slurp(tmp / "a" / "summary.json")), sb = Json::parse(slurp(tmp / "b" / "summary.json"));
-  EXPECT_EQ(sa.at("val_loss"), sb.at("val_loss"));
+  EXPECT_EQ(sa.at(normlab::train::field::val_loss), sb.at(normlab::train::field::val_loss));
   EXPECT_EQ(sa.at("train_loss"), sb.at("train_loss"));
 }
 
@@ -95,7 +96,7 @@ TEST(TrainDeterminism, EngineFuseChangesTheSpeedNotTheRun) {
   expect_identical_records(a, train_records(tmp / "unfused"));
   const Json sa = Json::parse(slurp(tmp / "fused" / "summary.json")),
              sb = Json::parse(slurp(tmp / "unfused" / "summary.json"));
-  EXPECT_EQ(sa.at("val_loss"), sb.at("val_loss"));
+  EXPECT_EQ(sa.at(normlab::train::field::val_loss), sb.at(normlab::train::field::val_loss));
 
   EXPECT_FALSE(read_run_config(Json::parse(R"({"engine": {"fuse": false}})"), "config.json").engine.fuse);
   EXPECT_TRUE(read_run_config(Json::object(), "config.json").engine.fuse);

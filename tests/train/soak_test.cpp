@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "io/safetensors.h"
+#include "train/records.h"
 #include "train/tiny_corpus.h"
 
 namespace normlab::train::testing {
@@ -138,7 +139,7 @@ TEST(KillSoak, TrainingKilledAtRandomMomentsEndsBitIdentical) {
     ADD_FAILURE() << "last lines:\n  uninterrupted: " << want.back() << "\n  killed/resumed: " << got.back();
   expect_identical_checkpoints(straight, run);
   const Json a = Json::parse(slurp(straight / "summary.json")), b = Json::parse(slurp(run / "summary.json"));
-  EXPECT_EQ(a["val_loss"], b["val_loss"]);
+  EXPECT_EQ(a[normlab::train::field::val_loss], b[normlab::train::field::val_loss]);
   EXPECT_EQ(a["train_loss"], b["train_loss"]);
 }
 
