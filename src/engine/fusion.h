@@ -30,6 +30,24 @@ inline const Node& fused_partner(const Graph& g, const Node& first) {
   return g.nodes()[static_cast<size_t>(first.index) + 1];
 }
 
+// A norm that runs alone or fused with the residual add before it: from its kernels name_forward_kernel<T>(g, norm,
+// add) and name_backward_kernel<T>(g, norm, add), where add is null when it runs alone, the four entry points of its
+// two op-table rows: name_forward / name_backward (the norm's node) and name_fused_forward / name_fused_backward
+// (called with the add node; the norm is the node after it).
+#define NORMLAB_FUSABLE_NORM_OP(name)                                                                                 \
+  void name##_forward(Graph& g, const Node& n) {                                                                      \
+    dispatch_float(g.float_type(), [&]<typename T>() { name##_forward_kernel<T>(g, n, nullptr); });                   \
+  }                                                                                                                   \
+  void name##_backward(Graph& g, const Node& n) {                                                                     \
+    dispatch_float(g.float_type(), [&]<typename T>() { name##_backward_kernel<T>(g, n, nullptr); });                  \
+  }                                                                                                                   \
+  void name##_fused_forward(Graph& g, const Node& add) {                                                              \
+    dispatch_float(g.float_type(), [&]<typename T>() { name##_forward_kernel<T>(g, fused_partner(g, add), &add); });  \
+  }                                                                                                                   \
+  void name##_fused_backward(Graph& g, const Node& add) {                                                             \
+    dispatch_float(g.float_type(), [&]<typename T>() { name##_backward_kernel<T>(g, fused_partner(g, add), &add); }); \
+  }
+
 // The add's side of a fused pair, row by row; a norm kernel given no add node never calls it.
 template <typename T>
 class FusedSum {

@@ -80,6 +80,10 @@ TensorId sinusoid_add(Graph& g, const std::string& name, TensorId x, TensorId of
 TensorId linear(Graph& g, const std::string& name, TensorId x, TensorId weight, TensorId bias, bool centered = false);
 TensorId layer_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, TensorId bias, double eps);
 TensorId rms_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, double eps, double gain_offset = 0.0);
+// An inference-time option of a built LayerNorm or RMSNorm node: its statistics from every stride-th feature (1 =
+// all of them; such a node has no backward). The slot it lives in is the kernels' business.
+inline constexpr size_t kNormSamplingSlot = 3;
+void set_norm_sampling(Node& norm, int64_t stride);
 TensorId add(Graph& g, const std::string& name, TensorId a, TensorId b, double alpha = 1.0, double beta = 1.0);
 TensorId scale(Graph& g, const std::string& name, TensorId x, double c);
 TensorId gelu(Graph& g, const std::string& name, TensorId x);
@@ -95,6 +99,8 @@ TensorId rope(Graph& g, const std::string& name, TensorId x, int64_t heads, doub
 // (cross-attention of a decoding step over the whole source).
 TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads,
                    double scale = 0, double softcap = 0, bool causal = true, TensorId key_lengths = kNoTensor);
+// An inference-time option of a built attention node: each query keeps only its top_k largest scores (0 = all).
+void set_attention_top_k(Node& attention, int64_t top_k);
 // Every attention node of the unplanned graph stops saving its probabilities [B, H, T, T_k] and recomputes them
 // in backward, in blocks of `block_rows` queries (causal blocks skip the keys after their last row); the saved
 // tensor keeps its name with no storage (`engine.recompute_attention`; ops/attention.cpp).

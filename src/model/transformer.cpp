@@ -270,10 +270,10 @@ std::pair<int, int> set_inference_options(Model& m, const InferenceOptions& opti
   int attention = 0, norms = 0;
   for (eng::Node& n : m.graph.nodes_to_adjust()) {
     if (n.op == eng::OpKind::attention || n.op == eng::OpKind::cached_attention) {
-      n.attr.i[3] = options.attn_top_k;
+      eng::set_attention_top_k(n, options.attn_top_k);
       ++attention;
     } else if (n.op == eng::OpKind::layer_norm || n.op == eng::OpKind::rms_norm) {
-      n.attr.i[3] = options.norm_sample;
+      eng::set_norm_sampling(n, options.norm_sample);
       ++norms;
     }
   }

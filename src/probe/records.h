@@ -30,13 +30,13 @@ inline constexpr const char* logit_change_rms = "logit_change_rms";
 
 // The families (docs/probes.md).
 namespace family {
-inline constexpr const char* stream = "stream";        // layer: mean_square, rms, max_abs, grad_norm
-inline constexpr const char* branch = "branch";        // layer, sublayer: rms, max_abs
-inline constexpr const char* norm = "norm";            // name: inv_sigma, input_rms
-inline constexpr const char* param = "param";          // name: weight_norm, grad_norm
-inline constexpr const char* scalar = "scalar";        // name: value
-inline constexpr const char* loss = "loss";            // loss, grad_norm
-inline constexpr const char* update = "update";        // name: update_norm, update_ratio
+inline constexpr const char* stream = "stream";              // layer: mean_square, rms, max_abs, grad_norm
+inline constexpr const char* branch = "branch";              // layer, sublayer: rms, max_abs
+inline constexpr const char* norm = "norm";                  // name: inv_sigma, input_rms
+inline constexpr const char* param = "param";                // name: weight_norm, grad_norm
+inline constexpr const char* scalar = "scalar";              // name: value
+inline constexpr const char* loss = "loss";                  // loss, grad_norm
+inline constexpr const char* update = "update";              // name: update_norm, update_ratio
 inline constexpr const char* model_update = "model_update";  // logit_change_rms
 }  // namespace family
 

@@ -46,6 +46,8 @@ namespace normlab::engine {
 namespace {
 
 enum Slot { kQ, kK, kV, kKeyLengths, kPosition = kKeyLengths };
+// attr.i[3]: keep each query's top_k largest scores (0 = all; set_attention_top_k).
+constexpr size_t kTopKSlot = 3;
 
 struct Dims {
   int64_t batch, time, keys, width, heads, dim;  // time: the queries' positions; keys: the keys' (equal when causal)
@@ -124,7 +126,7 @@ void forward_kernel(Graph& g, const Node& n) {
       T* scratch = reinterpret_cast<T*>(g.workspace()) + omp_get_thread_num() * 2 * d.time * d.keys;
       gemm(false, true, d.time, d.keys, d.dim, scale, q + offset, d.width, k + key_offset, d.width, T(0), p, d.keys);
       for (int64_t t = 0; t < d.time; ++t)
-        softmax_row(p + t * d.keys, last_key(n, d, lengths, b, t), d.keys, cap, n.attr.i[3], scratch);
+        softmax_row(p + t * d.keys, last_key(n, d, lengths, b, t), d.keys, cap, n.attr.i[kTopKSlot], scratch);
       gemm(false, false, d.time, d.dim, d.keys, T(1), p, d.keys, v + key_offset, d.width, T(0), out + offset, d.width);
     }
 }
@@ -187,7 +189,8 @@ void block_probabilities(const Node& n, const Dims& d, const int32_t* lengths, i
   gemm(false, true, blk.rows, blk.keys, d.dim, scale, q_blk, d.width, k, d.width, T(0), p, blk.keys);
   if (raw) std::copy(p, p + blk.rows * blk.keys, raw);
   for (int64_t t = 0; t < blk.rows; ++t)
-    softmax_row(p + t * blk.keys, last_key(n, d, lengths, b, blk.first + t), blk.keys, cap, n.attr.i[3], select);
+    softmax_row(p + t * blk.keys, last_key(n, d, lengths, b, blk.first + t), blk.keys, cap, n.attr.i[kTopKSlot],
+                select);
 }
 
 // Calls body(b, blk, rows_at, key_offset, scratch) for every (b, h), in parallel, and each of its query blocks in
@@ -298,7 +301,7 @@ void cached_forward_kernel(Graph& g, const Node& n) {
       T* p = reinterpret_cast<T*>(g.workspace()) + omp_get_thread_num() * (d.time + 1) * capacity;
       T* scratch = p + d.time * capacity;
       gemm(false, true, d.time, keys, d.dim, scale, q + offset, d.width, k_cache + cached, d.width, T(0), p, keys);
-      for (int64_t t = 0; t < d.time; ++t) softmax_row(p + t * keys, pos + t, keys, cap, n.attr.i[3], scratch);
+      for (int64_t t = 0; t < d.time; ++t) softmax_row(p + t * keys, pos + t, keys, cap, n.attr.i[kTopKSlot], scratch);
       gemm(false, false, d.time, d.dim, keys, T(1), p, keys, v_cache + cached, d.width, T(0), out + offset, d.width);
     }
 }
@@ -324,6 +327,12 @@ void recompute_attention_probabilities(Graph& g, int64_t block_rows) {
     n.attr.f[2] = static_cast<double>(rows);
     n.workspace_bytes = static_cast<size_t>(n.attr.i[1] * block_scratch(rows, d.keys)) * dtype_size(g.float_type());
   }
+}
+
+void set_attention_top_k(Node& attention, int64_t top_k) {
+  if (attention.op != OpKind::attention && attention.op != OpKind::cached_attention)
+    fail("internal: set_attention_top_k on another op's node");
+  attention.attr.i[kTopKSlot] = top_k;
 }
 
 TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads, double scale,

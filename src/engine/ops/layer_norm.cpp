@@ -31,10 +31,10 @@ enum Slot { kX, kGain, kBias };
 
 // sum: the add node fused in front (its output is x), or nullptr.
 template <typename T>
-void forward_kernel(Graph& g, const Node& n, const Node* sum) {
+void layer_norm_forward_kernel(Graph& g, const Node& n, const Node* sum) {
   const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
   const T eps = static_cast<T>(n.attr.f[0]);
-  const int64_t stride = std::max<int64_t>(n.attr.i[3], 1);
+  const int64_t stride = std::max<int64_t>(n.attr.i[kNormSamplingSlot], 1);
   const T sampled = static_cast<T>((d + stride - 1) / stride);
   const FusedSum<T> producer(g, sum);
   const T* x = g.data<T>(n.in[kX]);
@@ -73,8 +73,9 @@ void forward_kernel(Graph& g, const Node& n, const Node* sum) {
 }
 
 template <typename T>
-void backward_kernel(Graph& g, const Node& n, const Node* sum) {
-  if (n.attr.i[3] > 1) fail("internal: a norm with sampled statistics (an inference-time option) has no backward");
+void layer_norm_backward_kernel(Graph& g, const Node& n, const Node* sum) {
+  if (n.attr.i[kNormSamplingSlot] > 1)
+    fail("internal: a norm with sampled statistics (an inference-time option) has no backward");
   const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
   const FusedSum<T> producer(g, sum);
   const T* x = g.data<T>(n.in[kX]);
@@ -127,24 +128,18 @@ void backward_kernel(Graph& g, const Node& n, const Node* sum) {
   }
 }
 
-void forward(Graph& g, const Node& n) {
-  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n, nullptr); });
-}
-void backward(Graph& g, const Node& n) {
-  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n, nullptr); });
-}
-// Called with the add node; the norm is the node after it.
-void fused_forward(Graph& g, const Node& add) {
-  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, fused_partner(g, add), &add); });
-}
-void fused_backward(Graph& g, const Node& add) {
-  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, fused_partner(g, add), &add); });
-}
+NORMLAB_FUSABLE_NORM_OP(layer_norm)
 
 }  // namespace
 
-extern const OpKernels layer_norm_kernels{forward, backward};
-extern const OpKernels add_layer_norm_kernels{fused_forward, fused_backward};
+extern const OpKernels layer_norm_kernels{layer_norm_forward, layer_norm_backward};
+extern const OpKernels add_layer_norm_kernels{layer_norm_fused_forward, layer_norm_fused_backward};
+
+void set_norm_sampling(Node& norm, int64_t stride) {
+  if (norm.op != OpKind::layer_norm && norm.op != OpKind::rms_norm)
+    fail("internal: set_norm_sampling on another op's node");
+  norm.attr.i[kNormSamplingSlot] = stride;
+}
 
 TensorId layer_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, TensorId bias, double eps) {
   Node n = make_node(OpKind::layer_norm, x, gain, bias);

@@ -25,10 +25,10 @@ enum Slot { kX, kGain };
 
 // sum: the add node fused in front (its output is x), or nullptr.
 template <typename T>
-void forward_kernel(Graph& g, const Node& n, const Node* sum) {
+void rms_norm_forward_kernel(Graph& g, const Node& n, const Node* sum) {
   const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
   const T eps = static_cast<T>(n.attr.f[0]), offset = static_cast<T>(n.attr.f[1]);
-  const int64_t stride = std::max<int64_t>(n.attr.i[3], 1);
+  const int64_t stride = std::max<int64_t>(n.attr.i[kNormSamplingSlot], 1);
   const T sampled = static_cast<T>((d + stride - 1) / stride);
   const FusedSum<T> producer(g, sum);
   const T* x = g.data<T>(n.in[kX]);
@@ -56,8 +56,9 @@ void forward_kernel(Graph& g, const Node& n, const Node* sum) {
 }
 
 template <typename T>
-void backward_kernel(Graph& g, const Node& n, const Node* sum) {
-  if (n.attr.i[3] > 1) fail("internal: a norm with sampled statistics (an inference-time option) has no backward");
+void rms_norm_backward_kernel(Graph& g, const Node& n, const Node* sum) {
+  if (n.attr.i[kNormSamplingSlot] > 1)
+    fail("internal: a norm with sampled statistics (an inference-time option) has no backward");
   const int64_t rows = g.shape(n.out).rows(), d = g.shape(n.out).last();
   const T offset = static_cast<T>(n.attr.f[1]);
   const FusedSum<T> producer(g, sum);
@@ -88,24 +89,12 @@ void backward_kernel(Graph& g, const Node& n, const Node* sum) {
   }
 }
 
-void forward(Graph& g, const Node& n) {
-  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, n, nullptr); });
-}
-void backward(Graph& g, const Node& n) {
-  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, n, nullptr); });
-}
-// Called with the add node; the norm is the node after it.
-void fused_forward(Graph& g, const Node& add) {
-  dispatch_float(g.float_type(), [&]<typename T>() { forward_kernel<T>(g, fused_partner(g, add), &add); });
-}
-void fused_backward(Graph& g, const Node& add) {
-  dispatch_float(g.float_type(), [&]<typename T>() { backward_kernel<T>(g, fused_partner(g, add), &add); });
-}
+NORMLAB_FUSABLE_NORM_OP(rms_norm)
 
 }  // namespace
 
-extern const OpKernels rms_norm_kernels{forward, backward};
-extern const OpKernels add_rms_norm_kernels{fused_forward, fused_backward};
+extern const OpKernels rms_norm_kernels{rms_norm_forward, rms_norm_backward};
+extern const OpKernels add_rms_norm_kernels{rms_norm_fused_forward, rms_norm_fused_backward};
 
 TensorId rms_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, double eps, double gain_offset) {
   Node n = make_node(OpKind::rms_norm, x, gain);

@@ -125,19 +125,7 @@ void pb_relax_backward_kernel(Graph& g, const Node& n) {
 NORMLAB_FLOAT_OP(scale_norm)
 NORMLAB_FLOAT_OP(pb_relax)
 
-void crms_forward(Graph& g, const Node& n) {
-  dispatch_float(g.float_type(), [&]<typename T>() { crms_forward_kernel<T>(g, n, nullptr); });
-}
-void crms_backward(Graph& g, const Node& n) {
-  dispatch_float(g.float_type(), [&]<typename T>() { crms_backward_kernel<T>(g, n, nullptr); });
-}
-// Called with the add node; the norm is the node after it.
-void add_crms_forward(Graph& g, const Node& add) {
-  dispatch_float(g.float_type(), [&]<typename T>() { crms_forward_kernel<T>(g, fused_partner(g, add), &add); });
-}
-void add_crms_backward(Graph& g, const Node& add) {
-  dispatch_float(g.float_type(), [&]<typename T>() { crms_backward_kernel<T>(g, fused_partner(g, add), &add); });
-}
+NORMLAB_FUSABLE_NORM_OP(crms)
 
 TensorId with_row_statistic(Graph& g, Node n, const std::string& name, TensorId x, Shape saved) {
   n.out = like(g, name, x, {x, n.in[1]});
@@ -150,7 +138,7 @@ TensorId with_row_statistic(Graph& g, Node n, const std::string& name, TensorId 
 
 extern const OpKernels scale_norm_kernels{scale_norm_forward, scale_norm_backward};
 extern const OpKernels crms_norm_kernels{crms_forward, crms_backward};
-extern const OpKernels add_crms_norm_kernels{add_crms_forward, add_crms_backward};
+extern const OpKernels add_crms_norm_kernels{crms_fused_forward, crms_fused_backward};
 extern const OpKernels pb_relax_kernels{pb_relax_forward, pb_relax_backward};
 
 TensorId scale_norm(Graph& g, const std::string& name, TensorId x, TensorId gain, double eps) {
