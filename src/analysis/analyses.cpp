@@ -95,7 +95,7 @@ Json norm_equivalence(const model::Model& pre_ln, const train::Loader& loader) {
         "model.norm.type=layernorm, model.norm.bias=false, model.tied_embeddings=false); got placement {}, norm {}{}{}",
         c.placement, c.norm.type, c.norm.bias ? " with bias" : "", c.tied_embeddings ? ", tied embeddings" : "");
   model::ModelConfig rms_config = c;
-  rms_config.placement = "pre_rms";
+  model::set_placement(rms_config, "pre_rms");
   rms_config.norm.type = "rmsnorm";
   const model::ModelConfig crms_config = model::crms_config_for(c);
   train::Batch batch;

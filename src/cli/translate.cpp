@@ -77,7 +77,7 @@ void add_translate(CLI::App& app) {
     train::Run run = train::open_run(args->run, args->batch);
     if (!run.config.model.encoder_decoder())
       fail("{} is a {} (model.shape = {}): translate needs an encoder_decoder run; `normlab generate` continues text",
-           args->run, run.config.model.shape, run.config.model.shape);
+           args->run, model::name(run.config.model.shape), model::name(run.config.model.shape));
     if (!args->input.empty()) {
       const io::Tokenizer tok = io::Tokenizer::load(run.data.tokenizer_path);
       std::vector<std::vector<int32_t>> sources;

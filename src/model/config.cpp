@@ -49,18 +49,17 @@ ModelConfig read_model_config(const Json& user, const std::string& where) {
   if (formula) c.formula = Formula::read(user["placement"], where + ".placement");
   else if (user.contains("placement") && user["placement"].is_string())
     c.placement = user["placement"].get<std::string>();
-  const Placement& placement = [&]() -> const Placement& {
-    try {
-      return placement_of(c);
+  if (!formula) try {
+      c.builtin = &find_placement(c.placement);  // the one lookup of a placement by name
     } catch (const Error& e) {
       fail("{}.placement: {}", where, e.what());
     }
-  }();
+  const Placement& placement = placement_of(c);
   c.placement = placement.name;
   Json section = Json::parse(placement.defaults);
   section.merge_patch(user);
   ConfigReader r(section, where);
-  r.read("shape", c.shape, {"decoder", "encoder", "encoder_decoder"});
+  r.read("shape", c.shape, kShapes);
   r.read("vocab_size", c.vocab_size, 0, 1 << 24);
   r.read("d_model", c.d_model, 1, 1 << 16);
   r.read("n_layers", c.n_layers, 1, 1024);
@@ -78,9 +77,9 @@ ModelConfig read_model_config(const Json& user, const std::string& where) {
   else r.read("placement", c.placement, placement_names());
   r.read("final_norm", c.final_norm);
   r.read("embed_norm", c.embed_norm);
-  r.read("embed_scale", c.embed_scale, {"none", "sqrt_d", "learned"});
-  r.read("activation", c.activation, {"gelu", "gelu_tanh", "relu", "swiglu", "geglu", "geglu_tanh"});
-  r.read("positions", c.positions, {"learned", "rope", "sinusoidal"});
+  r.read("embed_scale", c.embed_scale, kEmbedScales);
+  r.read("activation", c.activation, kActivations);
+  r.read("positions", c.positions, kPositions);
   r.read("rope_base", c.rope_base, 1.0, 1e12);
   r.read("tied_embeddings", c.tied_embeddings);
   r.read("bias", c.bias);
@@ -105,13 +104,13 @@ void validate(const ModelConfig& c, const std::string& where) {
   if (c.d_model % c.n_heads != 0)
     fail("{}: n_heads = {} does not divide d_model = {}; choose n_heads among the divisors of d_model", where,
          c.n_heads, c.d_model);
-  if (c.positions == "rope" && c.head_dim() % 2 != 0)
+  if (c.positions == Positions::rope && c.head_dim() % 2 != 0)
     fail("{}: rope needs an even head size, but d_model / n_heads = {}", where, c.head_dim());
   const Placement& p = placement_of(c);
   if (c.formula) c.formula->check(c, where);
   if (c.encoder_layers > 0 && !c.encoder_decoder())
     fail("{}: encoder_layers = {} applies to shape 'encoder_decoder' only (this model is a '{}'): remove it", where,
-         c.encoder_layers, c.shape);
+         c.encoder_layers, name(c.shape));
   if ((c.norm.type == "crmsnorm") != p.compressed_stream)
     fail("{}: norm.type 'crmsnorm' and placement 'pre_crms' go together (the compressed stream needs CRMSNorm)", where);
   if (c.init.head != "auto" && c.tied_embeddings)
@@ -127,6 +126,12 @@ void validate(const ModelConfig& c, const std::string& where) {
          where);
 }
 
+void set_placement(ModelConfig& c, std::string_view name) {
+  c.formula.reset();
+  c.builtin = &find_placement(name);
+  c.placement = c.builtin->name;
+}
+
 Json to_json(const ModelConfig& c) {
   Json options = c.options;
   for (auto table : {common_switches(), placement_of(c).switches})
@@ -134,7 +139,7 @@ Json to_json(const ModelConfig& c) {
       if (auto it = options.find(std::string(s.name));
           !s.written_when_default && it != options.end() && *it == Json::parse(s.default_json))
         options.erase(it);
-  Json out{{"shape", c.shape},
+  Json out{{"shape", name_of(c.shape, kShapes)},
            {"vocab_size", c.vocab_size},
            {"d_model", c.d_model},
            {"n_layers", c.n_layers},
@@ -145,9 +150,9 @@ Json to_json(const ModelConfig& c) {
            {"placement", c.formula ? c.formula->json() : Json(c.placement)},
            {"final_norm", c.has_final_norm()},
            {"embed_norm", c.embed_norm},
-           {"embed_scale", c.embed_scale},
-           {"activation", c.activation},
-           {"positions", c.positions},
+           {"embed_scale", name_of(c.embed_scale, kEmbedScales)},
+           {"activation", name_of(c.activation, kActivations)},
+           {"positions", name_of(c.positions, kPositions)},
            {"rope_base", c.rope_base},
            {"tied_embeddings", c.tied_embeddings},
            {"bias", c.bias},

@@ -10,6 +10,33 @@
 namespace normlab::model {
 
 class Formula;
+struct Placement;
+extern const Placement kPreLn;  // the default (placements/pre_ln.cpp)
+
+// decoder: causal attention, trained to predict the next token (a GPT). encoder: bidirectional attention, trained
+// as a masked LM (BERT); its vocabulary is the tokenizer's plus one [MASK] id, the last. encoder_decoder: a
+// translation model (Vaswani et al. 2017): a bidirectional encoder reads the padded source, a causal decoder with
+// cross-attention predicts the target's next token; one vocabulary and embedding serve both sides.
+enum class ModelShape { decoder, encoder, encoder_decoder };
+inline constexpr Spellings<ModelShape, 3> kShapes{{{ModelShape::decoder, "decoder"},
+                                                   {ModelShape::encoder, "encoder"},
+                                                   {ModelShape::encoder_decoder, "encoder_decoder"}}};
+// The FFN's activation (docs/model.md): the GELU (exact, or its tanh form), ReLU, or a gated unit.
+enum class Activation { gelu, gelu_tanh, relu, swiglu, geglu, geglu_tanh };
+inline constexpr Spellings<Activation, 6> kActivations{{{Activation::gelu, "gelu"},
+                                                        {Activation::gelu_tanh, "gelu_tanh"},
+                                                        {Activation::relu, "relu"},
+                                                        {Activation::swiglu, "swiglu"},
+                                                        {Activation::geglu, "geglu"},
+                                                        {Activation::geglu_tanh, "geglu_tanh"}}};
+// Learned absolute positions, rotary ones, or Vaswani et al.'s fixed sines and cosines.
+enum class Positions { learned, rope, sinusoidal };
+inline constexpr Spellings<Positions, 3> kPositions{
+    {{Positions::learned, "learned"}, {Positions::rope, "rope"}, {Positions::sinusoidal, "sinusoidal"}}};
+// The embedding's scale: none, √d (Vaswani et al.), or a learned scalar.
+enum class EmbedScale { none, sqrt_d, learned };
+inline constexpr Spellings<EmbedScale, 3> kEmbedScales{
+    {{EmbedScale::none, "none"}, {EmbedScale::sqrt_d, "sqrt_d"}, {EmbedScale::learned, "learned"}}};
 
 struct NormConfig {
   std::string type = "layernorm";  // a registered norm type (norm.h, norms/registry.cpp)
@@ -26,12 +53,14 @@ struct InitConfig {
   double head_std = 0;        // head = normal: its std; 0 = d^(−1/2) (fairseq's untied output projection)
 };
 
+// How a config spells each of them (messages, config.json).
+inline std::string_view name(ModelShape v) { return name_of(v, kShapes); }
+inline std::string_view name(Activation v) { return name_of(v, kActivations); }
+inline std::string_view name(Positions v) { return name_of(v, kPositions); }
+inline std::string_view name(EmbedScale v) { return name_of(v, kEmbedScales); }
+
 struct ModelConfig {
-  // decoder: causal attention, trained to predict the next token (a GPT). encoder: bidirectional attention, trained
-  // as a masked LM (BERT); its vocabulary is the tokenizer's plus one [MASK] id, the last. encoder_decoder: a
-  // translation model (Vaswani et al. 2017): a bidirectional encoder reads the padded source, a causal decoder with
-  // cross-attention predicts the target's next token; one vocabulary and embedding serve both sides.
-  std::string shape = "decoder";
+  ModelShape shape = ModelShape::decoder;
   int vocab_size = 0;  // 0 = take it from the token data (plus [MASK] for an encoder)
   int d_model = 128;
   int n_layers = 4;            // the decoder's layers in an encoder_decoder
@@ -42,14 +71,16 @@ struct ModelConfig {
   int max_seq_len = 128;
   NormConfig norm;
   std::string placement = "pre";  // a built-in placement's name, or the formula's when `formula` is set
+  // The built-in placement of that name, resolved once: when the config is read, or by set_placement.
+  const Placement* builtin = &kPreLn;
   // A placement written as a formula (model/formula.h): given as model.placement's object or "@file", and written
   // back as its object.
   std::shared_ptr<const Formula> formula;
-  std::optional<bool> final_norm;     // unset = the placement's default
-  bool embed_norm = false;            // a norm on the embedding output
-  std::string embed_scale = "none";   // none | sqrt_d | learned
-  std::string activation = "gelu";    // gelu | gelu_tanh | relu | swiglu | geglu | geglu_tanh (docs/model.md)
-  std::string positions = "learned";  // learned | rope | sinusoidal (Vaswani et al.'s fixed sines and cosines)
+  std::optional<bool> final_norm;  // unset = the placement's default
+  bool embed_norm = false;         // a norm on the embedding output
+  EmbedScale embed_scale = EmbedScale::none;
+  Activation activation = Activation::gelu;
+  Positions positions = Positions::learned;
   double rope_base = 10000;
   bool tied_embeddings = true;
   bool bias = true;
@@ -58,15 +89,20 @@ struct ModelConfig {
   Json options = Json::object();  // switches, every one present (defaults filled in; `normlab variants`)
 
   int head_dim() const { return d_model / n_heads; }
-  bool gated_ffn() const { return activation == "swiglu" || activation == "geglu" || activation == "geglu_tanh"; }
-  bool encoder() const { return shape == "encoder"; }
-  bool encoder_decoder() const { return shape == "encoder_decoder"; }
+  bool gated_ffn() const {
+    return activation == Activation::swiglu || activation == Activation::geglu || activation == Activation::geglu_tanh;
+  }
+  bool encoder() const { return shape == ModelShape::encoder; }
+  bool encoder_decoder() const { return shape == ModelShape::encoder_decoder; }
   int source_layers() const { return encoder_layers > 0 ? encoder_layers : n_layers; }
   // The [MASK] token of an encoder: the id after the tokenizer's vocabulary.
   int mask_id() const { return vocab_size - 1; }
   int stream_width() const;     // d_model, or d_model − 1 on Pre-CRMSNorm's compressed stream
   bool has_final_norm() const;  // resolves "auto" through the placement registry
 };
+
+// Names a built-in placement in a config built in code (read_model_config resolves what a config names).
+void set_placement(ModelConfig& config, std::string_view name);
 
 // Reads and validates (unknown keys, types, ranges, and cross-field rules such as n_heads | d_model).
 // The placement's defaults sit between the built-in defaults and the user's section.

@@ -140,7 +140,7 @@ ModelConfig crms_config_for(const ModelConfig& c) {
   require(c.has_final_norm(), "a final norm (final_norm = true)");
   require(!c.embed_norm, "embed_norm = false");
   // The compressed stream would need the sinusoids' compressed rows, which are no sinusoids of width d − 1.
-  require(c.positions != "sinusoidal", "positions 'learned' or 'rope'");
+  require(c.positions != Positions::sinusoidal, "positions 'learned' or 'rope'");
   require(option(c, "qk_norm").get<std::string>() == "none", "options.qk_norm = \"none\"");
   require(!option(c, "v_norm").get<bool>(), "options.v_norm = false");
   require(!option(c, "pb_relax").get<bool>(), "options.pb_relax = false");
@@ -192,10 +192,10 @@ void convert_pre_ln_to_crms(const Model& src, Model& dst) {
   const std::string memory_norm = "encoder.final_norm.weight";
   for (const Tower& stack : stacks(c)) {
     const std::string side = stack.prefix();
-    if (c.positions == "learned")
+    if (c.positions == Positions::learned)
       out.write(side + "embed.positions.weight", {c.max_seq_len, w},
                 compress_rows(get(side + "embed.positions.weight"), c.max_seq_len, d));
-    if (c.embed_scale == "learned") copy(side + "embed.scale", {1});
+    if (c.embed_scale == EmbedScale::learned) copy(side + "embed.scale", {1});
     for (int i = 0; i < stack.layers; ++i)
       for (Branch branch : stack.branches()) {
         const std::string p = fmt::format("{}layers.{}.{}", side, i, branch_name(branch));

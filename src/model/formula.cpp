@@ -954,7 +954,7 @@ void Formula::check(const ModelConfig& c, const std::string& where) const {
     for (const Tower& t : stacks(c))
       if (!let.by_stack.contains(std::string(stack_key(t.kind))))
         fail("{}: formula {}: let.{} has no \"{}\" value, which a model of shape {} needs", where, impl_->name, name,
-             stack_key(t.kind), c.shape);
+             stack_key(t.kind), model::name(c.shape));
   }
 }
 

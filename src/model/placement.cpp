@@ -55,7 +55,11 @@ Json option(const ModelConfig& c, const std::string& name) {
 }
 
 const Placement& placement_of(const ModelConfig& c) {
-  return c.formula ? c.formula->placement() : find_placement(c.placement);
+  if (c.formula) return c.formula->placement();
+  if (!c.builtin || c.builtin->name != c.placement)  // a config built in code that assigned the name alone
+    fail("internal: the placement '{}' of a config built in code was not resolved: name it with set_placement",
+         c.placement);
+  return *c.builtin;
 }
 
 std::string_view branch_name(Branch b) { return b == Branch::attn ? "attn" : b == Branch::cross ? "cross" : "ffn"; }

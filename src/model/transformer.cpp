@@ -77,7 +77,7 @@ TensorId attention_branch(const SubLayer& s, TensorId x, const BranchStyle& styl
   }
   if (s.flag("v_norm")) v = per_head_norm(s, "v_norm", v);
   const TensorId position = s.tower().position;
-  if (c.positions == "rope" && !cross) {  // query and key positions are of different sequences across
+  if (c.positions == Positions::rope && !cross) {  // query and key positions are of different sequences across
     q = eng::rope(g, p + ".q.rope", q, c.n_heads, c.rope_base, position);
     k = eng::rope(g, p + ".k.rope", k, c.n_heads, c.rope_base, position);
   }
@@ -109,10 +109,14 @@ TensorId ffn_branch(const SubLayer& s, TensorId x, const BranchStyle& style, boo
   if (c.gated_ffn()) {
     TensorId gate = dense(g, c, p + ".gate", x, c.d_ff, Role::gate);
     TensorId up = dense(g, c, p + ".fc1", x, c.d_ff, Role::fc1);
-    const auto unit = c.activation == "swiglu" ? eng::swiglu : c.activation == "geglu" ? eng::geglu : eng::geglu_tanh;
+    const auto unit = c.activation == Activation::swiglu  ? eng::swiglu
+                      : c.activation == Activation::geglu ? eng::geglu
+                                                          : eng::geglu_tanh;
     hidden = unit(g, p + ".act", gate, up);
   } else {
-    const auto act = c.activation == "gelu" ? eng::gelu : c.activation == "relu" ? eng::relu : eng::gelu_tanh;
+    const auto act = c.activation == Activation::gelu   ? eng::gelu
+                     : c.activation == Activation::relu ? eng::relu
+                                                        : eng::gelu_tanh;
     hidden = act(g, p + ".act", dense(g, c, p + ".fc1", x, c.d_ff, Role::fc1));
   }
   if (style.mid_norm) hidden = s.norm("mid_norm", hidden);
@@ -144,16 +148,16 @@ TensorId embed(Graph& g, const ModelConfig& c, const Placement& placement, Tenso
   const std::string e = stack + "embed";
   TensorId h = eng::embedding(g, e + ".tokens.out", tokens, table);
   const double sqrt_d = std::sqrt(static_cast<double>(c.d_model));
-  if (c.embed_scale == "sqrt_d") h = eng::scale(g, e + ".scaled", h, sqrt_d);
-  if (c.embed_scale == "learned") {
+  if (c.embed_scale == EmbedScale::sqrt_d) h = eng::scale(g, e + ".scaled", h, sqrt_d);
+  if (c.embed_scale == EmbedScale::learned) {
     TensorId s = g.parameter(e + ".scale", Shape{1}, Role::scalar, false, sqrt_d);
     h = eng::scale_add(g, e + ".scaled", eng::kNoTensor, h, s, eng::ScaleMode::scalar);
   }
-  if (c.positions == "learned") {
+  if (c.positions == Positions::learned) {
     TensorId pos = g.parameter(e + ".positions.weight", Shape{c.max_seq_len, c.stream_width()}, Role::embedding, true);
     h = eng::position_add(g, e + ".out", h, pos, first_position);
   }
-  if (c.positions == "sinusoidal") h = eng::sinusoid_add(g, e + ".out", h, first_position);
+  if (c.positions == Positions::sinusoidal) h = eng::sinusoid_add(g, e + ".out", h, first_position);
   if (placement.zero_mean_branch) h = eng::center(g, e + ".centered", h);
   if (c.embed_norm) h = make_norm(g, c, stack + "embed_norm", h);
   if (c.dropout > 0) h = eng::dropout(g, e + ".dropout", h, c.dropout);
@@ -307,7 +311,7 @@ void Model::set_batch(const int32_t* token_ids, const int32_t* target_ids) {
 }
 
 void Model::set_source(const int32_t* source_ids, const int32_t* lengths) {
-  if (source == eng::kNoTensor) fail("internal: a {} model has no source", config.shape);
+  if (source == eng::kNoTensor) fail("internal: a {} model has no source", name(config.shape));
   for (int b = 0; b < batch; ++b)
     if (lengths[b] < 1 || lengths[b] > source_seq)
       fail("internal: source row {} has length {}; it must be in 1..{}", b, lengths[b], source_seq);
@@ -323,7 +327,7 @@ void Model::set_position(int first) {
 }
 
 void Model::encode() {
-  if (source == eng::kNoTensor) fail("internal: a {} model has no encoder", config.shape);
+  if (source == eng::kNoTensor) fail("internal: a {} model has no encoder", name(config.shape));
   graph.forward(false, 0, decoder_first_node);
 }
 

@@ -16,24 +16,27 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char* kActivations[][2] = {
-    {"gelu", "fc2(GELU(fc1 x)), GELU(x) = x·Φ(x) (exact, erf)"},
-    {"gelu_tanh", "fc2(GELU(fc1 x)), GELU(x) = ½x(1 + tanh(√(2/π)(x + 0.044715x³))) (torch approximate='tanh')"},
-    {"relu", "fc2(max(0, fc1 x))"},
-    {"swiglu", "fc2(SiLU(gate x) ⊙ fc1 x)"},
-    {"geglu", "fc2(GELU(gate x) ⊙ fc1 x), GELU exact (erf)"},
-    {"geglu_tanh", "fc2(GELU(gate x) ⊙ fc1 x), GELU's tanh form"},
-};
-
-std::string activation_equation(const std::string& name) {
-  for (const auto& [key, equation] : kActivations)
-    if (name == key) return equation;
-  fail("internal: activation '{}' has no equation for the export", name);
+std::string activation_equation(model::Activation a) {
+  switch (a) {
+    case model::Activation::gelu:
+      return "fc2(GELU(fc1 x)), GELU(x) = x·Φ(x) (exact, erf)";
+    case model::Activation::gelu_tanh:
+      return "fc2(GELU(fc1 x)), GELU(x) = ½x(1 + tanh(√(2/π)(x + 0.044715x³))) (torch approximate='tanh')";
+    case model::Activation::relu:
+      return "fc2(max(0, fc1 x))";
+    case model::Activation::swiglu:
+      return "fc2(SiLU(gate x) ⊙ fc1 x)";
+    case model::Activation::geglu:
+      return "fc2(GELU(gate x) ⊙ fc1 x), GELU exact (erf)";
+    case model::Activation::geglu_tanh:
+      return "fc2(GELU(gate x) ⊙ fc1 x), GELU's tanh form";
+  }
+  fail("internal: activation {} has no equation for the export", static_cast<int>(a));
 }
 
 std::string positions_equation(const model::ModelConfig& c) {
-  if (c.positions == "learned") return "h += P[t], P = <side>embed.positions.weight [max_seq_len, d]";
-  if (c.positions == "rope")
+  if (c.positions == model::Positions::learned) return "h += P[t], P = <side>embed.positions.weight [max_seq_len, d]";
+  if (c.positions == model::Positions::rope)
     return fmt::format(
         "RoPE on q and k of self-attention, per head: pairs (j, j + D/2), θ_j = {}^(−2j/D), (a, b) ↦ (a cos tθ_j − "
         "b sin tθ_j, b cos tθ_j + a sin tθ_j); none in cross-attention",
@@ -87,9 +90,9 @@ Json export_config(const RunConfig& config, const Vocabulary& vocab, int step) {
   const std::string qk = model::option(c, "qk_norm").get<std::string>();
   Json constants{
       {"norm_eps", c.norm.eps},
-      {"embedding_scale", c.embed_scale == "sqrt_d"    ? Json(std::sqrt(static_cast<double>(c.d_model)))
-                          : c.embed_scale == "learned" ? Json("learned: <side>embed.scale [1]")
-                                                       : Json(1.0)},
+      {"embedding_scale", c.embed_scale == model::EmbedScale::sqrt_d ? Json(std::sqrt(static_cast<double>(c.d_model)))
+                          : c.embed_scale == model::EmbedScale::learned ? Json("learned: <side>embed.scale [1]")
+                                                                        : Json(1.0)},
       {"attention_scale", qk == "l2" ? Json("learned: <layer>.attn.qk_scale [1] (q and k L2-normalized per head)")
                                      : Json(1 / std::sqrt(static_cast<double>(c.head_dim())))},
   };

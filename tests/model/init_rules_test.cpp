@@ -153,18 +153,18 @@ TEST(InitRules, TFixupXavierThenDepthFactorAndScaledEmbeddings) {
   expect_normal(*m, "embed.tokens.weight", factor / std::sqrt(256.0));
   expect_normal(*m, "embed.positions.weight", factor / std::sqrt(256.0));
   EXPECT_EQ(m->graph.find("final_norm.weight"), eng::kNoTensor);
-  EXPECT_EQ(m->config.embed_scale, "sqrt_d");  // fairseq's √d on the token embedding, by default
+  EXPECT_EQ(m->config.embed_scale, model::EmbedScale::sqrt_d);  // fairseq's √d on the token embedding, by default
 }
 
 // DyT's default: unit-variance embeddings, N(0, d^(−1/2)) × √d; the user's values still win.
 TEST(InitRules, DytDefaultsToUnitVarianceEmbeddings) {
   auto m = initialized(big("dyt", 2));
-  EXPECT_EQ(m->config.embed_scale, "sqrt_d");
+  EXPECT_EQ(m->config.embed_scale, model::EmbedScale::sqrt_d);
   EXPECT_EQ(m->config.init.embed_std, 0.0);
   expect_normal(*m, "embed.tokens.weight", 1 / 16.0);  // × √256 at the input: unit variance
   expect_normal(*m, "layers.1.attn.q.weight", 0.02);   // matrices keep the base init
   auto gpt2 = initialized(big("dyt", 2, {{"embed_scale", "none"}, {"init", {{"embed_std", 0.02}}}}));
-  EXPECT_EQ(gpt2->config.embed_scale, "none");
+  EXPECT_EQ(gpt2->config.embed_scale, model::EmbedScale::none);
   expect_normal(*gpt2, "embed.tokens.weight", 0.02);
 }
 
