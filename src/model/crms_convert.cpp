@@ -190,7 +190,7 @@ void convert_pre_ln_to_crms(const Model& src, Model& dst) {
   };
   // An encoder-decoder's cross-attention reads the encoder's final norm: its k and v are that norm's consumers.
   const std::string memory_norm = "encoder.final_norm.weight";
-  for (const Tower& stack : stacks(c)) {
+  for (const StackSpec& stack : stacks(c)) {
     const std::string side = stack.prefix();
     if (c.positions == Positions::learned)
       out.write(side + "embed.positions.weight", {c.max_seq_len, w},

@@ -49,7 +49,7 @@ std::string listed(const std::array<std::string_view, N>& list) {
   return fmt::format("{}", fmt::join(list, ", "));
 }
 
-std::string_view stack_key(Tower::Kind kind) { return kStacks[static_cast<size_t>(kind)]; }
+std::string_view stack_key(StackSpec::Kind kind) { return kStacks[static_cast<size_t>(kind)]; }
 
 enum class Type { number, learned, tensor };
 
@@ -60,10 +60,10 @@ std::string_view type_name(Type t) {
 // The values of the names every formula knows, for one sub-layer or one stack.
 struct Vars {
   double L = 0, l = 0, d = 0, N = 0, M = 0, sigma = 0;
-  Tower::Kind stack = Tower::single;
+  StackSpec::Kind stack = StackSpec::single;
 };
 
-Vars vars_of(const ModelConfig& c, const Tower& t) {
+Vars vars_of(const ModelConfig& c, const StackSpec& t) {
   const double depth = t.layers;
   return {
       depth,      0,     double(c.d_model), c.encoder_decoder() ? double(c.source_layers()) : depth, double(c.n_layers),
@@ -127,7 +127,7 @@ struct Formula::Impl {
   Placement placement;
 
   const Parsed& formula_of(Branch b) const { return *sublayer[static_cast<size_t>(b)]; }
-  const Parsed* let_value(const std::string& name, Tower::Kind stack) const {
+  const Parsed* let_value(const std::string& name, StackSpec::Kind stack) const {
     const Let& let = lets.at(name);
     auto it = let.by_stack.find("");
     if (it == let.by_stack.end()) it = let.by_stack.find(std::string(stack_key(stack)));
@@ -372,7 +372,7 @@ double finite(const Formula::Impl& f, const Parsed& p, const Vars& v) { return f
 class SubLayerBuilder {
  public:
   SubLayerBuilder(const Formula::Impl& f, const SubLayer& s, TensorId h) : f_(f), s_(s), h_(h) {
-    vars_ = vars_of(s.config(), s.tower());
+    vars_ = vars_of(s.config(), s.spec());
     vars_.l = s.layer();
   }
 
@@ -951,7 +951,7 @@ void Formula::check(const ModelConfig& c, const std::string& where) const {
         where, impl_->name);
   for (const auto& [name, let] : impl_->lets) {
     if (let.by_stack.contains("")) continue;
-    for (const Tower& t : stacks(c))
+    for (const StackSpec& t : stacks(c))
       if (!let.by_stack.contains(std::string(stack_key(t.kind))))
         fail("{}: formula {}: let.{} has no \"{}\" value, which a model of shape {} needs", where, impl_->name, name,
              stack_key(t.kind), model::name(c.shape));
@@ -965,7 +965,7 @@ TensorId Formula::sublayer(const SubLayer& s, TensorId h) const {
 void Formula::initialize(InitContext& ctx) const {
   Model& m = ctx.model;
   for (const Rule& r : impl_->init)
-    for (const Tower& t : stacks(m.config)) {
+    for (const StackSpec& t : stacks(m.config)) {
       Vars v = vars_of(m.config, t);
       const auto apply = [&](const std::string& under) {
         const double value = finite(*impl_, r.value, v);

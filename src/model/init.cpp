@@ -46,7 +46,7 @@ Draw base_draw(const Model& m, const eng::TensorSpec& p) {
   const bool residual_output = p.role == Role::o || p.role == Role::fc2;
   if (init.scheme == "scaled" && residual_output) {  // GPT-2's 1/√(2L) on the projections into the stream
     // L of the stack that holds p: an encoder-decoder's encoder has its own depth N.
-    const bool in_encoder = m.config.encoder_decoder() && p.name.starts_with(Tower{Tower::encoder}.prefix());
+    const bool in_encoder = m.config.encoder_decoder() && p.name.starts_with(StackSpec{StackSpec::encoder}.prefix());
     return {Draw::normal, init.std / std::sqrt(2.0 * (in_encoder ? m.config.source_layers() : m.config.n_layers))};
   }
   return {Draw::normal, init.std};

@@ -64,15 +64,15 @@ const Placement& placement_of(const ModelConfig& c) {
 
 std::string_view branch_name(Branch b) { return b == Branch::attn ? "attn" : b == Branch::cross ? "cross" : "ffn"; }
 
-std::vector<Tower> stacks(const ModelConfig& c) {
-  if (!c.encoder_decoder()) return {Tower{.kind = Tower::single, .layers = c.n_layers}};
-  return {Tower{.kind = Tower::encoder, .layers = c.source_layers()},
-          Tower{.kind = Tower::decoder, .layers = c.n_layers}};
+std::vector<StackSpec> stacks(const ModelConfig& c) {
+  if (!c.encoder_decoder()) return {StackSpec{.kind = StackSpec::single, .layers = c.n_layers}};
+  return {StackSpec{.kind = StackSpec::encoder, .layers = c.source_layers()},
+          StackSpec{.kind = StackSpec::decoder, .layers = c.n_layers}};
 }
 
 std::vector<SubLayerSite> sublayer_sites(const ModelConfig& c) {
   std::vector<SubLayerSite> sites;
-  for (const Tower& t : stacks(c)) {
+  for (const StackSpec& t : stacks(c)) {
     const std::vector<Branch> branches = t.branches();
     for (int i = 0; i < t.layers; ++i)
       for (Branch b : branches)
@@ -83,7 +83,7 @@ std::vector<SubLayerSite> sublayer_sites(const ModelConfig& c) {
 }
 
 SubLayer Stack::sublayer(int layer, Branch branch) const {
-  return SubLayer(g_, config_, tower_, layer, branch, landmarks());
+  return SubLayer(g_, config_, spec_, layer, branch, landmarks());
 }
 
 void Stack::mark_stream(int layer, TensorId x) const {
@@ -92,12 +92,12 @@ void Stack::mark_stream(int layer, TensorId x) const {
   landmarks_.layer_inputs[static_cast<size_t>(layer)] = x;
 }
 
-SubLayer::SubLayer(Graph& g, const ModelConfig& config, const Tower& tower, int layer, Branch branch,
+SubLayer::SubLayer(Graph& g, const ModelConfig& config, const StackSpec& spec, int layer, Branch branch,
                    Landmarks* landmarks)
-    : g_(g), config_(config), tower_(tower), layer_(layer), branch_(branch), landmarks_(landmarks) {}
+    : g_(g), config_(config), spec_(spec), layer_(layer), branch_(branch), landmarks_(landmarks) {}
 
 std::string SubLayer::prefix() const {
-  return fmt::format("{}layers.{}.{}", tower_.prefix(), layer_, branch_name(branch_));
+  return fmt::format("{}layers.{}.{}", spec_.prefix(), layer_, branch_name(branch_));
 }
 
 TensorId SubLayer::norm(const std::string& slot, TensorId x, NormSpec spec) const {
@@ -135,7 +135,7 @@ TensorId SubLayer::learnable(const std::string& name, Shape shape, double init) 
 }
 
 TensorId SubLayer::scalar(const std::string& name, double init, bool per_layer) const {
-  return learnable(per_layer ? fmt::format("{}layers.{}.{}", tower_.prefix(), layer_, name) : prefix() + "." + name,
+  return learnable(per_layer ? fmt::format("{}layers.{}.{}", spec_.prefix(), layer_, name) : prefix() + "." + name,
                    Shape{1}, init);
 }
 

@@ -5,7 +5,7 @@
 // sub-layers of block ℓ (attention, then FFN) each call sublayer(s, h) to turn the residual stream h
 // into the next h. Variants that carry more than one stream (ResiDual, DLCL) replace the whole layer
 // loop with stack(), which runs once per stack of an encoder-decoder: it takes each layer's sub-layers from
-// st.tower().branches() and names its own tensors with st.name(). Every placement applies to all three
+// st.spec().branches() and names its own tensors with st.name(). Every placement applies to all three
 // shapes. Initialization rules run after the base init (see init.h).
 #include <span>
 #include <string>
@@ -28,10 +28,10 @@ struct InitContext;
 
 enum class Branch { attn, cross, ffn };  // cross: a decoder's attention to the encoder's output
 
-// One stack of layers. A decoder-only or encoder-only model has one (`single`, parameters `layers.{i}.*`); an
-// encoder-decoder has two (`encoder.layers.{i}.*`, `decoder.layers.{i}.*`), and its decoder layers hold three
-// sub-layers: self-attention, cross-attention, FFN.
-struct Tower {
+// What one stack of layers is (Stack below builds it). A decoder-only or encoder-only model has one (`single`,
+// parameters `layers.{i}.*`); an encoder-decoder has two (`encoder.layers.{i}.*`, `decoder.layers.{i}.*`), and its
+// decoder layers hold three sub-layers: self-attention, cross-attention, FFN.
+struct StackSpec {
   enum Kind { single, encoder, decoder } kind = single;
   int layers = 0;
   bool causal = true;                        // self-attention sees only earlier positions
@@ -49,7 +49,7 @@ struct Tower {
 };
 // The stacks of a model, each with its depth: one (`single`, n_layers), or an encoder-decoder's encoder (N) and
 // decoder (M). Init rules that count layers run once per stack, over the parameters under its prefix.
-std::vector<Tower> stacks(const ModelConfig& c);
+std::vector<StackSpec> stacks(const ModelConfig& c);
 std::string_view branch_name(Branch b);
 enum class HeadScale { none, paper, fairseq };
 
@@ -63,15 +63,15 @@ struct BranchStyle {
 // Model-level verbs shared by the default layer loop and stack-level variants.
 class Stack {
  public:
-  Stack(Graph& g, const ModelConfig& config, Landmarks& landmarks, Tower tower)
-      : g_(g), config_(config), landmarks_(landmarks), tower_(std::move(tower)) {}
+  Stack(Graph& g, const ModelConfig& config, Landmarks& landmarks, StackSpec spec)
+      : g_(g), config_(config), landmarks_(landmarks), spec_(std::move(spec)) {}
   Graph& graph() const { return g_; }
   const ModelConfig& config() const { return config_; }
-  int layers() const { return tower_.layers; }
-  const Tower& tower() const { return tower_; }
+  int layers() const { return spec_.layers; }
+  const StackSpec& spec() const { return spec_; }
   class SubLayer sublayer(int layer, Branch branch) const;
   // A stack-level tensor's name: `name` under the stack's prefix ("encoder.", "decoder.", or none).
-  std::string name(std::string_view name) const { return tower_.prefix() + std::string(name); }
+  std::string name(std::string_view name) const { return spec_.prefix() + std::string(name); }
   TensorId norm(const std::string& name, TensorId x, NormSpec spec = {}) const {
     return make_norm(g_, config_, this->name(name), x, spec);
   }
@@ -83,11 +83,11 @@ class Stack {
   void mark_stream(int layer, TensorId x) const;
 
  private:
-  Landmarks* landmarks() const { return tower_.kind == Tower::encoder ? nullptr : &landmarks_; }
+  Landmarks* landmarks() const { return spec_.kind == StackSpec::encoder ? nullptr : &landmarks_; }
   Graph& g_;
   const ModelConfig& config_;
   Landmarks& landmarks_;
-  Tower tower_;
+  StackSpec spec_;
 };
 
 // The verbs a placement uses inside one sub-layer. Names follow docs/variants.md: parameters
@@ -95,13 +95,13 @@ class Stack {
 // `encoder.` or `decoder.`, and `cross` for cross-attention).
 class SubLayer {
  public:
-  SubLayer(Graph& g, const ModelConfig& config, const Tower& tower, int layer, Branch branch,
+  SubLayer(Graph& g, const ModelConfig& config, const StackSpec& spec, int layer, Branch branch,
            Landmarks* landmarks = nullptr);
 
-  int layer() const { return layer_ + 1; }      // ℓ, counted from 1 as in the papers
-  int index() const { return layer_; }          // i, counted from 0 as in names
-  int layers() const { return tower_.layers; }  // L of this sub-layer's stack
-  const Tower& tower() const { return tower_; }
+  int layer() const { return layer_ + 1; }     // ℓ, counted from 1 as in the papers
+  int index() const { return layer_; }         // i, counted from 0 as in names
+  int layers() const { return spec_.layers; }  // L of this sub-layer's stack
+  const StackSpec& spec() const { return spec_; }
   Branch kind() const { return branch_; }
   const ModelConfig& config() const { return config_; }
   Graph& graph() const { return g_; }
@@ -129,7 +129,7 @@ class SubLayer {
   TensorId learnable(const std::string& name, engine::Shape shape, double init) const;
   Graph& g_;
   const ModelConfig& config_;
-  const Tower& tower_;
+  const StackSpec& spec_;
   int layer_;
   Branch branch_;
   Landmarks* landmarks_;

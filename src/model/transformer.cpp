@@ -55,7 +55,7 @@ TensorId attention_branch(const SubLayer& s, TensorId x, const BranchStyle& styl
   const bool qkv_bias = c.bias || s.flag("qkv_bias");
   // Cross-attention: queries from the decoder's stream, keys and values from the encoder's output.
   const bool cross = s.kind() == Branch::cross;
-  const TensorId kv_source = cross ? s.tower().memory : x;
+  const TensorId kv_source = cross ? s.spec().memory : x;
   TensorId q = dense(g, c, p + ".q", x, d, Role::q, qkv_bias);
   TensorId k = dense(g, c, p + ".k", kv_source, d, Role::k, qkv_bias);
   TensorId v = dense(g, c, p + ".v", kv_source, d, Role::v, qkv_bias);
@@ -76,17 +76,17 @@ TensorId attention_branch(const SubLayer& s, TensorId x, const BranchStyle& styl
     logit_scale = 1.0;  // g replaces 1/√D
   }
   if (s.flag("v_norm")) v = per_head_norm(s, "v_norm", v);
-  const TensorId position = s.tower().position;
+  const TensorId position = s.spec().position;
   if (c.positions == Positions::rope && !cross) {  // query and key positions are of different sequences across
     q = eng::rope(g, p + ".q.rope", q, c.n_heads, c.rope_base, position);
     k = eng::rope(g, p + ".k.rope", k, c.n_heads, c.rope_base, position);
   }
   // The source's padding is masked wherever its positions are keys: the encoder's self-attention and cross-attention.
-  const bool causal = s.tower().causal && !cross;
-  const TensorId key_lengths = causal ? eng::kNoTensor : s.tower().key_lengths;
+  const bool causal = s.spec().causal && !cross;
+  const TensorId key_lengths = causal ? eng::kNoTensor : s.spec().key_lengths;
   const double softcap = s.number("attn_softcap");
-  TensorId heads = causal && s.tower().cache_capacity > 0
-                       ? eng::cached_attention(g, p + ".heads", q, k, v, position, c.n_heads, s.tower().cache_capacity,
+  TensorId heads = causal && s.spec().cache_capacity > 0
+                       ? eng::cached_attention(g, p + ".heads", q, k, v, position, c.n_heads, s.spec().cache_capacity,
                                                logit_scale, softcap)
                        : eng::attention(g, p + ".heads", q, k, v, c.n_heads, logit_scale, softcap, causal, key_lengths);
   auto head_scale = [&](TensorId t) {
@@ -175,13 +175,13 @@ TensorId run_stack(const Stack& stack, const Placement& placement, TensorId h, i
     for (int layer = 0; layer < stack.layers(); ++layer) {
       stack.mark_stream(layer, h);
       if (layer == skip_layer) continue;
-      for (Branch b : stack.tower().branches()) h = placement.sublayer(stack.sublayer(layer, b), h);
+      for (Branch b : stack.spec().branches()) h = placement.sublayer(stack.sublayer(layer, b), h);
     }
   }
   stack.mark_stream(stack.layers(), h);
   if (!c.has_final_norm()) return h;
   const double alpha = option(c, "dyt_alpha_final").get<double>();
-  return make_norm(stack.graph(), c, stack.tower().prefix() + "final_norm", h,
+  return make_norm(stack.graph(), c, stack.spec().prefix() + "final_norm", h,
                    NormSpec{.dyt_alpha = alpha > 0 ? alpha : -1});
 }
 
@@ -209,25 +209,25 @@ std::unique_ptr<Model> build_graph(const ModelConfig& c, int batch, int seq, eng
     // The source, padded to seq: its lengths mask the padding wherever source positions are keys.
     m->source = g.input("source", Shape{batch, source_seq}, eng::DType::i32);
     m->source_lengths = g.input("source_lengths", Shape{batch}, eng::DType::i32);
-    const Tower encoder{Tower::encoder, c.source_layers(), false, m->source_lengths};
+    const StackSpec encoder{StackSpec::encoder, c.source_layers(), false, m->source_lengths};
     TensorId memory = run_stack(Stack(g, c, m->landmarks, encoder), placement,
                                 embed(g, c, placement, m->source, table, "encoder."), -1);
     m->decoder_first_node = g.nodes().size();
-    const Tower decoder{.kind = Tower::decoder,
-                        .layers = c.n_layers,
-                        .causal = true,
-                        .key_lengths = m->source_lengths,
-                        .memory = memory,
-                        .cache_capacity = cache_capacity,
-                        .position = m->position};
+    const StackSpec decoder{.kind = StackSpec::decoder,
+                            .layers = c.n_layers,
+                            .causal = true,
+                            .key_lengths = m->source_lengths,
+                            .memory = memory,
+                            .cache_capacity = cache_capacity,
+                            .position = m->position};
     h = run_stack(Stack(g, c, m->landmarks, decoder), placement,
                   embed(g, c, placement, m->tokens, table, "decoder.", m->position), skip_layer);
   } else {
-    const Tower single{.kind = Tower::single,
-                       .layers = c.n_layers,
-                       .causal = !c.encoder(),
-                       .cache_capacity = cache_capacity,
-                       .position = m->position};
+    const StackSpec single{.kind = StackSpec::single,
+                           .layers = c.n_layers,
+                           .causal = !c.encoder(),
+                           .cache_capacity = cache_capacity,
+                           .position = m->position};
     h = run_stack(Stack(g, c, m->landmarks, single), placement,
                   embed(g, c, placement, m->tokens, table, "", m->position), skip_layer);
   }

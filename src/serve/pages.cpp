@@ -1,12 +1,12 @@
 #include "serve/pages.h"
 
+#include "io/web.h"
 #include "probe/records.h"
-#include "study/report.h"
 #include "train/records.h"
 
 namespace normlab::serve {
 
-using study::html_escape;
+using io::html_escape;
 
 namespace {
 

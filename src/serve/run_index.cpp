@@ -4,7 +4,6 @@
 #include <cmath>
 #include <fstream>
 
-#include "study/kit.h"
 #include "train/records.h"
 
 namespace normlab::serve {
@@ -330,7 +329,7 @@ Json RunIndex::run(const fs::path& dir) {
 
   const auto finished_or_stalled = [&] {
     if (!summary_json.is_object()) return "finished";
-    return study::finished_outcome(m.curve, summary.unigram_entropy_nats) == "stalled" ? "stalled" : "finished";
+    return train::finished_outcome(m.curve, summary.unigram_entropy_nats) == "stalled" ? "stalled" : "finished";
   };
   std::string status, message;
   if (m.diverged) {

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/config_reader.h"
-#include "study/studies.h"
+#include "train/outcome.h"
 
 namespace normlab::serve {
 
@@ -64,7 +64,7 @@ class RunIndex {
     double loss = NAN, val_loss = NAN, tokens_per_s = NAN;
     std::string non_finite;  // the first non-finite tensor of a diverged run ("" if none)
     bool diverged = false;
-    study::TrainCurve curve;  // the training losses, to classify a finished run (study::finished_outcome)
+    train::TrainCurve curve;  // the training losses, to classify a finished run (train::finished_outcome)
     std::string problem;      // why a line cannot be read ("" when every line can)
   };
 

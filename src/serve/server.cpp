@@ -15,16 +15,16 @@
 #include <map>
 
 #include "common/error.h"
+#include "io/web.h"
 #include "serve/byte_range.h"
 #include "serve/pages.h"
 #include "serve/run_index.h"
 #include "serve/safe_path.h"
-#include "study/report.h"
 
 namespace normlab::serve {
 
 namespace fs = std::filesystem;
-using study::html_escape;
+using io::html_escape;
 
 namespace {
 
@@ -197,7 +197,7 @@ struct Server::Impl {
   int port = 0;
 
   Impl(const ServeOptions& o, fs::path canonical_root)
-      : options(o), root(std::move(canonical_root)), chart_js(study::chart_js_source()), index(root) {}
+      : options(o), root(std::move(canonical_root)), chart_js(io::chart_js_source()), index(root) {}
 
   // A request's path or 400/403/404 with the reason.
   bool resolve(const std::string& relative, httplib::Response& res, fs::path& out) {

@@ -144,9 +144,7 @@ extern const Study kBertWarmup{
         "1e-4 with 10k warm-up steps (lr 3e-4 diverged), Pre-LN at lr 3e-4 without warm-up reaches the same validation "
         "loss (about 1.69) some 40% sooner.",
     .cost = "default ~30 min on 2 cores (8 runs × 3 seeds, --jobs 2), --quick ~20 s (4 runs)",
-    .large =
-        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=12 "
-        "train.steps=2000",
+    .large = "model.n_layers=12 train.steps=2000",
     .axes = {{.key = "train.lr",
               .defaults = "1e-3,3e-3",
               .quick = "3e-3",

@@ -142,9 +142,7 @@ extern const Study kDepthVariance{
         "deep-layer output variance about 175 under Pre-LN, also with scaled init, about 25 with LayerNorm Scaling. "
         "GPAS: LLaMA 71M (12 layers, d 512, lr 1e-3, 10k steps) on C4.",
     .cost = "default ~12 min on 2 cores (3 seeds), --quick ~15 s",
-    .large =
-        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=24 "
-        "train.steps=2000",
+    .large = "model.n_layers=24 train.steps=2000",
     .plan = plan,
     .judge = judge,
 };

@@ -149,9 +149,7 @@ extern const Study kDytAlpha{
         "DyT §7: LLaMA 7B–70B language models, α₀ set per position and size (7B: 0.8 for attention norms, 0.2 for FFN "
         "and final norms); vision models (ViT, ConvNeXt) with α₀ = 0.5.",
     .cost = "default ~12 min on 2 cores (3 seeds), --quick ~15 s",
-    .large =
-        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=12 "
-        "train.steps=2000",
+    .large = "model.n_layers=12 train.steps=2000",
     .axes = {{.key = "model.options.dyt_alpha",
               .defaults = "0.1,0.5,1,2,4",
               .quick = "0.5,2",

@@ -113,9 +113,7 @@ extern const Study kGradBalance{
         "early against late layers early in training. Mix-LN: LLaMA 71M–7B on C4 (71M: 12 layers, d 512, lr 1e-3, 10k "
         "steps). HybridNorm: OLMo 2 models of 550M–7B, gradient norms at steps 1 and 100 (Fig. 2).",
     .cost = "default ~9 min on 2 cores (3 seeds), --quick ~15 s",
-    .large =
-        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=24 "
-        "train.steps=2000",
+    .large = "model.n_layers=24 train.steps=2000",
     .plan = plan,
     .judge = judge,
 };

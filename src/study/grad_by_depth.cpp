@@ -12,12 +12,7 @@ namespace normlab::study {
 
 namespace {
 
-// The axes: depths (model.n_layers) and inits (init).
-std::vector<int> depths(const StudyOptions& o) {
-  std::vector<int> d = o.int_axis("model.n_layers");
-  std::sort(d.begin(), d.end());
-  return d;
-}
+// The axes: depths (model.n_layers, kit.h depths()) and inits (init).
 constexpr const char* kPlacements[] = {"post", "pre"};
 
 std::string id_of(const std::string& init, const std::string& placement, int layers, int seed) {
@@ -169,7 +164,7 @@ extern const Study kGradByDepth{
         "512, Xavier init, 10 seeds; the last FFN's W² gradient stays at about 1.6 for Post-LN and falls with depth "
         "for Pre-LN; Fig. 3(a, b): per-layer gradients of a 6-6 model grow with the layer index in Post-LN.",
     .cost = "default ~3 min on 2 cores (3 seeds), --quick ~15 s",
-    .large = "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128",
+
     .axes = {{.key = "model.n_layers",
               .defaults = "6,12,24,48",
               .quick = "2,4,8",

@@ -22,6 +22,12 @@ namespace {
 int log_every(int steps) { return std::clamp(steps / 8, 1, 10); }
 }  // namespace
 
+std::vector<int> depths(const StudyOptions& o) {
+  std::vector<int> d = o.int_axis("model.n_layers");
+  std::sort(d.begin(), d.end());
+  return d;
+}
+
 Json small_lm(const std::string& placement, int layers, int steps, uint64_t seed, int warmup, int probe_every) {
   return Json{{"model",
                {{"placement", placement},
@@ -245,11 +251,6 @@ TrainResult worst_over_seeds(const std::vector<RunOutcome>& runs, const std::vec
   };
   worst.final_loss = mean_of(&TrainResult::final_loss), worst.val_loss = mean_of(&TrainResult::val_loss);
   return worst;
-}
-
-std::string finished_outcome(const TrainCurve& curve, double unigram) {
-  if (curve.final_loss() <= unigram - 0.25) return "trained";
-  return curve.recent_drop() < 0.1 ? "stalled" : "slow";
 }
 
 namespace {

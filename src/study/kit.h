@@ -19,6 +19,9 @@ namespace normlab::study {
 // Adam (β2 0.98) at lr 1e-3, constant after `warmup`, no clipping or weight decay; probes every
 // `probe_every` steps (0: off); the loss logged every 10 steps or more often, at least 8 times; one
 // validation pass at the end (plan_study sets when it checkpoints).
+// The model.n_layers axis, shallowest first.
+std::vector<int> depths(const StudyOptions& o);
+
 Json small_lm(const std::string& placement, int layers, int steps, uint64_t seed, int warmup = 0, int probe_every = 0);
 // Xiong's regime (fairseq): Xavier matrices, embeddings N(0, d^-1/2) scaled by √d, so the stream
 // starts with unit variance.
@@ -110,13 +113,9 @@ double loss_above_trained_line(const RunOutcome* run);
 // mean final training and validation losses (NaN unless every seed has them); id_of_seed names each seed's run.
 TrainResult worst_over_seeds(const std::vector<RunOutcome>& runs, const std::vector<int>& seeds,
                              const std::function<std::string(int)>& id_of_seed);
-// The class of a finished run's curve by that rule: trained | slow | stalled (the unigram entropy from its
-// summary.json; NaN counts as trained). `normlab serve` shows the same class for runs outside studies.
-std::string finished_outcome(const TrainCurve& curve, double unigram);
-inline constexpr const char* kStalledRule =
-    "stalled = finished with a final training loss (mean of the last 3 logs) above the corpus's unigram entropy − 0.25 "
-    "nats and a plateau (the last quarter of the logged losses < 0.1 nats below the quarter before); slow = above that "
-    "line but still falling";
+// The class of a finished run's curve (train/outcome.h), which `normlab serve` shows too.
+using train::finished_outcome;
+using train::kStalledRule;
 // The table of training runs: run, outcome, final train loss, val loss, seconds; rows coloured.
 Table outcome_table(const std::string& title, const std::vector<RunOutcome>& runs);
 

@@ -139,9 +139,7 @@ extern const Study kLayerImportance{
         "angular distance between adjacent layers and the loss of removing one layer, for Pre-LN, Post-LN and Pre-LN + "
         "LNS.",
     .cost = "default ~10 min on 2 cores (3 seeds), --quick ~15 s",
-    .large =
-        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=24 "
-        "train.steps=2000",
+    .large = "model.n_layers=24 train.steps=2000",
     .plan = plan,
     .judge = judge,
 };

@@ -214,9 +214,7 @@ extern const Study kLeaderboard{
         "Each placement's own paper, at its own scale and learning rate (`normlab variants NAME`); the shared rule "
         "here (lr by family, cosine decay, 10% warm-up, clipping at 1) is normlab's, not a paper's.",
     .cost = "default ~21 min on 2 cores (26 × 3 runs), --quick ~25 s",
-    .large =
-        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=12 "
-        "train.steps=2000",
+    .large = "model.n_layers=12 train.steps=2000",
     .axes = {{.key = "model.placement",
               .defaults = "all",
               .quick = "all",

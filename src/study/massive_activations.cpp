@@ -127,9 +127,7 @@ extern const Study kMassiveActivations{
         "hidden states pass the fp16 maximum within about 0.5B tokens, Peri-LN's stay bounded (secondary summary; "
         "check against the paper).",
     .cost = "default ~9 min on 2 cores (3 seeds), --quick ~10 s",
-    .large =
-        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=24 "
-        "train.steps=2000",
+    .large = "model.n_layers=24 train.steps=2000",
     .plan = plan,
     .judge = judge,
 };

@@ -146,9 +146,7 @@ extern const Study kModelUpdate{
         "θ_0)‖ over the first updates and the LayerNorm inputs against √d: Post-LN's update jumps at the start and its "
         "LN inputs grow far past √d; warm-up and DeepNorm keep the update smooth.",
     .cost = "default ~7.5 min on 2 cores (3 seeds), --quick ~20 s",
-    .large =
-        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 model.n_layers=24 "
-        "train.steps=1000",
+    .large = "model.n_layers=24 train.steps=1000",
     .plan = plan,
     .judge = judge,
 };

@@ -170,7 +170,8 @@ extern const Study kMtDepth{
         "Post-LN diverges, Admin 29.03 against Pre-LN 28.38 BLEU. DeepNet Table 1: WMT-17 En-De from 6L-6L to "
         "100L-100L, Post-LN unstable from 50L-50L, DeepNet 28.9 BLEU at 100L-100L.",
     .cost = "default ~45 min on 2 cores (16 runs × 3 seeds, --jobs 2), --quick ~2 min (16 runs)",
-    .large = "model.d_model=256 model.n_heads=4 model.d_ff=1024 train.steps=2000",
+    .large = "train.steps=2000",
+    .large_size = LargeSize::without_context,
     .axes = {{.key = "model.n_layers",
               .defaults = "2,6",
               .quick = "1,2",

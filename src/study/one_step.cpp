@@ -13,11 +13,6 @@ namespace normlab::study {
 
 namespace {
 
-std::vector<int> depths(const StudyOptions& o) {
-  std::vector<int> d = o.int_axis("model.n_layers");
-  std::sort(d.begin(), d.end());
-  return d;
-}
 constexpr const char* kPlacements[] = {"post", "pre", "admin"};
 // A small step keeps the change in its linear regime: at lr 1e-3 the deepest Post-LN models saturate
 // (‖ΔF‖² 1.30 → 1.49 from N = 24 to N = 48, measured), hiding the growth rate.
@@ -133,7 +128,7 @@ extern const Study kOneStep{
         "O(N) with the number of residual sub-layers N for Post-LN and like O(log N) for Pre-LN and Admin; "
         "encoder-decoders of 6–18 layers on IWSLT14 and WMT14 (RAdam, lr 7e-4 to 1e-3).",
     .cost = "default ~30 s on 2 cores (3 seeds), --quick ~10 s",
-    .large = "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128",
+
     .axes = {{.key = "model.n_layers",
               .defaults = "3,6,12,24",
               .quick = "2,4,8",

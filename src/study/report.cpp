@@ -9,8 +9,12 @@
 #include "common/config_reader.h"
 #include "common/error.h"
 #include "io/atomic_file.h"
+#include "io/web.h"
 
 namespace normlab::study {
+
+using io::chart_js_source;
+using io::html_escape;
 
 namespace fs = std::filesystem;
 
@@ -186,35 +190,6 @@ Json claim_json(const SubClaim& c) {
 }
 
 }  // namespace
-
-std::string html_escape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '<':
-        out += "&lt;";
-        break;
-      case '>':
-        out += "&gt;";
-        break;
-      case '&':
-        out += "&amp;";
-        break;
-      case '"':
-        out += "&quot;";
-        break;
-      default:
-        out += c;
-    }
-  }
-  return out;
-}
-
-std::string chart_js_source() {
-  constexpr const char* kChartJs = "/usr/share/javascript/chart.js/chart.min.js";
-  if (!fs::exists(kChartJs)) fail("{} is missing: install Debian's libjs-chart.js (scripts/setup.sh does)", kChartJs);
-  return io::read_file(kChartJs, "Chart.js");
-}
 
 fs::path write_report(const fs::path& dir, const Report& r) {
   const std::string chart_js = chart_js_source();

@@ -74,11 +74,4 @@ std::optional<ReportEntry> read_report_entry(const std::filesystem::path& dir);
 // report in a folder beside it, linked, with its verdict and time, newest first. Returns its path.
 std::filesystem::path write_report_index(const std::filesystem::path& report_dir);
 
-// Chart.js from Debian's libjs-chart.js (the reports inline it, `normlab serve` serves it); fails naming
-// the package when it is missing.
-std::string chart_js_source();
-
-// Text made safe inside HTML elements and double-quoted attributes (&, <, >, ").
-std::string html_escape(const std::string& s);
-
 }  // namespace normlab::study

@@ -165,7 +165,8 @@ extern const Study kStreamAtInit{
         "≤ (1 + 3l/2)·d for Pre-LN, and (3/2)·d before each Post-LN norm (a statement about expectations, for any "
         "depth).",
     .cost = "default ~30 s on 2 cores (3 seeds), --quick ~5 s",
-    .large = "model.d_model=256 model.n_heads=4 model.max_seq_len=128 train.seq_len=128 model.n_layers=48",
+    .large = "model.n_layers=48",
+    .large_size = LargeSize::without_ffn,
     .axes = {{.key = "d_ff_multiple",
               .defaults = "4",
               .quick = "4",

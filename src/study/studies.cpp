@@ -338,7 +338,7 @@ std::string study_help(const Study& s) {
   out += fmt::format(
       "large:  --large sets {}; {} runs with {} seeds, {} layer-steps of training (steps × layers; docs/studies.md "
       "prices them in core-hours)\n\n",
-      s.large, planned.size(), large.seeds.size(), layer_steps(planned));
+      fmt::join(large_overrides(s), " "), planned.size(), large.seeds.size(), layer_steps(planned));
   if (s.axes.empty()) {
     out +=
         "axes: none; its arms are fixed. --set changes what every run shares (a field the arms differ in is "
@@ -365,15 +365,22 @@ std::string study_help(const Study& s) {
   return out;
 }
 
-void use_large_preset(const Study& study, StudyOptions& options) {
-  if (options.quick) fail("study {}: --large and --quick are two presets; choose one", study.name);
-  if (study.large.empty()) fail("internal: study {} has no large preset", study.name);
-  std::vector<std::string> overrides;
+std::vector<std::string> large_overrides(const Study& study) {
+  std::vector<std::string> overrides = {"model.d_model=256", "model.n_heads=4"};
+  if (study.large_size != LargeSize::without_ffn) overrides.emplace_back("model.d_ff=1024");
+  if (study.large_size != LargeSize::without_context)
+    overrides.insert(overrides.end(), {"model.max_seq_len=128", "train.seq_len=128"});
   for (size_t at = 0; at < study.large.size();) {
     const size_t space = std::min(study.large.find(' ', at), study.large.size());
     if (space > at) overrides.emplace_back(study.large.substr(at, space - at));
     at = space + 1;
   }
+  return overrides;
+}
+
+void use_large_preset(const Study& study, StudyOptions& options) {
+  if (options.quick) fail("study {}: --large and --quick are two presets; choose one", study.name);
+  std::vector<std::string> overrides = large_overrides(study);
   overrides.insert(overrides.end(), options.overrides.begin(), options.overrides.end());
   options.overrides = std::move(overrides);
   options.large = true;
@@ -539,31 +546,6 @@ StudyResult run_study(const Study& study, const StudyOptions& given, const Runne
         html, write_report_index(options.dir), report.verdict, report.failures, report.claims, headline_text(report)};
   }
   fail("internal: study {} looked at no seeds", study.name);
-}
-
-double TrainCurve::final_loss() const {
-  if (loss.empty()) return NAN;
-  const size_t n = std::min<size_t>(3, loss.size());
-  double s = 0;
-  for (size_t i = loss.size() - n; i < loss.size(); ++i) s += loss[i];
-  return s / static_cast<double>(n);
-}
-
-double TrainCurve::recent_drop() const {
-  const size_t q = loss.size() / 4;
-  if (q == 0) return NAN;
-  double before = 0, last = 0;
-  for (size_t i = 0; i < q; ++i) before += loss[loss.size() - 2 * q + i], last += loss[loss.size() - q + i];
-  return (before - last) / static_cast<double>(q);
-}
-
-TrainCurve read_train_curve(const fs::path& run_dir) {
-  TrainCurve c;
-  for (const train::TrainRecord& r : train::read_train_records(run_dir)) {
-    c.step.push_back(r.step);
-    c.loss.push_back(r.loss);
-  }
-  return c;
 }
 
 Json last_probe(const fs::path& run_dir, const std::string& family) {

@@ -10,6 +10,7 @@
 #include "study/claims.h"
 #include "study/report.h"
 #include "study/runner.h"
+#include "train/outcome.h"
 
 namespace normlab::study {
 
@@ -48,6 +49,11 @@ struct Axis {
   std::string_view sets = "";     // a study-level axis: the config field it sets
 };
 
+// What every --large preset sets before its study's own overrides: d 256 with 4 heads, d_ff 1024 and a context of
+// 128. A study whose arms set d_ff (stream-at-init) leaves d_ff out; one that reads sentence pairs (mt-depth) keeps
+// their T 64.
+enum class LargeSize { model_and_context, without_ffn, without_context };
+
 struct Study {
   std::string_view name;
   std::string_view title, claim, source;  // the report's heading, the claim tested, the papers (with sections)
@@ -57,9 +63,11 @@ struct Study {
   std::string_view cost;           // the presets' run time on 2 cores
   std::string_view headline = "";  // the sub-claim carrying the claim's main effect (empty: the first)
   // The --large preset: where the claim lives as far as CPUs allow (d 256, T 128, 12-48 layers, thousands of
-  // steps), meant for many cores (`mpirun ... normlab study NAME --large`): space-separated --set overrides that
-  // come before the user's, with each axis's `large` values. docs/studies.md states its cost in core-hours.
+  // steps), meant for many cores (`mpirun ... normlab study NAME --large`): the shared size (large_size), then these
+  // space-separated --set overrides, all before the user's, with each axis's `large` values. docs/studies.md states
+  // its cost in core-hours.
   std::string_view large = "";
+  LargeSize large_size = LargeSize::model_and_context;
   std::vector<Axis> axes = {};  // the grid's axes (none: fixed arms; --set changes what they share)
   std::vector<RunRequest> (*plan)(const StudyOptions& options);
   // The report's setup (what is measured, beyond the runs' configs), evidence, verdict and rule,
@@ -81,6 +89,8 @@ const Study& find_study(std::string_view name);
 
 // --large: puts the study's large-preset overrides before the user's --set (which win) and marks the options.
 void use_large_preset(const Study& study, StudyOptions& options);
+// The --large preset's overrides, in the order they apply.
+std::vector<std::string> large_overrides(const Study& study);
 // Training steps × layers (both stacks of an encoder-decoder) summed over a plan's training runs: the unit
 // docs/studies.md prices the large presets in.
 long long layer_steps(const std::vector<RunRequest>& requests);
@@ -121,12 +131,8 @@ struct StudyResult {
 StudyResult run_study(const Study& study, const StudyOptions& options, const RunnerOptions& runner);
 
 // Reading what runs wrote.
-struct TrainCurve {
-  std::vector<double> step, loss;
-  double final_loss() const;   // mean of the last three logged losses (NaN if none)
-  double recent_drop() const;  // mean loss of the next-to-last quarter of the logs minus the last quarter's
-};
-TrainCurve read_train_curve(const std::filesystem::path& run_dir);
+using train::read_train_curve;  // train/outcome.h
+using train::TrainCurve;
 // The last probes.jsonl record of `family` (empty JSON if none).
 Json last_probe(const std::filesystem::path& run_dir, const std::string& family);
 // The result columns of one analysis in a probe run's analysis.jsonl.

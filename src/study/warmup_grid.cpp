@@ -155,8 +155,7 @@ extern const Study kWarmupGrid{
         "DeepNorm trains to 100L-100L. Admin Table 1: 18-layer Post-LN diverges on WMT14 En-De (lr 1e-3, warm-up 8000) "
         "where Admin trains.",
     .cost = "default ~45 min on 2 cores (48 runs × 3 seeds), --quick ~50 s (16 runs)",
-    .large =
-        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 train.steps=1000",
+    .large = "train.steps=1000",
     .axes = {{.key = "model.n_layers",
               .defaults = "6,12",
               .quick = "2,6",

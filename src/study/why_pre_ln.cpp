@@ -201,8 +201,7 @@ extern const Study kWhyPreLn{
         "variance after 10k steps.",
     .cost = "default ~15 min on 2 cores (3 seeds), --quick ~30 s",
     .headline = "B1",
-    .large =
-        "model.d_model=256 model.n_heads=4 model.d_ff=1024 model.max_seq_len=128 train.seq_len=128 train.steps=1000",
+    .large = "train.steps=1000",
     .axes = {{.key = "model.n_layers",
               .defaults = "6,12",
               .quick = "2,6",

@@ -48,8 +48,8 @@ std::string positions_equation(const model::ModelConfig& c) {
 // The DeepNorm pair of each stack, by name ("" for a one-stack model's).
 Json deepnorm_pairs(const model::ModelConfig& c) {
   Json alpha = Json::object(), beta = Json::object();
-  for (const model::Tower& t : model::stacks(c)) {
-    const std::string side = t.kind == model::Tower::single ? "layers" : t.prefix() + "layers";
+  for (const model::StackSpec& t : model::stacks(c)) {
+    const std::string side = t.kind == model::StackSpec::single ? "layers" : t.prefix() + "layers";
     const model::DeepNormConstants k = model::deepnorm_constants(c, t.kind);
     alpha[side] = k.alpha;
     beta[side] = k.beta;

@@ -335,7 +335,7 @@ TEST(ProbeAnalyses, MemoryNeedsCoverTheModelsTheAnalysesBuild) {
   std::size_t fp64_models = 0;
   const model::ModelConfig& ln = planned.config.model;
   model::ModelConfig rms = ln;
-  rms.placement = "pre_rms";
+  model::set_placement(rms, "pre_rms");
   rms.norm.type = "rmsnorm";
   for (const model::ModelConfig& mc : {ln, rms, model::crms_config_for(ln)}) {
     auto m = model::build_model(mc, c.train.batch_size, c.train.seq_len, engine::DType::f64);

@@ -32,7 +32,7 @@ DeepNormConstants deepnorm_constants(DeepNormArch arch, int n, int m, bool torch
   return {1, 1};
 }
 
-DeepNormConstants deepnorm_constants(const ModelConfig& c, Tower::Kind stack) {
+DeepNormConstants deepnorm_constants(const ModelConfig& c, StackSpec::Kind stack) {
   if (option(c, "deepnorm_constants").get<std::string>() == "glm130b") {
     if (c.encoder_decoder())
       fail(
@@ -41,9 +41,9 @@ DeepNormConstants deepnorm_constants(const ModelConfig& c, Tower::Kind stack) {
     const double two_l = 2.0 * c.n_layers;
     return {std::sqrt(two_l), 1 / std::sqrt(two_l)};
   }
-  const DeepNormArch arch = stack == Tower::encoder   ? DeepNormArch::encoder_of_encoder_decoder
-                            : stack == Tower::decoder ? DeepNormArch::decoder_of_encoder_decoder
-                                                      : DeepNormArch::decoder_only;
+  const DeepNormArch arch = stack == StackSpec::encoder   ? DeepNormArch::encoder_of_encoder_decoder
+                            : stack == StackSpec::decoder ? DeepNormArch::decoder_of_encoder_decoder
+                                                          : DeepNormArch::decoder_only;
   return deepnorm_constants(arch, c.source_layers(), c.n_layers,
                             option(c, "deepnorm_beta").get<std::string>() == "torchscale");
 }
@@ -65,7 +65,7 @@ constexpr Switch kSwitches[] = {
      "deepnet|glm130b", false}};
 
 TensorId deepnorm(const SubLayer& s, TensorId h) {
-  const double alpha = deepnorm_constants(s.config(), s.tower().kind).alpha;
+  const double alpha = deepnorm_constants(s.config(), s.spec().kind).alpha;
   return s.norm("post_norm", s.add(h, s.branch(h), alpha, 1.0));
 }
 
@@ -74,10 +74,10 @@ void deepnorm_init(InitContext& ctx) {
   const bool torchscale = option(m.config, "deepnorm_init").get<std::string>() == "torchscale";
   if (!torchscale) redraw_xavier(m, {Role::q, Role::k}, 1.0, true, ctx.seed);
   const auto stacks =
-      m.config.encoder_decoder() ? std::vector{Tower::encoder, Tower::decoder} : std::vector{Tower::single};
-  for (Tower::Kind stack : stacks) {
+      m.config.encoder_decoder() ? std::vector{StackSpec::encoder, StackSpec::decoder} : std::vector{StackSpec::single};
+  for (StackSpec::Kind stack : stacks) {
     const double beta = deepnorm_constants(m.config, stack).beta;
-    const std::string under = Tower{stack}.prefix();
+    const std::string under = StackSpec{stack}.prefix();
     if (torchscale) scale_roles(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, beta, true, under);
     else redraw_xavier(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, beta, true, ctx.seed, under);
   }

@@ -14,6 +14,6 @@ struct DeepNormConstants {
 DeepNormConstants deepnorm_constants(DeepNormArch arch, int encoder_layers, int decoder_layers,
                                      bool torchscale_beta = false);
 // The pair a DeepNorm model of config c uses in one of its stacks, by its switches.
-DeepNormConstants deepnorm_constants(const ModelConfig& c, Tower::Kind stack);
+DeepNormConstants deepnorm_constants(const ModelConfig& c, StackSpec::Kind stack);
 
 }  // namespace normlab::model

@@ -34,7 +34,7 @@ TensorId weights_of(const Stack& st) {
 }
 
 TensorId block(const Stack& st, int layer, TensorId x, TensorId (*sublayer)(const SubLayer&, TensorId)) {
-  for (Branch b : st.tower().branches()) x = sublayer(st.sublayer(layer, b), x);
+  for (Branch b : st.spec().branches()) x = sublayer(st.sublayer(layer, b), x);
   return x;
 }
 
@@ -67,7 +67,7 @@ TensorId dlcl_post_stack(const Stack& st, TensorId y0) {
 
 void average_rows(InitContext& ctx) {
   Model& m = ctx.model;
-  for (const Tower& stack : stacks(m.config)) {
+  for (const StackSpec& stack : stacks(m.config)) {
     const int n = stack.layers + 1;
     engine::dispatch_float(m.graph.float_type(), [&]<typename T>() {
       T* w = m.graph.data<T>(m.graph.at(stack.prefix() + "dlcl.weights"));

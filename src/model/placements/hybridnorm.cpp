@@ -31,7 +31,7 @@ void megatron_small_init(InitContext& ctx) {
   Model& m = ctx.model;
   const double sigma = std::sqrt(2.0 / (5.0 * m.config.d_model));
   redraw_truncated_normal(m, {Role::q, Role::k, Role::v, Role::fc1, Role::gate, Role::embedding}, sigma, ctx.seed);
-  for (const Tower& stack : stacks(m.config))
+  for (const StackSpec& stack : stacks(m.config))
     redraw_truncated_normal(m, {Role::o, Role::fc2}, sigma / std::sqrt(2.0 * stack.layers), ctx.seed, stack.prefix());
   redraw_truncated_normal(m, {Role::head}, 1.0 / std::sqrt(m.config.d_model), ctx.seed);
 }

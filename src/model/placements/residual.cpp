@@ -18,7 +18,7 @@ TensorId residual_stack(const Stack& st, TensorId x) {
   TensorId dual = x;
   for (int layer = 0; layer < st.layers(); ++layer) {
     st.mark_stream(layer, x);  // the Post-LN stream; the dual stream is `layers.{i}.{s}.dual`
-    for (Branch b : st.tower().branches()) {
+    for (Branch b : st.spec().branches()) {
       SubLayer s = st.sublayer(layer, b);
       TensorId f = s.branch(x);
       dual = s.add(dual, f, 1, 1, "dual");

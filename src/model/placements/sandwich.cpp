@@ -16,7 +16,7 @@ namespace {
 // L is the depth of the stack that holds the matrix (an encoder-decoder: N in the encoder, M in the decoder).
 void scaled_outputs(InitContext& ctx) {
   Model& m = ctx.model;
-  for (const Tower& t : stacks(m.config))
+  for (const StackSpec& t : stacks(m.config))
     redraw_normal(m, {engine::Role::o, engine::Role::fc2}, m.config.init.std / std::sqrt(2.0 * t.layers), ctx.seed,
                   t.prefix());
 }

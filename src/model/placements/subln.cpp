@@ -27,10 +27,10 @@ TensorId subln(const SubLayer& s, TensorId h) {
 void subln_init(InitContext& ctx) {
   Model& m = ctx.model;
   const double n = m.config.source_layers(), M = m.config.n_layers;
-  for (const Tower& t : stacks(m.config)) {
-    const double gamma = t.kind == Tower::single    ? std::sqrt(std::log(2.0 * t.layers))
-                         : t.kind == Tower::encoder ? std::sqrt(std::log(3.0 * M) * std::log(2.0 * n) / 3.0)
-                                                    : std::sqrt(std::log(3.0 * M));
+  for (const StackSpec& t : stacks(m.config)) {
+    const double gamma = t.kind == StackSpec::single    ? std::sqrt(std::log(2.0 * t.layers))
+                         : t.kind == StackSpec::encoder ? std::sqrt(std::log(3.0 * M) * std::log(2.0 * n) / 3.0)
+                                                        : std::sqrt(std::log(3.0 * M));
     for (int i = 0; i < t.layers; ++i)
       for (Branch b : {Branch::attn, Branch::ffn})
         scale_roles(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, gamma, true,

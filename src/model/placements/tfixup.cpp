@@ -35,10 +35,10 @@ void tfixup_init(InitContext& ctx) {
     return;
   }
   const double n = m.config.source_layers();
-  scale_roles(m, branch, 0.67 * std::pow(n, -0.25), false, Tower{Tower::encoder}.prefix());
-  scale_roles(m, branch, decoder, false, Tower{Tower::decoder}.prefix());
+  scale_roles(m, branch, 0.67 * std::pow(n, -0.25), false, StackSpec{StackSpec::encoder}.prefix());
+  scale_roles(m, branch, decoder, false, StackSpec{StackSpec::decoder}.prefix());
   redraw_normal(m, {Role::embedding}, embed_std * std::pow(9.0 * n, -0.25), ctx.seed);
-  redraw_normal(m, {Role::embedding}, embed_std * decoder, ctx.seed, Tower{Tower::decoder}.prefix());
+  redraw_normal(m, {Role::embedding}, embed_std * decoder, ctx.seed, StackSpec{StackSpec::decoder}.prefix());
 }
 }  // namespace
 
