@@ -96,20 +96,25 @@ void print_study_list() {
   if (fs::exists("runs/studies.html")) std::cout << "Every report with its verdict: runs/studies.html\n";
 }
 
+// results/README.md, and the copy of its table in the README beside results/ (when there is one).
 void write_findings_index(const fs::path& results, bool check) {
   if (!fs::is_directory(results)) fail("study index: {} is not a folder (give the results folder)", results.string());
-  const fs::path file = results / "README.md";
-  const std::string text = study::findings_index(results);
-  if (!check) {
-    io::write_file_atomic(file, text);
-    std::cout << "wrote " << file.string() << "\n";
-    return;
+  const fs::path readme = fs::absolute(results).lexically_normal().parent_path() / "README.md";
+  std::vector<std::pair<fs::path, std::string>> files = {{results / "README.md", study::findings_index(results)}};
+  if (fs::exists(readme))
+    files.emplace_back(readme, study::with_readme_findings(io::read_file(readme, "README"), results));
+  for (const auto& [file, text] : files) {
+    if (!check) {
+      io::write_file_atomic(file, text);
+      std::cout << "wrote " << file.string() << "\n";
+      continue;
+    }
+    const std::string committed = fs::exists(file) ? io::read_file(file, "findings index") : "";
+    if (committed != text)
+      fail("{} is not what the reports under {} say; regenerate it with `normlab study index {}`", file.string(),
+           results.string(), results.string());
+    std::cout << file.string() << " matches the reports\n";
   }
-  const std::string committed = fs::exists(file) ? io::read_file(file, "findings index") : "";
-  if (committed != text)
-    fail("{} is not what the reports under {} say; regenerate it with `normlab study index {}`", file.string(),
-         results.string(), results.string());
-  std::cout << file.string() << " matches the reports\n";
 }
 
 }  // namespace

@@ -107,7 +107,7 @@ std::string paper_of(std::string_view source) {
 
 }  // namespace
 
-std::string findings_table(const fs::path& results) {
+std::string findings_table(const fs::path& results, const std::string& link_prefix) {
   std::string md =
       "| study | claim | paper | design seeds | fresh seeds | headline effect, design / fresh [interval] | model | "
       "core-hours |\n|---|---|---|---|---|---|---|---|\n";
@@ -118,7 +118,7 @@ std::string findings_table(const fs::path& results) {
     double hours = 0;
     for (const auto* e : {&k.design, &k.fresh})
       if (*e) hours += (*e)->json.value("core_hours", 0.0);
-    md += fmt::format("| [{}]({}/) | {} | {} | {} | {} | {}: {} / {} | {} | {} |\n", s->name, s->name,
+    md += fmt::format("| [{}]({}{}/) | {} | {} | {} | {} | {}: {} / {} | {} | {} |\n", s->name, link_prefix, s->name,
                       md_cell(s->title), md_cell(paper_of(s->source)), cell(k.design), cell(k.fresh),
                       any ? any->json.value("headline", "") : std::string("—"), effect(k.design), effect(k.fresh),
                       any ? size_text(any->json) : std::string("—"), any ? fmt::format("{:.2f}", hours) : "—");
@@ -159,6 +159,15 @@ std::string findings_index(const fs::path& results) {
         "|---|---|---|---|---|\n" +
         large;
   return md;
+}
+
+std::string with_readme_findings(const std::string& readme, const fs::path& results) {
+  const size_t begin = readme.find(kReadmeFindingsBegin), end = readme.find(kReadmeFindingsEnd);
+  if (begin == std::string::npos || end == std::string::npos || end < begin)
+    fail("the README has no findings block: put the lines\n{}\n{}\nwhere the table goes", kReadmeFindingsBegin,
+         kReadmeFindingsEnd);
+  const size_t after_begin = begin + std::string_view(kReadmeFindingsBegin).size();
+  return readme.substr(0, after_begin) + "\n" + findings_table(results, "results/") + readme.substr(end);
 }
 
 }  // namespace normlab::study

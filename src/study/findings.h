@@ -12,7 +12,15 @@ namespace normlab::study {
 // The index's Markdown for the reports under `results` (deterministic: the same reports give the same bytes).
 std::string findings_index(const std::filesystem::path& results);
 
-// The findings table alone (the rows of findings_index), for the README's "what the studies found".
-std::string findings_table(const std::filesystem::path& results);
+// The findings table alone (the rows of findings_index), its links to each study's folder prefixed with
+// `link_prefix` ("results/" for the README at the repository's root).
+std::string findings_table(const std::filesystem::path& results, const std::string& link_prefix = "");
+
+// The README's copy of the table sits between these two lines; with_readme_findings returns `readme` with the block
+// between them made anew from the reports (links into results/), and fails when the markers are missing.
+inline constexpr const char* kReadmeFindingsBegin =
+    "<!-- findings: written by `normlab study index results` from the reports in results/; a test compares -->";
+inline constexpr const char* kReadmeFindingsEnd = "<!-- /findings -->";
+std::string with_readme_findings(const std::string& readme, const std::filesystem::path& results);
 
 }  // namespace normlab::study
