@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 [ -x build/normlab ] || { echo "screenshots.sh: build/normlab is missing: run scripts/setup.sh" >&2; exit 2; }
 command -v chromium >/dev/null || { echo "screenshots.sh: chromium is missing: run scripts/setup.sh" >&2; exit 2; }
 study=results/why-pre-ln/design
-run=design/runs/train-pre-L12-w0-s1
+run=design/runs/train-pre-L12-w250-s1
 [ -f "$study/report.html" ] || { echo "screenshots.sh: $study/report.html is missing" >&2; exit 1; }
 mkdir -p docs/img
 profile=$(mktemp -d)
