@@ -23,8 +23,7 @@ if [ $sanitize -eq 0 ]; then
 fi
 
 start=$(date +%s)
-scripts/hardening-build.sh normlab normlab_tests fuzz_safetensors_replay fuzz_config_replay fuzz_tokens_replay \
-  fuzz_sweep_replay fuzz_sentencepiece_replay
+scripts/hardening-build.sh normlab normlab_tests fuzz_replays
 built=$(date +%s)
 # detect_leaks: every allocation must be freed; abort_on_error: a report is a failed test, never a warning.
 export ASAN_OPTIONS="detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1"

@@ -131,6 +131,8 @@ Json parse_config_json(std::string_view text, const std::string& where) {
     doc = Json::parse(text, check);
   } catch (const nlohmann::json::parse_error& e) {
     fail("{}: not valid JSON (at byte {}): fix the file", where, e.byte);
+  } catch (const nlohmann::json::out_of_range&) {  // a number past a double's range, e.g. 1e999
+    fail("{}: a number is too large for a double (at most about 1.8e308): fix the file", where);
   }
   if (!duplicate.empty())
     fail("{}: the key '{}' appears twice in one object, and only one value can count: keep one", where,

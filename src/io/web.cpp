@@ -32,7 +32,8 @@ std::string html_escape(const std::string& s) {
 
 std::string chart_js_source() {
   constexpr const char* kChartJs = "/usr/share/javascript/chart.js/chart.min.js";
-  if (!std::filesystem::exists(kChartJs)) fail("{} is missing: install Debian's libjs-chart.js (scripts/setup.sh does)", kChartJs);
+  if (!std::filesystem::exists(kChartJs))
+    fail("{} is missing: install Debian's libjs-chart.js (scripts/setup.sh does)", kChartJs);
   return read_file(kChartJs, "Chart.js");
 }
 

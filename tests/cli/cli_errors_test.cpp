@@ -383,6 +383,15 @@ TEST_F(CliErrors, EnumeratedSwitchesTakeOnlyTheirValues) {
   EXPECT_FALSE(fs::exists(tmp_ / "new_run"));
 }
 
+// A number past a double's range is a sentence naming the file, not a raw JSON exception (found by fuzz_config).
+TEST_F(CliErrors, ConfigWithANumberTooLargeForADouble) {
+  const fs::path file = tmp_ / "huge.json";
+  spit(file, R"({"train": {"lr": 33E33333333}})");
+  expect_cli_error(cli({"train", "-c", file.string(), "--run", (tmp_ / "r").string()}),
+                   {file.string(), "a number is too large for a double"});
+  EXPECT_FALSE(fs::exists(tmp_ / "r"));
+}
+
 TEST_F(CliErrors, ConfigWithADuplicateKey) {
   const fs::path file = tmp_ / "duplicate.json";
   const auto train = [&] { return cli({"train", "-c", file.string(), "--run", (tmp_ / "r").string()}); };
