@@ -183,6 +183,11 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       claim_below("B", "Pre-LN ends below Post-LN", "final validation loss, Pre-LN − Post-LN (nats)",
                   difference(pre, post), 0.0),
   };
+  const auto ranked = [&](const char* placement) {
+    return std::any_of(rows.begin(), rows.end(), [&](const Arm& a) { return a.label == placement; });
+  };
+  cannot_decide_unless(r.claims.back(), ranked("pre") && ranked("post"),
+                       "B compares pre with post, and the model.placement axis lacks one of them");
   r.evidence = {
       fmt::format("runs that diverged: {}; that stalled: {}; that failed: {} (of {})", diverged, stalled, failed,
                   entries.size() * o.seeds.size()),

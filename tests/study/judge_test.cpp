@@ -610,6 +610,9 @@ TEST(StudyJudgeGrid, UserAxesAreJudgedOrUndecidedWithAReason) {
   const Report slope = judged("one-step", one_step, {"model.n_layers=5"});
   EXPECT_EQ(slope.verdict, "inconclusive");  // a result of the grid: a rerun would not decide it
   EXPECT_TRUE(has(slope, "cannot decide: the model.n_layers axis has one depth, a slope needs two"));
+  const Report ranking = judged("leaderboard", leaderboard, {"model.placement=pre,deepnorm"});
+  EXPECT_EQ(ranking.verdict, "inconclusive");
+  EXPECT_TRUE(has(ranking, "cannot decide: B compares pre with post, and the model.placement axis lacks one of them"));
   const Report stream = judged("stream-at-init", stream_at_init, {"d_ff_multiple=2,8"});
   EXPECT_EQ(stream.verdict, "reproduced");
   EXPECT_TRUE(has(stream, "Pre-LN with d_ff = 8d grows"));
