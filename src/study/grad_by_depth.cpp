@@ -163,8 +163,7 @@ extern const Study kGradByDepth{
         "Xiong et al. Thm 1 and Fig. 3(c, d): at init, encoder-decoders of 6-6, 8-8, 10-10, 12-12 and 14-14 layers, d "
         "512, Xavier init, 10 seeds; the last FFN's W² gradient stays at about 1.6 for Post-LN and falls with depth "
         "for Pre-LN; Fig. 3(a, b): per-layer gradients of a 6-6 model grow with the layer index in Post-LN.",
-    .cost = "default ~3 min on 2 cores (3 seeds), --quick ~15 s",
-
+    .cost = "default ~1 min on 2 cores (5 seeds), --quick ~15 s",
     .axes = {{.key = "model.n_layers",
               .defaults = "6,12,24,48",
               .quick = "2,4,8",

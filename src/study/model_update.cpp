@@ -145,7 +145,7 @@ extern const Study kModelUpdate{
         "DeepNet §3, Figs. 4–5: 18L-18L encoder-decoders on IWSLT-14 De-En (d 512, Xavier init); ‖F(x, θ_t) − F(x, "
         "θ_0)‖ over the first updates and the LayerNorm inputs against √d: Post-LN's update jumps at the start and its "
         "LN inputs grow far past √d; warm-up and DeepNorm keep the update smooth.",
-    .cost = "default ~7.5 min on 2 cores (3 seeds), --quick ~20 s",
+    .cost = "default ~2 min on 2 cores (5 seeds), --quick ~20 s",
     .large = "model.n_layers=24 train.steps=1000",
     .plan = plan,
     .judge = judge,

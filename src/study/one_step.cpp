@@ -127,8 +127,7 @@ extern const Study kOneStep{
         "Admin (Liu et al.) §4, Thm 2, Fig. 4: the output change Var[F(x, W) − F(x, W*)] after an update grows like "
         "O(N) with the number of residual sub-layers N for Post-LN and like O(log N) for Pre-LN and Admin; "
         "encoder-decoders of 6–18 layers on IWSLT14 and WMT14 (RAdam, lr 7e-4 to 1e-3).",
-    .cost = "default ~30 s on 2 cores (3 seeds), --quick ~10 s",
-
+    .cost = "default ~10 s on 2 cores (3 to 5 seeds), --quick ~10 s",
     .axes = {{.key = "model.n_layers",
               .defaults = "3,6,12,24",
               .quick = "2,4,8",

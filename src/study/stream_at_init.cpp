@@ -164,7 +164,7 @@ extern const Study kStreamAtInit{
         "Xiong et al. Lemma 2: at init, with Xavier weights, d_ff = d and unit-variance inputs, (1 + l/2)·d ≤ E‖x_l‖² "
         "≤ (1 + 3l/2)·d for Pre-LN, and (3/2)·d before each Post-LN norm (a statement about expectations, for any "
         "depth).",
-    .cost = "default ~30 s on 2 cores (3 seeds), --quick ~5 s",
+    .cost = "default ~10 s on 2 cores (5 seeds), --quick ~5 s",
     .large = "model.n_layers=48",
     .large_size = LargeSize::without_ffn,
     .axes = {{.key = "d_ff_multiple",

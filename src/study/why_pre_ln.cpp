@@ -199,7 +199,7 @@ extern const Study kWhyPreLn{
         "8.45 BLEU against about 34 with it); Fig. 3: gradients at init of 6-6 … 14-14 models over 10 seeds. DeepNet "
         "§3: 18L-18L Post-LN stalls without warm-up. Curse of Depth §5.4: LLaMA-130M (12 layers, d 768), the stream's "
         "variance after 10k steps.",
-    .cost = "default ~15 min on 2 cores (3 seeds), --quick ~30 s",
+    .cost = "default ~7 min on 2 cores (its design seeds: 7 seeds, results/quickstart), --quick ~30 s",
     .headline = "B1",
     .large = "train.steps=1000",
     .axes = {{.key = "model.n_layers",
