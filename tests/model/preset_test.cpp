@@ -4,11 +4,13 @@
 // each trains through `normlab train --preset`.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
 #include "model/config.h"
 #include "model/presets.h"
+#include "train/records.h"
 #include "train/tiny_corpus.h"
 
 namespace normlab::model {
@@ -110,6 +112,13 @@ TEST(Presets, EachTrainsFromTheCommandLineAndItsLossFalls) {
     const auto records = train_records(run);
     ASSERT_EQ(records.size(), 30u);
     EXPECT_LT(records.back().loss, records.front().loss - 0.3) << p.name << ": the loss did not fall";
+    if (pairs) {  // a translation preset reports its BLEU and chrF on the held-out pairs (summary.json)
+      const auto summary = train::read_run_summary(run);
+      ASSERT_TRUE(summary) << p.name;
+      EXPECT_EQ(summary->bleu_pairs, 4) << p.name;
+      EXPECT_TRUE(std::isfinite(summary->bleu) && summary->bleu >= 0 && summary->bleu <= 100) << p.name;
+      EXPECT_TRUE(std::isfinite(summary->chrf) && summary->chrf >= 0 && summary->chrf <= 100) << p.name;
+    }
   }
 }
 
