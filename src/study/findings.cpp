@@ -66,24 +66,16 @@ const Json* headline_claim(const Json& r) {
   return nullptr;
 }
 
-// "1.310 [0.920, 1.700]".
-std::string effect_text(const Json& r) {
-  const Json* c = headline_claim(r);
-  if (!c) return "n/a";
+// A sub-claim's mean and interval: "1.310 [0.920, 1.700]".
+std::string effect_of(const Json& claim) {
   const auto number = [](const Json& v) { return v.is_number() ? num(v.get<double>()) : std::string("n/a"); };
-  return fmt::format("{} [{}, {}]", number((*c)["mean"]), number((*c)["interval"][0]), number((*c)["interval"][1]));
+  return fmt::format("{} [{}, {}]", number(claim["mean"]), number(claim["interval"][0]), number(claim["interval"][1]));
 }
 
-// "d 64, 6–24 layers, 500 steps".
-std::string size_text(const Json& r) {
-  const auto range = [](const Json& v) {
-    std::vector<int> x = v.is_array() ? v.get<std::vector<int>>() : std::vector<int>{};
-    if (x.empty()) return std::string("—");
-    return x.front() == x.back() ? std::to_string(x.front()) : fmt::format("{}–{}", x.front(), x.back());
-  };
-  const std::string steps = range(r["train_steps"]);
-  return fmt::format("d {}, {} layers{}", range(r["d_model"]), range(r["n_layers"]),
-                     steps == "—" ? ", init only" : ", " + steps + " steps");
+// The headline sub-claim's effect.
+std::string effect_text(const Json& r) {
+  const Json* c = headline_claim(r);
+  return c ? effect_of(*c) : "n/a";
 }
 
 // Text inside a Markdown table cell: a '|' would end the cell.
@@ -105,6 +97,61 @@ std::string paper_of(std::string_view source) {
   return first;
 }
 
+// The training a study's `--large` preset plans, in layer-steps (steps × layers over its runs).
+long long large_layer_steps(const Study& s) {
+  StudyOptions large;
+  use_large_preset(s, large);
+  return layer_steps(plan_study(s, large));
+}
+
+// "12,345,678".
+std::string grouped(long long n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+// Each failing sub-claim of the design and fresh reports, with what the study's `--large` preset would cost at
+// the core-seconds per layer-step the flagship's kept large run measured (only layer-steps when none is kept).
+std::string not_reproduced_section(const fs::path& results) {
+  std::string rows;
+  double seconds_per_layer_step = 0;
+  if (const Kept flagship = kept_reports(results, "why-pre-ln"); flagship.large)
+    seconds_per_layer_step = flagship.large->json.value("core_hours", 0.0) * 3600 /
+                             double(std::max(1LL, large_layer_steps(find_study("why-pre-ln"))));
+  for (const Study* s : all_studies()) {
+    const Kept k = kept_reports(results, s->name);
+    std::optional<long long> steps;  // planned only for a study with a failing sub-claim
+    for (const auto& [set, e] : {std::pair{"design", &k.design}, std::pair{"fresh", &k.fresh}}) {
+      if (!*e) continue;
+      const Json& r = (*e)->json;
+      for (const Json& c : r["sub_claims"]) {
+        if (c.value("outcome", "") != "fails") continue;
+        if (!steps) steps = large_layer_steps(*s);
+        const std::string price = *steps == 0 ? "init only: minutes"
+                                  : seconds_per_layer_step > 0
+                                      ? fmt::format("{} layer-steps ≈ {:.1f} core-hours", grouped(*steps),
+                                                    *steps * seconds_per_layer_step / 3600)
+                                      : grouped(*steps) + " layer-steps";
+        rows += fmt::format("| [{}]({}/) | {}, seeds {} | {}: {} | {} | {} | {} | {} |\n", s->name, s->name, set,
+                            seeds_text(r), c.value("id", ""), md_cell(c.value("statement", "")), effect_of(c),
+                            c.value("threshold", ""), setting_text(r), price);
+      }
+    }
+  }
+  if (rows.empty()) return rows;
+  return "\n## Not reproduced at this setting\n\nEach sub-claim that fails on a seed set, with what it measured at the "
+         "study's default preset (its size under \"this preset\"): a finding about that setting, not a verdict on "
+         "the paper's. Beside it, what the study's `--large` preset (docs/studies.md: where the paper's scale "
+         "begins) would cost, at the core-seconds per layer-step that the flagship's large run measured "
+         "(`why-pre-ln/large`).\n\n| study | seeds | sub-claim | measured [interval] | needs | this preset | "
+         "`--large` |\n|---|---|---|---|---|---|---|\n" +
+         rows;
+}
+
 }  // namespace
 
 std::string findings_table(const fs::path& results, const std::string& link_prefix) {
@@ -121,7 +168,7 @@ std::string findings_table(const fs::path& results, const std::string& link_pref
     md += fmt::format("| [{}]({}{}/) | {} | {} | {} | {} | {}: {} / {} | {} | {} |\n", s->name, link_prefix, s->name,
                       md_cell(s->title), md_cell(paper_of(s->source)), cell(k.design), cell(k.fresh),
                       any ? any->json.value("headline", "") : std::string("—"), effect(k.design), effect(k.fresh),
-                      any ? size_text(any->json) : std::string("—"), any ? fmt::format("{:.2f}", hours) : "—");
+                      any ? setting_text(any->json) : std::string("—"), any ? fmt::format("{:.2f}", hours) : "—");
   }
   return md;
 }
@@ -146,12 +193,13 @@ std::string findings_index(const fs::path& results) {
                                c->value("statistic", ""), c->value("threshold", ""));
   }
   if (!headlines.empty()) md += "\n## Headline sub-claims\n\n" + headlines;
+  md += not_reproduced_section(results);
   std::string large;
   for (const Study* s : all_studies())
     if (const Kept k = kept_reports(results, s->name); k.large)
       large += fmt::format("| [{}]({}/{}/) | {}, seeds {} | {}: {} | {} | {:.2f} |\n", s->name, s->name,
                            k.large->dir.filename().string(), verdict_text(k.large->json), seeds_text(k.large->json),
-                           k.large->json.value("headline", ""), effect_text(k.large->json), size_text(k.large->json),
+                           k.large->json.value("headline", ""), effect_text(k.large->json), setting_text(k.large->json),
                            k.large->json.value("core_hours", 0.0));
   if (!large.empty())
     md +=

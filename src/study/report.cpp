@@ -158,6 +158,18 @@ std::string looks_text(const Report& r) {
   return out.empty() ? "one look" : out;
 }
 
+// Each failing sub-claim with its effect and interval, or "" when none fails: the report says it is "not reproduced
+// at" this preset's setting, a finding about that setting rather than about the paper's.
+std::string failing_text(const Report& r) {
+  std::string failing;
+  for (const SubClaim& c : r.claims)
+    if (c.truth == Truth::fails)
+      failing += fmt::format("{}{} ({}): {} {}, needs {}", failing.empty() ? "" : "; ", c.id, c.statement,
+                             num(c.values.mean()), c.interval(), c.threshold());
+  if (failing.empty()) return failing;
+  return (r.paper_setting.empty() ? ": " : " (this preset; the paper's setting is above): ") + failing;
+}
+
 // A CSV field, quoted, with inner quotes doubled.
 std::string csv_quoted(const std::string& text) {
   std::string out = "\"";
@@ -191,6 +203,18 @@ Json claim_json(const SubClaim& c) {
 
 }  // namespace
 
+std::string setting_text(const Json& record) {
+  const auto range = [](const Json* v) {
+    std::vector<int> x = v && v->is_array() ? v->get<std::vector<int>>() : std::vector<int>{};
+    if (x.empty()) return std::string("—");
+    return x.front() == x.back() ? std::to_string(x.front()) : fmt::format("{}–{}", x.front(), x.back());
+  };
+  const auto field = [&](const char* key) { return record.contains(key) ? &record[key] : nullptr; };
+  const std::string steps = range(field("train_steps"));
+  return fmt::format("d {}, {} layers{}", range(field("d_model")), range(field("n_layers")),
+                     steps == "—" ? ", init only" : ", " + steps + " steps");
+}
+
 fs::path write_report(const fs::path& dir, const Report& r) {
   const std::string chart_js = chart_js_source();
   std::string html = R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>)" + html_escape(r.title) + R"(</title>
@@ -217,6 +241,9 @@ canvas { margin: 1em 0; border: 1px solid #eee; }
             "</p>\n<p><b>Rule.</b> " + html_escape(r.verdict_rule) + "</p>\n";
   if (!r.claims.empty())
     html += html_table(claims_table(r)) + "<p><b>Seeds.</b> " + html_escape(looks_text(r)) + "</p>\n";
+  if (const std::string failing = failing_text(r); !failing.empty())
+    html += "<p class=\"fails\"><b>Not reproduced at " + html_escape(setting_text(r.record)) + "</b>" +
+            html_escape(failing) + ".</p>\n";
   if (!r.failures.empty()) {
     html +=
         "<p><b>Failed runs</b> (nothing is decided from them; fix the cause and rerun the same command):</p>\n<ul>\n";
@@ -263,6 +290,8 @@ document.body.setAttribute('data-errors', window.__errors);
   if (!r.paper_setting.empty()) md += "**The paper's setting.** " + r.paper_setting + "\n\n";
   if (!r.verdict.empty()) md += "## Verdict: " + r.verdict + "\n\n**Rule.** " + r.verdict_rule + "\n\n";
   if (!r.claims.empty()) md += markdown_table(claims_table(r)) + "\n**Seeds.** " + looks_text(r) + "\n\n";
+  if (const std::string failing = failing_text(r); !failing.empty())
+    md += "**Not reproduced at " + setting_text(r.record) + "**" + failing + ".\n\n";
   if (!r.failures.empty()) {
     md += "**Failed runs** (nothing is decided from them; fix the cause and rerun the same command):\n\n";
     for (const auto& f : r.failures) md += "* " + f + "\n";

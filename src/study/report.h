@@ -56,9 +56,14 @@ struct Report {
       provenance;  // what rerunning it takes: command, overrides, normlab commit, corpus, threads, seeds
 };
 
+// The model a report's runs trained, from its record (report.json): "d 64, 6–24 layers, 500 steps", or
+// "d 64, 24 layers, init only" for a study that trains nothing.
+std::string setting_text(const Json& record);
+
 // Writes report.html, report.md and report.json (name, title, verdict, sub-claims with their per-seed values and
-// intervals, the looks, `record`, when) into dir, and seeds.csv (one row per sub-claim and seed) when there are
-// sub-claims; returns the HTML path. A report without a verdict (a sweep's) has no verdict section.
+// intervals, the looks, `record`, when) into dir, with a paragraph naming each failing sub-claim "not reproduced
+// at" the setting of `record` with its effect and interval, and seeds.csv (one row per sub-claim and seed) when there
+// are sub-claims; returns the HTML path. A report without a verdict (a sweep's) has no verdict section.
 std::filesystem::path write_report(const std::filesystem::path& dir, const Report& report);
 
 // What a report.json records, for overviews: the report's name (a study's, or "sweep"), title and

@@ -13,7 +13,8 @@ namespace fs = std::filesystem;
 using train::testing::TempDir;
 
 // A why-pre-ln report on `seeds` whose sub-claims have the given outcomes.
-void kept_report(const fs::path& dir, std::vector<int> seeds, std::vector<Truth> truths, const std::string& preset) {
+void kept_report(const fs::path& dir, std::vector<int> seeds, std::vector<Truth> truths, const std::string& preset,
+                 double core_hours = 0.25) {
   Report r{.name = "why-pre-ln", .title = "t", .claim = "c", .source = "s"};
   for (size_t i = 0; i < truths.size(); ++i) {
     SeedValues v{seeds, {}};
@@ -25,7 +26,7 @@ void kept_report(const fs::path& dir, std::vector<int> seeds, std::vector<Truth>
   r.headline = "B1";
   r.verdict = combine_verdicts(r.claims);
   r.record = {{"preset", preset},    {"seeds", seeds},       {"d_model", {64}},
-              {"n_layers", {6, 24}}, {"train_steps", {500}}, {"core_hours", 0.25}};
+              {"n_layers", {6, 24}}, {"train_steps", {500}}, {"core_hours", core_hours}};
   write_report(dir, r);
 }
 
@@ -33,7 +34,7 @@ TEST(FindingsIndex, OneRowPerStudyWithBothSeedSetsAndTheHeadlineInterval) {
   TempDir tmp("findings");
   kept_report(tmp / "why-pre-ln" / "design", {1, 2, 3, 4, 5}, {Truth::holds, Truth::fails}, "default");
   kept_report(tmp / "why-pre-ln" / "fresh", {101, 102, 103}, {Truth::holds, Truth::holds}, "default");
-  kept_report(tmp / "why-pre-ln" / "large", {1, 2, 3}, {Truth::holds, Truth::unclear}, "large");
+  kept_report(tmp / "why-pre-ln" / "large", {1, 2, 3}, {Truth::holds, Truth::unclear}, "large", 1.0);
   const std::string md = findings_index(tmp.path());
   EXPECT_EQ(md, findings_index(tmp.path())) << "the same reports give the same bytes";
   EXPECT_NE(md.find("**partly reproduced** (fails: B1), seeds 1–5"), std::string::npos) << md;
@@ -44,6 +45,31 @@ TEST(FindingsIndex, OneRowPerStudyWithBothSeedSetsAndTheHeadlineInterval) {
   EXPECT_NE(md.find("| [grad-by-depth](grad-by-depth/) |"), std::string::npos) << "every study has a row";
   EXPECT_NE(md.find("| not run | not run |"), std::string::npos) << md;
   EXPECT_NE(md.find("- `why-pre-ln` B1: statement 1"), std::string::npos) << md;
+}
+
+// A failing sub-claim is listed with what it measured at its setting and what the study's large preset would cost,
+// priced at the core-seconds per layer-step of the flagship's kept large run (here 1 core-hour for its own plan).
+TEST(FindingsIndex, ListsEachFailingSubClaimWithItsSettingAndTheLargePresetsPrice) {
+  TempDir tmp("findings");
+  kept_report(tmp / "why-pre-ln" / "design", {1, 2, 3, 4, 5}, {Truth::holds, Truth::fails}, "default");
+  kept_report(tmp / "why-pre-ln" / "fresh", {101, 102, 103}, {Truth::holds, Truth::holds}, "default");
+  const std::string unpriced = findings_index(tmp.path());
+  kept_report(tmp / "why-pre-ln" / "large", {1, 2, 3}, {Truth::holds, Truth::unclear}, "large", 1.0);
+  const std::string md = findings_index(tmp.path());
+  const size_t section = md.find("\n## Not reproduced at this setting\n");
+  ASSERT_NE(section, std::string::npos) << md;
+  const size_t row = md.find("| [why-pre-ln](why-pre-ln/) | design, seeds 1–5 | B1: statement 1 | 2.200 [", section);
+  ASSERT_NE(row, std::string::npos) << md;
+  EXPECT_NE(md.find("] | > 0.500 | d 64, 6–24 layers, 500 steps | ", row), std::string::npos) << md;
+  EXPECT_NE(md.find(" layer-steps ≈ 1.0 core-hours |", section), std::string::npos) << md;
+  EXPECT_EQ(md.find("| fresh, seeds", section), std::string::npos) << "nothing fails on the fresh seeds";
+  EXPECT_EQ(md.find("A1: statement 0", section), std::string::npos) << "A1 holds";
+  EXPECT_NE(unpriced.find(" layer-steps |"), std::string::npos) << "without a kept large run, layer-steps only";
+  EXPECT_EQ(unpriced.find("core-hours |", unpriced.find("## Not reproduced")), std::string::npos) << unpriced;
+
+  TempDir none("findings-none");
+  kept_report(none / "why-pre-ln" / "design", {1, 2, 3}, {Truth::holds, Truth::holds}, "default");
+  EXPECT_EQ(findings_index(none.path()).find("## Not reproduced"), std::string::npos) << "nothing fails";
 }
 
 }  // namespace

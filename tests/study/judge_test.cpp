@@ -466,6 +466,27 @@ TEST_P(StudyJudge, TheReportShowsEachSubClaimsRuleIntervalAndSeeds) {
   EXPECT_NE(csv.find("\n" + r.claims.front().id + ",3,"), std::string::npos) << csv;
 }
 
+// A failing sub-claim is a finding about this preset: the report says "not reproduced at" its setting, with the
+// measured effect and interval of each failing sub-claim, and says nothing of the kind when every one holds.
+TEST_P(StudyJudge, TheReportSaysEachFailingSubClaimIsNotReproducedAtThisSetting) {
+  Report partly = judge(synthetic([](int, char part) { return part != 'A'; }, "partly"));
+  partly.record = {{"d_model", {64}}, {"n_layers", {6, 12}}, {"train_steps", {300}}};
+  write_report(tmp_.path() / "partly", partly);
+  const std::string md = slurp(tmp_.path() / "partly" / "report.md");
+  const std::string html = slurp(tmp_.path() / "partly" / "report.html");
+  EXPECT_NE(md.find("**Not reproduced at d 64, 6–12 layers, 300 steps** (this preset; the paper's setting is above): "),
+            std::string::npos)
+      << md;
+  EXPECT_NE(html.find("<b>Not reproduced at d 64, 6–12 layers, 300 steps</b>"), std::string::npos);
+  for (const SubClaim& c : partly.claims) {
+    const std::string said =
+        fmt::format("{} ({}): {} {}, needs {}", c.id, c.statement, num(c.values.mean()), c.interval(), c.threshold());
+    EXPECT_EQ(md.find(said) != std::string::npos, c.truth == Truth::fails) << c.id << " " << c.outcome() << "\n" << md;
+  }
+  write_report(tmp_.path() / "reproduced", judge(synthetic(true)));
+  EXPECT_EQ(slurp(tmp_.path() / "reproduced" / "report.md").find("Not reproduced at"), std::string::npos);
+}
+
 // The setup sentence comes from the runs' configs, not from text copied into the judge.
 TEST_P(StudyJudge, SetupIsReadFromTheRunsConfigs) {
   const Runs runs = synthetic(true);
