@@ -34,7 +34,7 @@ TEST(FindingsIndex, OneRowPerStudyWithBothSeedSetsAndTheHeadlineInterval) {
   TempDir tmp("findings");
   kept_report(tmp / "why-pre-ln" / "design", {1, 2, 3, 4, 5}, {Truth::holds, Truth::fails}, "default");
   kept_report(tmp / "why-pre-ln" / "fresh", {101, 102, 103}, {Truth::holds, Truth::holds}, "default");
-  kept_report(tmp / "why-pre-ln" / "large", {1, 2, 3}, {Truth::holds, Truth::unclear}, "large", 1.0);
+  kept_report(tmp / "why-pre-ln" / "large", {1, 2, 3}, {Truth::holds, Truth::unclear}, "large");
   const std::string md = findings_index(tmp.path());
   EXPECT_EQ(md, findings_index(tmp.path())) << "the same reports give the same bytes";
   EXPECT_NE(md.find("**partly reproduced** (fails: B1), seeds 1–5"), std::string::npos) << md;
