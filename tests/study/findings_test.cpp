@@ -2,8 +2,12 @@
 // design seeds' and the fresh seeds' verdicts side by side, the headline effect with its interval.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <regex>
+
 #include "study/findings.h"
 #include "study/kit.h"
+#include "study/studies.h"
 #include "train/tiny_corpus.h"
 
 namespace normlab::study {
@@ -70,6 +74,27 @@ TEST(FindingsIndex, ListsEachFailingSubClaimWithItsSettingAndTheLargePresetsPric
   TempDir none("findings-none");
   kept_report(none / "why-pre-ln" / "design", {1, 2, 3}, {Truth::holds, Truth::holds}, "default");
   EXPECT_EQ(findings_index(none.path()).find("## Not reproduced"), std::string::npos) << "nothing fails";
+}
+
+// What the repository keeps (issue: findings a researcher can cite): every study's design and fresh seed sets, each
+// with its report, and every run behind them naming the commit that made it (a git hash, not "unknown" or missing).
+TEST(KeptResults, EveryStudyHasBothSeedSetsAndEachRunNamesItsCommit) {
+  const fs::path results = fs::path(NORMLAB_SOURCE_DIR) / "results";
+  const std::regex commit("[0-9a-f]{7,40}");
+  for (const Study* s : all_studies())
+    for (const char* set : {"design", "fresh"}) {
+      const fs::path dir = results / s->name / set;
+      EXPECT_TRUE(fs::exists(dir / "report.json")) << dir;
+      size_t runs = 0;
+      for (const auto& run : fs::directory_iterator(dir / "runs")) {
+        std::ifstream in(run.path() / "status.json");
+        ASSERT_TRUE(in) << run.path() << ": no status.json";
+        const std::string made_by = Json::parse(in).value("normlab", std::string("not recorded"));
+        EXPECT_TRUE(std::regex_match(made_by, commit)) << run.path() << " was made by \"" << made_by << '"';
+        ++runs;
+      }
+      EXPECT_GT(runs, 0u) << dir;
+    }
 }
 
 }  // namespace
