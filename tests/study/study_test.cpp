@@ -797,6 +797,17 @@ TEST(StudyCli, AFailedRunMakesTheStudyIncompleteAndReuseFollowsTheRequest) {
   EXPECT_NE(slurp(dir / "runs" / "pre-s1" / "request.json").find("\"seed\": 7"), std::string::npos);
 }
 
+// Every study states the regime its paper makes its claim in, and its help shows it beside this preset's plan.
+TEST(StudyCli, EveryStudysHelpShowsThePapersSettingBesideThePreset) {
+  for (const Study* s : all_studies()) {
+    EXPECT_FALSE(s->paper_setting.empty()) << s->name;
+    const auto r = run_cli({"study", std::string(s->name), "--help"}, fs::current_path());
+    ASSERT_EQ(r.exit_code, 0) << s->name << ": " << r.err;
+    const size_t paper = r.out.find("\nthe paper's setting: " + std::string(s->paper_setting) + "\nthis preset (");
+    EXPECT_NE(paper, std::string::npos) << s->name << "\n" << r.out;
+  }
+}
+
 // `normlab study NAME --help` describes the study: claim, presets, seeds, its axes with their values, and
 // examples; `normlab study --help` is the generic help.
 TEST(StudyCli, HelpOfAStudyListsItsAxes) {
