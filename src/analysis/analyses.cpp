@@ -1,5 +1,8 @@
 #include "analysis/analyses.h"
 
+#include <fmt/ranges.h>
+
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -280,17 +283,96 @@ Json attention_entropy(model::Model& m, const train::Loader& loader, const Analy
   return out;
 }
 
-train::MemoryNeeds memory_needs(std::string_view analyses) {
+namespace {
+
+// grad-init and stream-init build fresh models one at a time, layer-drop one model without a layer at a time,
+// norm-equivalence the Pre-LN, Pre-RMS and Pre-CRMS models in fp64 (6 fp32 copies' worth).
+const Analysis kAnalyses[] = {
+    {"grad-init",
+     "‖∂L/∂W‖ of every weight at initialization, averaged over --seeds inits x --batches batches (Xiong et al. 2020, "
+     "Fig. 3: Post-LN's last-layer gradient is flat in depth, Pre-LN's shrinks like 1/√L). Always from fresh inits of "
+     "the config.",
+     "name, grad_norm",
+     [](const AnalysisInput& in) { return gradient_norms_at_init(in.config, in.loader, in.settings); }, 1},
+    {"one-step",
+     "the output change after one Adam step of --lr from W to W* on training batch 0 (Liu et al. 2020, Admin's "
+     "amplification: Post-LN's output change grows with depth), two ways: output_change_rms = RMS of the logit change "
+     "on the update batch itself (every parameter moved); stack_change_ms = Admin's |F(x,W*) − F(x,W)|², the mean "
+     "square change of the layer stack's output (before final norm and head) on another batch (validation batch 0).",
+     "output_change_rms, stack_change_ms",
+     [](const AnalysisInput& in) { return one_step_output_change(in.model, in.loader, in.config, in.settings); }, 0,
+     true, true},
+    {"angular",
+     "arccos(cos(x_ℓ, x_ℓ+n))/π between the residual streams entering layers ℓ and ℓ+n (n = --span), averaged over "
+     "tokens (Gromov et al. 2024; Sun et al. 2025, Curse of Depth: deep Pre-LN layers barely turn the stream).",
+     "span, layer, angular_distance",
+     [](const AnalysisInput& in) { return angular_distances(in.model, in.loader, in.settings); }},
+    {"layer-drop",
+     "validation loss with layer ℓ skipped, minus the full model's (Li et al. 2025 Mix-LN; Sun et al. 2025: deep "
+     "Pre-LN layers can be removed at little cost).",
+     "full_loss, layer, loss, delta_loss",
+     [](const AnalysisInput& in) { return layer_drop(in.model, in.loader, in.settings); }, 1},
+    {"attention-entropy", "entropy (nats) of each head's attention distribution, averaged over queries.",
+     "layer, head, entropy",
+     [](const AnalysisInput& in) { return attention_entropy(in.model, in.loader, in.settings); }},
+    {"stream-init",
+     "E‖x_l‖²/d of the residual stream entering each layer at init, averaged over --seeds inits x --batches batches "
+     "(Xiong et al. 2020, Lemma 2: Pre-LN grows like 1 + l/2 ... 1 + 3l/2, Post-LN stays at 1). Always from fresh "
+     "inits of the config.",
+     "layer, mean_square", [](const AnalysisInput& in) { return stream_at_init(in.config, in.loader, in.settings); },
+     1},
+    {"norm-equivalence",
+     "the model (Pre-LN, bias-free LayerNorm, untied embeddings) against Pre-RMSNorm with the same weights and "
+     "Pre-CRMSNorm converted from it: logits, loss and gradient errors in fp32 and fp64 (Jiang et al. 2023). Not in "
+     "the default list.",
+     "logits, loss and gradients compared",
+     [](const AnalysisInput& in) { return norm_equivalence(in.model, in.loader); }, 6},
+};
+
+}  // namespace
+
+std::span<const Analysis> all_analyses() { return kAnalyses; }
+
+std::string analyses_help() {
+  std::string out = "Analyses (choose with --analysis a,b,...):\n";
+  for (const Analysis& a : kAnalyses) {
+    out += fmt::format("  {:<18} ", a.name);
+    size_t column = 21;
+    for (size_t at = 0; at < a.about.size();) {  // words wrapped at 110 columns
+      const size_t space = std::min(a.about.find(' ', at), a.about.size());
+      const std::string_view word = a.about.substr(at, space - at);
+      if (column + word.size() > 110) out += "\n" + std::string(21, ' '), column = 21;
+      out += fmt::format("{} ", word), column += word.size() + 1;
+      at = space + 1;
+    }
+    out += fmt::format("\n{}columns: {}\n", std::string(21, ' '), a.columns);
+  }
+  return out;
+}
+
+std::vector<const Analysis*> parse_analyses(std::string_view list) {
+  std::vector<const Analysis*> out;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t comma = std::min(list.find(',', at), list.size());
+    const std::string_view name = list.substr(at, comma - at);
+    const auto it =
+        std::find_if(std::begin(kAnalyses), std::end(kAnalyses), [&](const Analysis& a) { return a.name == name; });
+    if (it == std::end(kAnalyses)) {
+      std::vector<std::string_view> names;
+      for (const Analysis& a : kAnalyses) names.push_back(a.name);
+      fail("--analysis: unknown analysis '{}' (known: {})", name, fmt::join(names, ", "));
+    }
+    out.push_back(&*it);
+    at = comma + 1;
+  }
+  return out;
+}
+
+train::MemoryNeeds memory_needs(std::string_view list) {
   train::MemoryNeeds needs;
-  while (!analyses.empty()) {
-    const size_t comma = analyses.find(',');
-    const std::string_view name = analyses.substr(0, comma);
-    analyses = comma == std::string_view::npos ? std::string_view() : analyses.substr(comma + 1);
-    int models = 0;
-    if (name == "grad-init" || name == "stream-init" || name == "layer-drop") models = 1;
-    if (name == "norm-equivalence") models = 6;  // Pre-LN, Pre-RMS and Pre-CRMS copies in fp64
-    if (name == "one-step") needs.optimizer = true;
-    needs.extra_models = std::max(needs.extra_models, models);
+  for (const Analysis* a : parse_analyses(list)) {
+    needs.optimizer = needs.optimizer || a->optimizer;
+    needs.extra_models = std::max(needs.extra_models, a->extra_models);
   }
   return needs;
 }

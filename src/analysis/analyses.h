@@ -1,6 +1,7 @@
 #pragma once
 // On-demand analyses of a model (a checkpoint, or a config freshly initialized), each from the
 // paper that argues with it. `normlab probe` runs them and writes analysis.jsonl / analysis.csv.
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -48,10 +49,34 @@ Json norm_equivalence(const model::Model& pre_ln, const train::Loader& loader);
 // Entropy of each head's attention distribution, averaged over queries and batches (nats).
 Json attention_entropy(model::Model& m, const train::Loader& loader, const AnalysisSettings& s);
 
-// What the analyses named in `analyses` (comma-separated, run one after another) hold beside the model they
-// read, for the memory check: the most models any one builds at once (grad-init and stream-init: a fresh
-// model; layer-drop: one model without a layer at a time; norm-equivalence: three fp64 models, 6 fp32 copies),
-// and one-step's AdamW moments.
-train::MemoryNeeds memory_needs(std::string_view analyses);
+// ---- The table of analyses: `normlab probe --analysis` and its messages list from it
+// ----------------------------------
+
+// What an analysis reads: the model (a checkpoint, or a config freshly initialized), the run's batches and config.
+struct AnalysisInput {
+  model::Model& model;
+  const train::Loader& loader;
+  const train::RunConfig& config;
+  const AnalysisSettings& settings;
+};
+
+struct Analysis {
+  std::string_view name;
+  std::string_view about;    // what it measures and the paper it comes from, for `normlab probe --help`
+  std::string_view columns;  // the result's columns, as records.h spells them
+  Json (*run)(const AnalysisInput& input);
+  int extra_models = 0;        // models it holds beside the one it reads at once, for the memory check
+  bool optimizer = false;      // it takes an optimizer step (AdamW's moments)
+  bool moves_weights = false;  // it changes the model's weights: the caller restores them after it
+};
+
+std::span<const Analysis> all_analyses();
+// The table as `normlab probe --help` shows it: each name with what it measures and its columns.
+std::string analyses_help();
+// The analyses of a comma-separated list, in its order; fails on a name the table lacks, listing the table.
+std::vector<const Analysis*> parse_analyses(std::string_view list);
+// What the analyses of `list` hold beside the model they read, for the memory check: the most models any one
+// holds at once, and whether one takes an optimizer step.
+train::MemoryNeeds memory_needs(std::string_view list);
 
 }  // namespace normlab::analysis

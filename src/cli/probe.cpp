@@ -19,30 +19,9 @@ namespace fs = std::filesystem;
 
 namespace {
 
-constexpr const char* kHelp = R"(Analyses (all by default; choose with --analysis a,b,...):
-  grad-init          ‖∂L/∂W‖ of every weight at initialization, averaged over --seeds inits x --batches
-                     batches (Xiong et al. 2020, Fig. 3: Post-LN's last-layer gradient is flat in depth,
-                     Pre-LN's shrinks like 1/√L). Always from fresh inits of the config.
-  one-step           the output change after one Adam step of --lr from W to W* on training batch 0 (Liu et
-                     al. 2020, Admin's amplification: Post-LN's output change grows with depth), two ways:
-                     output_change_rms = RMS of the logit change on the update batch itself (every
-                     parameter moved); stack_change_ms = Admin's |F(x,W*) − F(x,W)|², the mean square
-                     change of the layer stack's output (before final norm and head) on another batch
-                     (validation batch 0).
-  angular            arccos(cos(x_ℓ, x_ℓ+n))/π between the residual streams entering layers ℓ and ℓ+n
-                     (n = --span), averaged over tokens (Gromov et al. 2024; Sun et al. 2025, Curse of
-                     Depth: deep Pre-LN layers barely turn the stream).
-  layer-drop         validation loss with layer ℓ skipped, minus the full model's (Li et al. 2025 Mix-LN;
-                     Sun et al. 2025: deep Pre-LN layers can be removed at little cost).
-  attention-entropy  entropy (nats) of each head's attention distribution, averaged over queries.
-  stream-init        E‖x_l‖²/d of the residual stream entering each layer at init, averaged over --seeds
-                     inits x --batches batches (Xiong et al. 2020, Lemma 2: Pre-LN grows like 1 + l/2 ...
-                     1 + 3l/2, Post-LN stays at 1). Always from fresh inits of the config.
-  norm-equivalence   the model (Pre-LN, bias-free LayerNorm, untied embeddings) against Pre-RMSNorm with
-                     the same weights and Pre-CRMSNorm converted from it: logits, loss and gradient
-                     errors in fp32 and fp64 (Jiang et al. 2023). Not in the default list.
-Output: a table per analysis on stdout, and analysis.jsonl (one record per analysis, columns as arrays)
-plus analysis.csv (long form: analysis,name,layer,head,quantity,value) in --out; docs/probes.md.)";
+constexpr const char* kOutput =
+    "Output: a table per analysis on stdout, and analysis.jsonl (one record per analysis, columns as arrays)\n"
+    "plus analysis.csv (long form: analysis,name,layer,head,quantity,value) in --out; docs/probes.md.";
 
 void print_table(const std::string& title, const Json& columns) {
   std::cout << "\n" << title << "\n";
@@ -98,7 +77,7 @@ void add_probe(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand("probe", "analyses of a checkpoint (--run) or of a freshly initialized config");
-  cmd->footer(kHelp);
+  cmd->footer(analysis::analyses_help() + kOutput);
   add_config_options(cmd, args->sources);
   cmd->add_option("-r,--run", args->run, "analyse this run's checkpoint (else: the config, freshly initialized)");
   cmd->add_option("-a,--analysis", args->analyses, "comma-separated list")->capture_default_str();
@@ -110,7 +89,7 @@ void add_probe(CLI::App& app) {
   cmd->add_option("--span", args->settings.span, "n of the angular distance between layers l and l+n")
       ->capture_default_str();
   cmd->callback([args] {
-    const train::MemoryNeeds needs = analysis::memory_needs(args->analyses);
+    const train::MemoryNeeds needs = analysis::memory_needs(args->analyses);  // refuses an unknown name first
     train::Run run = args->run.empty() ? train::build_run(load_run_config(args->sources), 0, needs)
                                        : train::open_run(args->run, 0, needs);
     if (args->run.empty()) model::initialize(*run.model, run.config.train.seed);
@@ -124,24 +103,12 @@ void add_probe(CLI::App& app) {
     std::string jsonl, csv = "analysis,name,layer,head,quantity,value\n";
     std::cout << fmt::format("probing {} ({}, L = {}, d = {})\n", args->run.empty() ? "a fresh init" : args->run,
                              config.model.placement, config.model.n_layers, config.model.d_model);
-    std::stringstream list(args->analyses);
-    for (std::string name; std::getline(list, name, ',');) {
-      Json result;
-      if (name == "grad-init") result = analysis::gradient_norms_at_init(config, loader, args->settings);
-      else if (name == "one-step") result = analysis::one_step_output_change(m, loader, config, args->settings);
-      else if (name == "angular") result = analysis::angular_distances(m, loader, args->settings);
-      else if (name == "layer-drop") result = analysis::layer_drop(m, loader, args->settings);
-      else if (name == "attention-entropy") result = analysis::attention_entropy(m, loader, args->settings);
-      else if (name == "stream-init") result = analysis::stream_at_init(config, loader, args->settings);
-      else if (name == "norm-equivalence") result = analysis::norm_equivalence(m, loader);
-      else
-        fail(
-            "--analysis: unknown analysis '{}' (known: grad-init, one-step, angular, layer-drop, attention-entropy, "
-            "stream-init, norm-equivalence)",
-            name);
-      if (name == "one-step" && !args->run.empty())  // one-step moved the weights: restore them
+    for (const analysis::Analysis* a : analysis::parse_analyses(args->analyses)) {
+      const std::string name(a->name);
+      const Json result = a->run({m, loader, config, args->settings});
+      if (a->moves_weights && !args->run.empty())  // restore the weights it moved
         train::load_checkpoint(fs::path(args->run) / train::kCheckpointFile, m, nullptr);
-      else if (name == "one-step") model::initialize(m, config.train.seed);
+      else if (a->moves_weights) model::initialize(m, config.train.seed);
       print_table(name, result);
       jsonl += Json{{"analysis", name}, {"result", result}}.dump() + "\n";
       csv += csv_rows(name, result);
