@@ -13,8 +13,10 @@
 #include "cli/commands.h"
 #include "dist/comm.h"
 #include "io/atomic_file.h"
+#include "study/claim_file.h"
 #include "study/findings.h"
 #include "study/kit.h"
+#include "study/statistics.h"
 #include "study/studies.h"
 #include "study/sweep.h"
 
@@ -79,6 +81,14 @@ std::string last_verdicts(std::string_view name) {
   return fmt::format("{}", fmt::join(found, "; "));
 }
 
+// A built-in study by name, or a claim file given as @FILE (held by `claim` while the study runs).
+const study::Study& study_named(const std::string& name, std::shared_ptr<const study::ClaimFile>& claim) {
+  if (!name.starts_with('@')) return study::find_study(name);
+  if (name.size() == 1) fail("study @: name the claim file after '@', e.g. normlab study @examples/claims/mine.json");
+  claim = study::read_claim_file(name.substr(1));
+  return study::study_of(*claim);
+}
+
 // Under mpirun rank 0 runs the command and hands its runs out; every other rank only runs them. Returns
 // true on such a worker rank, after rank 0 released it.
 bool served_as_worker() {
@@ -135,8 +145,9 @@ void add_study(CLI::App& app) {
   cmd->set_help_flag();
   cmd->add_flag("-h,--help", args->help, "this help; with a study name, that study's claim, axes and examples");
   cmd->add_option("name", args->name,
-                  "study name, `list`, or `index` (writes DIR/README.md, the findings table of the reports kept "
-                  "under DIR, default results)");
+                  "study name, @FILE (your own claim as a file: docs/studies.md, \"Your own claim\"), `list`, "
+                  "`statistics` (what a sub-claim can read from a run), or `index` (writes DIR/README.md, the findings "
+                  "table of the reports kept under DIR, default results)");
   cmd->add_option("dir", args->index_dir, "with `index`: the results folder (default results)");
   cmd->add_flag("--check", args->check,
                 "with `index`: write nothing, fail if DIR/README.md differs from what the reports say");
@@ -149,6 +160,9 @@ void add_study(CLI::App& app) {
                   "sub-claim is unclear, up to --max-seeds), auto:101 (the same from seed 101), or fixed: a count N "
                   "(seeds 1..N), a list 101,102,103 or a range 101-103 (--quick: 1 seed, --large: 3)");
   cmd->add_option("--max-seeds", args->max_seeds, "the cap of --seeds auto")->capture_default_str();
+  cmd->add_flag("--judge-only", args->options.judge_only,
+                "judge the runs stored in --out again with this build's rule, running nothing (a run that is not "
+                "there counts as failed): kept results judged again after a change to the study wing");
   cmd->add_option("-s,--set", args->options.overrides, "override a field of every run, e.g. --set train.lr=3e-4");
   cmd->add_option("-g,--grid", args->options.grid,
                   "replace the values of one of the study's axes, e.g. --grid model.n_layers=8,16,32 (repeatable; "
@@ -158,16 +172,19 @@ void add_study(CLI::App& app) {
   cmd->callback([args, cmd] {
     if (args->help) {
       if (args->name.empty() || args->name == "list") return void(std::cout << cmd->help());
-      std::cout << study::study_help(study::find_study(args->name)) << "\n" << cmd->help();
+      std::shared_ptr<const study::ClaimFile> claim;
+      std::cout << study::study_help(study_named(args->name, claim)) << "\n" << cmd->help();
       return;
     }
     if (args->name.empty()) fail("study: a study name is required (`normlab study list` shows them)");
     if (args->name == "list") return print_study_list();
+    if (args->name == "statistics") return void(std::cout << study::statistics_help());
     study::check_runner_options(args->runner);
     if (args->name == "index")
       return write_findings_index(args->index_dir.empty() ? "results" : args->index_dir, args->check);
     if (!args->index_dir.empty()) fail("study {}: unexpected argument '{}'", args->name, args->index_dir);
-    const study::Study& s = study::find_study(args->name);
+    std::shared_ptr<const study::ClaimFile> claim;
+    const study::Study& s = study_named(args->name, claim);
     if (served_as_worker()) return;
     if (args->large) study::use_large_preset(s, args->options);
     study::choose_seeds(args->options, args->seeds, args->max_seeds);

@@ -149,6 +149,7 @@ struct Switch {
 
 struct Placement {
   std::string_view name;
+  std::string_view display_name;     // as the papers and reports write it: "Post-LN", "LayerNorm Scaling"
   std::string_view paper;            // citation
   std::string_view equations;        // the sub-layer equations, one line
   bool final_norm = true;            // default for model.final_norm = "auto"
@@ -169,6 +170,8 @@ const Placement& find_placement(std::string_view name);  // throws normlab::Erro
 const Placement& placement_of(const ModelConfig& c);
 std::span<const Placement* const> all_placements();
 std::vector<std::string> placement_names();
+// A placement as reports name it: a built-in's display name ("Post-LN"), any other text (a formula's file) as it is.
+std::string placement_label(std::string_view placement);
 // Every sub-layer of a model in the order a forward pass runs them: its name prefix, and how many sub-layers its
 // stack holds (Admin's N, per stack).
 struct SubLayerSite {

@@ -327,18 +327,21 @@ Json RunIndex::run(const fs::path& dir) {
   }
   entry["age_s"] = number(age);
 
-  const auto finished_or_stalled = [&] {
+  const std::string stalled(train::outcome_name(train::Outcome::stalled)),
+      diverged(train::outcome_name(train::Outcome::diverged));
+  const auto finished_or_stalled = [&]() -> std::string {
     if (!summary_json.is_object()) return "finished";
-    return train::finished_outcome(m.curve, summary.unigram_entropy_nats) == "stalled" ? "stalled" : "finished";
+    return train::finished_outcome(m.curve, summary.unigram_entropy_nats) == train::Outcome::stalled ? stalled
+                                                                                                     : "finished";
   };
   std::string status, message;
   if (m.diverged) {
-    status = "diverged", message = "non-finite values; first in " + (m.non_finite.empty() ? "?" : m.non_finite);
+    status = diverged, message = "non-finite values; first in " + (m.non_finite.empty() ? "?" : m.non_finite);
   } else if (ended.is_object()) {  // the runner's status.json knows failures that leave no trace in the run's files
     status = reader.text(ended, "status", "status.json: ");
     message = reader.text(ended, "message", "status.json: ");
     if (status == "finished") status = finished_or_stalled();
-    else if (status != "diverged" && status != "failed")
+    else if (status != diverged && status != "failed")
       reader.note(fmt::format("status.json: status is '{}', not finished, diverged or failed", shown(status)));
   } else if (summary_json.is_object() && !(study_run && age < kRunningWindowSeconds)) {  // a study may still probe it
     status = finished_or_stalled();

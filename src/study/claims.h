@@ -69,6 +69,7 @@ struct SubClaim {
   Side side = Side::above;
   double lo = 0, hi = 0;      // above: > lo; below: < hi; within: lo < x < hi
   std::string cannot_decide;  // why the study's grid leaves it undecidable ("" if it does not)
+  std::string quote, where;   // the paper's sentence and where it stands (a sub-claim stated as data: claim_spec.h)
   // Set by decide():
   double confidence = 0.95;
   double interval_lo = 0, interval_hi = 0;  // NaN when there is no interval (fewer than 2 seeds, a NaN)

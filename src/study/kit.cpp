@@ -17,10 +17,7 @@ namespace normlab::study {
 
 namespace fs = std::filesystem;
 
-namespace {
-// Every 10 steps, but at least 8 logs: the stalled/slow rule compares the last two quarters of them.
-int log_every(int steps) { return std::clamp(steps / 8, 1, 10); }
-}  // namespace
+int log_interval(int steps) { return std::clamp(steps / 8, 1, 10); }
 
 std::vector<int> depths(const StudyOptions& o) {
   std::vector<int> d = o.int_axis("model.n_layers");
@@ -46,7 +43,7 @@ Json small_lm(const std::string& placement, int layers, int steps, uint64_t seed
                 {"beta2", 0.98},
                 {"clip", 0.0},
                 {"weight_decay", 0.0},
-                {"log_every", log_every(steps)},
+                {"log_every", log_interval(steps)},
                 {"eval_every", 0},
                 {"eval_batches", 4},
                 {"seed", seed},
@@ -221,7 +218,7 @@ std::vector<double> analysis_column(const RunOutcome* run, const std::string& an
 
 TrainResult train_result(const RunOutcome* run) {
   TrainResult r;
-  if (!run) return r.outcome = "missing", r;
+  if (!run) return r.outcome = Outcome::missing, r;
   const TrainCurve curve = read_train_curve(run->dir / "run");
   r.final_loss = curve.final_loss();
   if (const auto s = train::read_run_summary(run->dir / "run")) {
@@ -230,21 +227,20 @@ TrainResult train_result(const RunOutcome* run) {
     r.seconds = s->seconds;
     r.bleu = s->bleu;
   }
-  if (run->status == RunStatus::diverged) r.outcome = "diverged";
-  else if (run->status == RunStatus::failed || std::isnan(r.final_loss) || std::isnan(r.unigram)) r.outcome = "failed";
+  if (run->status == RunStatus::diverged) r.outcome = Outcome::diverged;
+  else if (run->status == RunStatus::failed || std::isnan(r.final_loss) || std::isnan(r.unigram))
+    r.outcome = Outcome::failed;
   else r.outcome = finished_outcome(curve, r.unigram);
   return r;
 }
 
 TrainResult worst_over_seeds(const std::vector<RunOutcome>& runs, const std::vector<int>& seeds,
                              const std::function<std::string(int)>& id_of_seed) {
-  static const std::vector<std::string> order = {"trained", "slow", "stalled", "failed", "diverged", "missing"};
-  const auto rank = [](const std::string& outcome) { return std::find(order.begin(), order.end(), outcome); };
-  TrainResult worst{"trained"};
+  TrainResult worst{Outcome::trained};
   std::map<int, TrainResult> each;
   for (int seed : seeds) {
     const TrainResult& r = each[seed] = train_result(find_run(runs, id_of_seed(seed)));
-    if (rank(r.outcome) > rank(worst.outcome)) worst.outcome = r.outcome;
+    worst.outcome = std::max(worst.outcome, r.outcome);  // Outcome runs from best to worst
   }
   const auto mean_of = [&](double TrainResult::*field) {
     return seed_mean(seeds, [&](int seed) { return each.at(seed).*field; });
@@ -272,31 +268,33 @@ double unigram_of(const RunOutcome* run, const TrainResult& r) {
 
 double final_loss_or_unigram(const RunOutcome* run) {
   const TrainResult r = train_result(run);
-  return r.outcome == "diverged"                           ? unigram_of(run, r)
-         : r.outcome == "failed" || r.outcome == "missing" ? NAN
-                                                           : r.final_loss;
+  return r.outcome == Outcome::diverged                                  ? unigram_of(run, r)
+         : r.outcome == Outcome::failed || r.outcome == Outcome::missing ? NAN
+                                                                         : r.final_loss;
 }
 
 double val_loss_or_unigram(const RunOutcome* run) {
   const TrainResult r = train_result(run);
-  return r.outcome == "diverged"                           ? unigram_of(run, r)
-         : r.outcome == "failed" || r.outcome == "missing" ? NAN
-                                                           : r.val_loss;
+  return r.outcome == Outcome::diverged                                  ? unigram_of(run, r)
+         : r.outcome == Outcome::failed || r.outcome == Outcome::missing ? NAN
+                                                                         : r.val_loss;
 }
+
+std::string trained_line() { return fmt::format("the unigram entropy − {:g} nats", train::kStallMargin); }
 
 double loss_above_trained_line(const RunOutcome* run) {
   const TrainResult r = train_result(run);
-  return final_loss_or_unigram(run) - (unigram_of(run, r) - 0.25);
+  return final_loss_or_unigram(run) - (unigram_of(run, r) - train::kStallMargin);
 }
 
 Table outcome_table(const std::string& title, const std::vector<RunOutcome>& runs) {
-  Table t{title + " (" + kStalledRule + ")", {"run", "outcome", "final train loss", "val loss", "seconds"}};
+  Table t{title + " (" + stalled_rule() + ")", {"run", "outcome", "final train loss", "val loss", "seconds"}};
   for (const RunOutcome& run : runs) {
     if (run.request.kind != "train") continue;
     const TrainResult r = train_result(&run);
-    t.rows.push_back(
-        {run.request.id, r.outcome, num(r.final_loss), num(r.val_loss), fmt::format("{:.0f}", run.seconds)});
-    t.row_class.push_back(r.outcome == "failed" ? "diverged" : r.outcome);
+    t.rows.push_back({run.request.id, std::string(outcome_name(r.outcome)), num(r.final_loss), num(r.val_loss),
+                      fmt::format("{:.0f}", run.seconds)});
+    t.row_class.emplace_back(outcome_name(r.outcome == Outcome::failed ? Outcome::diverged : r.outcome));
   }
   return t;
 }
@@ -345,9 +343,9 @@ Series loss_series(const std::string& label, const RunOutcome* run) {
 Truth all_trained(const std::vector<RunOutcome>& runs, const std::string& arm, const std::vector<int>& seeds) {
   Truth all = Truth::holds;
   for (int seed : seeds) {
-    const std::string outcome = train_result(find_run(runs, seed_id(arm, seed))).outcome;
-    if (outcome == "failed" || outcome == "missing") all = all == Truth::fails ? all : Truth::undecided;
-    else if (outcome != "trained") all = Truth::fails;
+    const Outcome outcome = train_result(find_run(runs, seed_id(arm, seed))).outcome;
+    if (outcome == Outcome::failed || outcome == Outcome::missing) all = all == Truth::fails ? all : Truth::undecided;
+    else if (outcome != Outcome::trained) all = Truth::fails;
   }
   return all;
 }

@@ -15,6 +15,10 @@
 
 namespace normlab::study {
 
+using train::Outcome;  // what became of a training run (train/outcome.h), with its spellings and stall rule
+using train::outcome_name;
+using train::stalled_rule;
+
 // A small decoder LM on the configured corpus: d 64, 4 heads, d_ff 256, T 64, batch 16, GPT-2 init;
 // Adam (β2 0.98) at lr 1e-3, constant after `warmup`, no clipping or weight decay; probes every
 // `probe_every` steps (0: off); the loss logged every 10 steps or more often, at least 8 times; one
@@ -22,6 +26,9 @@ namespace normlab::study {
 // The model.n_layers axis, shallowest first.
 std::vector<int> depths(const StudyOptions& o);
 
+// How often a run of `steps` steps logs its loss: every 10 steps, but at least 8 logs (the stalled/slow rule compares
+// the last two quarters of them).
+int log_interval(int steps);
 Json small_lm(const std::string& placement, int layers, int steps, uint64_t seed, int warmup = 0, int probe_every = 0);
 // Xiong's regime (fairseq): Xavier matrices, embeddings N(0, d^-1/2) scaled by √d, so the stream
 // starts with unit variance.
@@ -89,12 +96,12 @@ std::vector<double> analysis_column(const RunOutcome* run, const std::string& an
 
 // What a training run reached: its final losses (NaN if missing) and the outcome class.
 struct TrainResult {
-  std::string outcome;  // trained | slow | stalled | diverged | failed | missing
+  Outcome outcome = Outcome::missing;
   double final_loss = NAN, val_loss = NAN, unigram = NAN;
   double seconds = NAN;  // the training's wall time (summary.json)
   double bleu = NAN;     // an encoder-decoder's greedy BLEU on held-out pairs (summary.json)
 };
-// A finished run whose final training loss is above the unigram entropy − 0.25 nats is stalled if its
+// A finished run whose final training loss is above the unigram entropy − kStallMargin is stalled if its
 // loss has plateaued (the last quarter of the logs is < 0.1 nats below the quarter before), else slow:
 // still learning, only short of budget. Measured on the warm-up grid: stalled runs moved < 0.04 nats,
 // slow ones 0.35–0.39. A finished run without those numbers (no logged loss, no summary.json) failed.
@@ -105,9 +112,11 @@ TrainResult train_result(const RunOutcome* run);
 // worse. NaN if the run failed or is missing (the sub-claim is then undecided).
 double final_loss_or_unigram(const RunOutcome* run);
 double val_loss_or_unigram(const RunOutcome* run);
+// "the unigram entropy − 0.25 nats", the trained line in words, from train::kStallMargin.
+std::string trained_line();
 // The statistic of a claim that a run learned (or did not): its final training loss minus the trained line, the
-// unigram entropy − 0.25 nats (kStalledRule): below 0 it trained; a stalled run sits near +0.25, a diverged one at
-// +0.25 exactly.
+// unigram entropy − kStallMargin nats (stalled_rule()): below 0 it trained; a stalled run sits near +0.25, a diverged
+// one at +0.25 exactly.
 double loss_above_trained_line(const RunOutcome* run);
 // A cell of a grid over seeds: its worst outcome (missing > diverged > failed > stalled > slow > trained) and the
 // mean final training and validation losses (NaN unless every seed has them); id_of_seed names each seed's run.
@@ -115,7 +124,6 @@ TrainResult worst_over_seeds(const std::vector<RunOutcome>& runs, const std::vec
                              const std::function<std::string(int)>& id_of_seed);
 // The class of a finished run's curve (train/outcome.h), which `normlab serve` shows too.
 using train::finished_outcome;
-using train::kStalledRule;
 // The table of training runs: run, outcome, final train loss, val loss, seconds; rows coloured.
 Table outcome_table(const std::string& title, const std::vector<RunOutcome>& runs);
 

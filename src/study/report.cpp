@@ -10,6 +10,7 @@
 #include "common/error.h"
 #include "io/atomic_file.h"
 #include "io/web.h"
+#include "train/outcome.h"
 
 namespace normlab::study {
 
@@ -71,8 +72,9 @@ std::string utc_now() {
 
 // A grid cell that starts with an outcome (trained, slow, stalled, diverged, failed) is coloured by it.
 std::string cell_tag(const std::string& cell) {
-  for (const char* outcome : {"trained", "slow", "stalled", "diverged", "failed"})
-    if (cell.starts_with(outcome)) return fmt::format("<td class=\"{}\">", outcome);
+  for (const train::Outcome outcome : train::kOutcomes)
+    if (outcome != train::Outcome::missing && cell.starts_with(outcome_name(outcome)))
+      return fmt::format("<td class=\"{}\">", outcome_name(outcome));
   return "<td>";
 }
 
@@ -177,31 +179,34 @@ std::string csv_quoted(const std::string& text) {
   return out + "\"";
 }
 
-Json claim_json(const SubClaim& c) {
+}  // namespace
+
+Json sub_claim_json(const SubClaim& c) {
   Json seeds = Json::object();
   for (size_t i = 0; i < c.values.n(); ++i)
     seeds[std::to_string(c.values.seeds[i])] = std::isfinite(c.values.values[i]) ? Json(c.values.values[i]) : Json();
   const auto number = [](double v) { return std::isfinite(v) ? Json(v) : Json(); };
-  return {{"id", c.id},
-          {"statement", c.statement},
-          {"statistic", c.statistic},
-          {"per_seed", seeds},
-          {"n", c.values.n()},
-          {"mean", number(c.values.mean())},
-          {"sd", number(c.values.sd())},
-          {"interval", {number(c.interval_lo), number(c.interval_hi)}},
-          {"confidence", c.confidence},
-          {"threshold", c.threshold()},
-          {"side", c.side == SubClaim::Side::above   ? "above"
-                   : c.side == SubClaim::Side::below ? "below"
-                                                     : "within"},
-          {"lo", c.lo},
-          {"hi", c.hi},
-          {"outcome", truth_name(c.truth)},
-          {"said", c.outcome()}};
+  Json json = {{"id", c.id},
+               {"statement", c.statement},
+               {"statistic", c.statistic},
+               {"per_seed", seeds},
+               {"n", c.values.n()},
+               {"mean", number(c.values.mean())},
+               {"sd", number(c.values.sd())},
+               {"interval", {number(c.interval_lo), number(c.interval_hi)}},
+               {"confidence", c.confidence},
+               {"threshold", c.threshold()},
+               {"side", c.side == SubClaim::Side::above   ? "above"
+                        : c.side == SubClaim::Side::below ? "below"
+                                                          : "within"},
+               {"lo", c.lo},
+               {"hi", c.hi},
+               {"outcome", truth_name(c.truth)},
+               {"said", c.outcome()}};
+  if (!c.quote.empty()) json["quote"] = c.quote;
+  if (!c.where.empty()) json["where"] = c.where;
+  return json;
 }
-
-}  // namespace
 
 std::string setting_text(const Json& record) {
   const auto range = [](const Json* v) {
@@ -215,13 +220,24 @@ std::string setting_text(const Json& record) {
                      steps == "—" ? ", init only" : ", " + steps + " steps");
 }
 
-fs::path write_report(const fs::path& dir, const Report& r) {
-  const std::string chart_js = chart_js_source();
-  std::string html = R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>)" + html_escape(r.title) + R"(</title>
+namespace {
+
+// What the papers say, one line per sub-claim that quotes its paper: "A1 (Xiong et al. 2020, §3.3): …".
+std::vector<std::string> quotes(const Report& r) {
+  std::vector<std::string> out;
+  for (const SubClaim& c : r.claims)
+    if (!c.quote.empty())
+      out.push_back(fmt::format("{}{}: {}", c.id, c.where.empty() ? "" : " (" + c.where + ")", c.quote));
+  return out;
+}
+
+// The page's head: its title, styles and the inlined Chart.js.
+std::string html_head(const Report& r) {
+  return R"(<!DOCTYPE html><html><head><meta charset="utf-8"><title>)" + html_escape(r.title) + R"(</title>
 <style>
 body { font-family: sans-serif; max-width: 1000px; margin: 2em auto; color: #222; }
 .verdict { font-size: 1.3em; padding: .5em 1em; border-radius: 6px; display: inline-block; })" +
-                     kVerdictStyle + R"(
+         kVerdictStyle + R"(
 table { border-collapse: collapse; margin: 1em 0; } td, th { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
 tr.trained, td.trained { background: #d4edda; } tr.stalled, td.stalled { background: #fff3cd; }
 tr.slow, td.slow { background: #e2f0fb; }
@@ -229,18 +245,24 @@ tr.diverged, td.diverged, td.failed { background: #f8d7da; }
 canvas { margin: 1em 0; border: 1px solid #eee; }
 </style>
 <script>window.__errors = 0; window.addEventListener('error', () => { window.__errors++; });</script>
-<script>)" + chart_js +
-                     R"(</script></head><body>
+<script>)" +
+         chart_js_source() +
+         R"(</script></head><body>
 )";
-  html += "<h1>" + html_escape(r.title) + "</h1>\n<p><b>Claim.</b> " + html_escape(r.claim) +
-          "</p>\n<p><b>Source.</b> " + html_escape(r.source) + "</p>\n<p><b>Setup.</b> " + html_escape(r.setup) +
-          "</p>\n";
+}
+
+// The claim, setup, verdict with its rule and sub-claims, what failed, and the evidence.
+std::string html_verdict(const Report& r) {
+  std::string html = "<h1>" + html_escape(r.title) + "</h1>\n<p><b>Claim.</b> " + html_escape(r.claim) +
+                     "</p>\n<p><b>Source.</b> " + html_escape(r.source) + "</p>\n<p><b>Setup.</b> " +
+                     html_escape(r.setup) + "</p>\n";
   if (!r.paper_setting.empty()) html += "<p><b>The paper's setting.</b> " + html_escape(r.paper_setting) + "</p>\n";
   if (!r.verdict.empty())
     html += "<h2>Verdict</h2>\n<p class=\"verdict " + verdict_class(r.verdict) + "\">" + html_escape(r.verdict) +
             "</p>\n<p><b>Rule.</b> " + html_escape(r.verdict_rule) + "</p>\n";
   if (!r.claims.empty())
     html += html_table(claims_table(r)) + "<p><b>Seeds.</b> " + html_escape(looks_text(r)) + "</p>\n";
+  for (const std::string& q : quotes(r)) html += "<p class=\"quote\">" + html_escape(q) + "</p>\n";
   if (const std::string failing = failing_text(r); !failing.empty())
     html += "<p class=\"fails\"><b>Not reproduced at " + html_escape(setting_text(r.record)) + "</b>" +
             html_escape(failing) + ".</p>\n";
@@ -252,7 +274,12 @@ canvas { margin: 1em 0; border: 1px solid #eee; }
   }
   html += "<ul>\n";
   for (const auto& e : r.evidence) html += "<li>" + html_escape(e) + "</li>\n";
-  html += "</ul>\n<h2>Evidence</h2>\n";
+  return html + "</ul>\n";
+}
+
+// The charts' canvases and tables, how to reproduce it, the runs, and the script that draws the charts.
+std::string html_evidence(const Report& r) {
+  std::string html = "<h2>Evidence</h2>\n";
   for (size_t i = 0; i < r.charts.size(); ++i)
     html += fmt::format("<canvas id=\"chart{}\" width=\"900\" height=\"380\"></canvas>\n", i);
   for (const Table& t : r.tables) html += html_table(t);
@@ -282,14 +309,16 @@ document.body.setAttribute('data-charts-drawn', drawn);
 document.body.setAttribute('data-errors', window.__errors);
 </script></body></html>
 )";
-  fs::create_directories(dir);
-  io::write_file_atomic(dir / "report.html", html);
+  return html;
+}
 
+std::string markdown_report(const Report& r) {
   std::string md = "# " + r.title + "\n\n**Claim.** " + r.claim + "\n\n**Source.** " + r.source + "\n\n**Setup.** " +
                    r.setup + "\n\n";
   if (!r.paper_setting.empty()) md += "**The paper's setting.** " + r.paper_setting + "\n\n";
   if (!r.verdict.empty()) md += "## Verdict: " + r.verdict + "\n\n**Rule.** " + r.verdict_rule + "\n\n";
   if (!r.claims.empty()) md += markdown_table(claims_table(r)) + "\n**Seeds.** " + looks_text(r) + "\n\n";
+  for (const std::string& q : quotes(r)) md += "> " + q + "\n\n";
   if (const std::string failing = failing_text(r); !failing.empty())
     md += "**Not reproduced at " + setting_text(r.record) + "**" + failing + ".\n\n";
   if (!r.failures.empty()) {
@@ -304,7 +333,11 @@ document.body.setAttribute('data-errors', window.__errors);
     for (const auto& p : r.provenance) md += "* " + p + "\n";
   }
   md += "\nCharts: report.html. Runs: " + std::to_string(r.run_dirs.size()) + " directories under runs/.\n";
-  io::write_file_atomic(dir / "report.md", md);
+  return md;
+}
+
+// report.json and seeds.csv (one row per sub-claim and seed).
+void write_json_report(const fs::path& dir, const Report& r) {
   Json json = r.record.is_object() ? r.record : Json::object();
   json.update(Json{{"name", r.name}, {"title", r.title}, {"verdict", r.verdict}, {"written", utc_now()}});
   if (!r.claims.empty()) {
@@ -312,7 +345,7 @@ document.body.setAttribute('data-errors', window.__errors);
     json["setup"] = r.setup, json["rule"] = r.verdict_rule, json["headline"] = r.headline;
     json["failing"] = ids_where(r.claims, Truth::fails), json["unclear"] = ids_where(r.claims, Truth::unclear);
     json["sub_claims"] = Json::array();
-    for (const SubClaim& c : r.claims) json["sub_claims"].push_back(claim_json(c));
+    for (const SubClaim& c : r.claims) json["sub_claims"].push_back(sub_claim_json(c));
     json["looks"] = Json::array();
     for (const SeedLook& look : r.looks)
       json["looks"].push_back({{"seeds", look.seeds}, {"verdict", look.verdict}, {"unclear", look.unclear}});
@@ -324,6 +357,15 @@ document.body.setAttribute('data-errors', window.__errors);
     io::write_file_atomic(dir / "seeds.csv", csv);
   }
   io::write_file_atomic(dir / "report.json", json.dump(2) + "\n");
+}
+
+}  // namespace
+
+fs::path write_report(const fs::path& dir, const Report& r) {
+  fs::create_directories(dir);
+  io::write_file_atomic(dir / "report.html", html_head(r) + html_verdict(r) + html_evidence(r));
+  io::write_file_atomic(dir / "report.md", markdown_report(r));
+  write_json_report(dir, r);
   return dir / "report.html";
 }
 

@@ -66,6 +66,10 @@ std::string setting_text(const Json& record);
 // are sub-claims; returns the HTML path. A report without a verdict (a sweep's) has no verdict section.
 std::filesystem::path write_report(const std::filesystem::path& dir, const Report& report);
 
+// A decided sub-claim as report.json records it: id, statement, statistic, per-seed values, mean, sd, interval,
+// confidence, threshold, side and outcome.
+Json sub_claim_json(const SubClaim& claim);
+
 // What a report.json records, for overviews: the report's name (a study's, or "sweep"), title and
 // verdict ("" for a sweep), and when it was written (UTC).
 struct ReportEntry {

@@ -28,6 +28,7 @@
 #include "io/atomic_file.h"
 #include "io/folder_lock.h"
 #include "train/checkpoint.h"
+#include "train/outcome.h"
 #include "train/records.h"
 #include "train/train_config.h"
 
@@ -42,7 +43,7 @@ const char* status_name(RunStatus s) {
     case RunStatus::finished:
       return "finished";
     case RunStatus::diverged:
-      return "diverged";
+      return train::outcome_name(train::Outcome::diverged).data();
     case RunStatus::failed:
       return "failed";
   }
@@ -76,7 +77,9 @@ bool read_status(const fs::path& dir, RunOutcome& out) {
   const Json j = read_json(file);
   if (!j.is_object() || !j.contains("status") || !j["status"].is_string()) return false;
   const std::string s = j["status"].get<std::string>();
-  out.status = s == "finished" ? RunStatus::finished : s == "diverged" ? RunStatus::diverged : RunStatus::failed;
+  out.status = s == "finished"                         ? RunStatus::finished
+               : s == status_name(RunStatus::diverged) ? RunStatus::diverged
+                                                       : RunStatus::failed;
   out.message = text_field(j, "message", "");
   out.seconds = number_field(j, "seconds", 0.0);
   out.made_by = text_field(j, "normlab", "not recorded");
@@ -205,8 +208,10 @@ std::string find_program(const std::string& program) {
 // The child dies with this process, even of kill -9 (its parent-death signal), and so do the normlab processes it
 // starts in turn (end_with_study, through NORMLAB_STUDY_PID): a killed study leaves no trainer behind to write on
 // beside the rerun's.
-pid_t launch(const std::vector<std::vector<std::string>>& commands, const fs::path& dir, int threads,
-             const std::vector<std::string>& train_launch, const std::string& binary = self_binary()) {
+// The argument list of a run's process: its one stage, or a shell running its stages in order, stopping at the first
+// failure. A training stage is preceded by `train_launch` (a data-parallel run's mpirun words).
+std::vector<std::string> run_command(const std::vector<std::vector<std::string>>& commands,
+                                     const std::vector<std::string>& train_launch, const std::string& binary) {
   std::vector<std::vector<std::string>> lines;
   for (const auto& command : commands) {
     std::vector<std::string> line = command.front() == "train" ? train_launch : std::vector<std::string>{};
@@ -214,22 +219,18 @@ pid_t launch(const std::vector<std::vector<std::string>>& commands, const fs::pa
     line.insert(line.end(), command.begin(), command.end());
     lines.push_back(std::move(line));
   }
-  std::vector<std::string> args;
-  if (lines.size() == 1) {
-    args = lines[0];
-  } else {  // several stages: one shell runs them in order and stops at the first failure
-    std::string script;
-    for (const auto& line : lines) {
-      if (!script.empty()) script += " && ";
-      for (const std::string& word : line) script += quoted(word) + ' ';
-    }
-    args = {"/bin/sh", "-c", script};
+  if (lines.size() == 1) return lines[0];
+  std::string script;
+  for (const auto& line : lines) {
+    if (!script.empty()) script += " && ";
+    for (const std::string& word : line) script += quoted(word) + ' ';
   }
-  const std::string program = find_program(args[0]);
-  if (program.empty()) fail("cannot start {}: it is not on PATH", args[0]);
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  return {"/bin/sh", "-c", script};
+}
+
+// The run's environment: this process's, less an MPI launcher's variables (the run is not part of this job), with
+// its OpenMP threads and the study's pid (end_with_study).
+std::vector<std::string> run_environment(int threads) {
   std::vector<std::string> env_strings;
   for (char** e = environ; *e; ++e) {
     const std::string_view var(*e);
@@ -241,20 +242,43 @@ pid_t launch(const std::vector<std::vector<std::string>>& commands, const fs::pa
   }
   env_strings.push_back("OMP_NUM_THREADS=" + std::to_string(threads));
   env_strings.push_back(fmt::format("{}={}", io::kStudyPidVariable, ::getpid()));
-  std::vector<char*> envp;
-  for (auto& e : env_strings) envp.push_back(e.data());
-  envp.push_back(nullptr);
+  return env_strings;
+}
 
-  // The run's log is opened here, not by the child: O_NOFOLLOW refuses a symbolic link planted at its path
-  // (like the other writers), and the failure is reported with the path instead of a silent child.
+std::vector<char*> pointers(std::vector<std::string>& words) {
+  std::vector<char*> out;
+  for (auto& w : words) out.push_back(w.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+// The run's log, opened here, not by the child: O_NOFOLLOW refuses a symbolic link planted at its path (like the
+// other writers), and the failure is reported with the path instead of a silent child.
+int open_run_log(const fs::path& dir) {
   const std::string log = (dir / "log.txt").string();
   const int log_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC, 0644);
-  if (log_fd < 0) {
-    const int error = errno;
-    if (error == ELOOP)
-      fail("cannot open the run log {}: it is a symbolic link; remove it (runs write only inside their folder)", log);
-    fail("cannot open the run log {}: {}", log, std::strerror(error));
-  }
+  if (log_fd >= 0) return log_fd;
+  const int error = errno;
+  if (error == ELOOP)
+    fail("cannot open the run log {}: it is a symbolic link; remove it (runs write only inside their folder)", log);
+  fail("cannot open the run log {}: {}", log, std::strerror(error));
+}
+
+// Starts a run's stages (argument lists after the binary) as one child process writing dir/log.txt, with
+// `threads` OpenMP threads. The child is not part of an MPI job this process may belong to: the launcher's
+// variables are left out of its environment, so it runs as a single process, or, given the words of a
+// `data_parallel_launch` (a run over a group of ranks), its training stage runs data-parallel as a job of its own.
+// The child dies with this process, even of kill -9 (its parent-death signal), and so do the normlab processes it
+// starts in turn (end_with_study, through NORMLAB_STUDY_PID): a killed study leaves no trainer behind to write on
+// beside the rerun's.
+pid_t launch(const std::vector<std::vector<std::string>>& commands, const fs::path& dir, int threads,
+             const std::vector<std::string>& train_launch, const std::string& binary = self_binary()) {
+  std::vector<std::string> args = run_command(commands, train_launch, binary);
+  const std::string program = find_program(args[0]);
+  if (program.empty()) fail("cannot start {}: it is not on PATH", args[0]);
+  std::vector<std::string> env_strings = run_environment(threads);
+  const std::vector<char*> argv = pointers(args), envp = pointers(env_strings);
+  const int log_fd = open_run_log(dir);
   // The child reports a failed exec through this pipe (closed unwritten by a successful one).
   int exec_error[2];
   if (::pipe2(exec_error, O_CLOEXEC) != 0) {
@@ -475,12 +499,13 @@ int threads_per_process(const RunnerOptions& options) {
   return std::max(1, options.threads / std::max(1, processes));
 }
 
-std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<RunRequest>& requests,
-                                 const RunnerOptions& options) {
-  // Every config is checked, and every stored run compared, before anything runs or is removed.
-  const int group = ranks_per_run(options);
+namespace {
+
+// Every request checked (a safe, unique id; a config the strict reader takes), as an outcome not yet run, with the
+// request.json it must match.
+std::vector<RunOutcome> planned_outcomes(const fs::path& study_dir, const std::vector<RunRequest>& requests,
+                                         std::vector<Json>& planned) {
   std::vector<RunOutcome> outcomes;
-  std::vector<Json> planned;
   std::set<std::string> ids;
   for (const RunRequest& r : requests) {
     // A run id names a folder under study_dir/runs: it must not lead anywhere else.
@@ -497,16 +522,19 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
     planned.push_back(stored_request(o));
     outcomes.push_back(std::move(o));
   }
-  // One process writes a study folder; and no run of it may still be written by a process of an earlier call (a
-  // killed study's trainer, or a `normlab train` started by hand), which would write on beside this one's.
-  const io::FolderLock lock(study_dir, "study folder");
-  for (const RunOutcome& o : outcomes)
-    if (fs::exists(o.dir / "run")) io::FolderLock(o.dir / "run", "run folder");
-  std::vector<size_t> pending, stale;  // stale: a partial run of another request, nothing to resume
+  return outcomes;
+}
+
+// Which runs still have to run (a stored run that finished or diverged from the same request is reused), and which
+// stored partial runs belong to another request (removed: nothing to resume). A finished run of another request
+// stops the grid before anything runs or is removed.
+std::vector<size_t> runs_to_run(std::vector<RunOutcome>& outcomes, const std::vector<Json>& planned,
+                                const fs::path& study_dir, bool fresh, std::vector<size_t>& stale) {
+  std::vector<size_t> pending;
   std::vector<std::string> mismatched;
   for (size_t i = 0; i < outcomes.size(); ++i) {
     RunOutcome& o = outcomes[i];
-    if (options.fresh) {
+    if (fresh) {
       pending.push_back(i), stale.push_back(i);
       continue;
     }
@@ -524,101 +552,185 @@ std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<Ru
         "{} of the runs stored in {} were made from another request than this plan's, e.g. {}: rerun with --fresh to "
         "discard the stored runs and run them again, or give another --out",
         mismatched.size(), (study_dir / "runs").string(), mismatched.front());
-  for (size_t i : stale) fs::remove_all(outcomes[i].dir);
-  for (size_t i : pending) {
-    RunOutcome& o = outcomes[i];
-    o.status = RunStatus::failed, o.message.clear();
-    fs::create_directories(o.dir);
-    fs::remove(o.dir / "status.json");  // a failed run runs again
-    io::write_file_atomic(o.dir / "config.json", o.config.dump(2) + "\n");
-    io::write_file_atomic(o.dir / "request.json", planned[i].dump(2) + "\n");
+  return pending;
+}
+
+// A pending run's folder, ready to run: its config and request written, a failed run's status removed.
+void prepare_run(RunOutcome& o, const Json& planned) {
+  o.status = RunStatus::failed, o.message.clear();
+  fs::create_directories(o.dir);
+  fs::remove(o.dir / "status.json");  // a failed run runs again
+  io::write_file_atomic(o.dir / "config.json", o.config.dump(2) + "\n");
+  io::write_file_atomic(o.dir / "request.json", planned.dump(2) + "\n");
+}
+
+// The runs of one grid call in flight: up to `jobs` per rank, exclusive runs alone and on rank 0.
+class Scheduler {
+ public:
+  Scheduler(std::vector<RunOutcome>& outcomes, std::vector<size_t> pending, const RunnerOptions& options, int group)
+      : outcomes_(outcomes),
+        pending_(std::move(pending)),
+        options_(options),
+        group_(group),
+        threads_(threads_per_process(options)),
+        free_slots_(static_cast<size_t>(dist::world().size()), 0) {
+    // Every rank runs up to `jobs` runs at once, rank 0 among them. With runs over groups of ranks, the first rank of
+    // each group starts its runs and the others lend their cores.
+    for (int leader = 0; leader < dist::world().size(); leader += group)
+      free_slots_[static_cast<size_t>(leader)] = std::max(1, options.jobs);
   }
+  bool done() const { return next_ == pending_.size() && running_.empty(); }
+  void start_ready_runs();
+  // Waits for the next run to end: this process's child, or another rank's report.
+  std::pair<Running, Ended> next_end();
+  void free(const Running& r) { ++free_slots_[static_cast<size_t>(r.rank)]; }
+  int threads() const { return threads_; }
+  // " on rank 3", " on ranks 4-7", or nothing in a single process.
+  std::string where(int rank) const;
+
+ private:
+  std::vector<RunOutcome>& outcomes_;
+  std::vector<size_t> pending_;
+  const RunnerOptions& options_;
+  int group_, threads_;
+  std::vector<int> free_slots_;
+  std::vector<Running> running_;
+  size_t next_ = 0;
+};
+
+void Scheduler::start_ready_runs() {
+  while (next_ < pending_.size()) {
+    const size_t i = pending_[next_];
+    const bool alone = outcomes_[i].request.exclusive;
+    // An exclusive run waits until no other run of the study is running, and nothing starts beside one.
+    const bool beside_exclusive = std::any_of(running_.begin(), running_.end(),
+                                              [&](const Running& r) { return outcomes_[r.index].request.exclusive; });
+    if (beside_exclusive || (alone && !running_.empty())) return;
+    // The rank with the most free slots (the lowest such rank on a tie).
+    const int rank =
+        alone ? 0 : static_cast<int>(std::max_element(free_slots_.begin(), free_slots_.end()) - free_slots_.begin());
+    if (free_slots_[static_cast<size_t>(rank)] == 0) return;
+    ++next_;
+    if (!options_.quiet && resumes(outcomes_[i]))
+      std::cerr << fmt::format("study: {} resumes from its checkpoint at step {}\n", outcomes_[i].request.id,
+                               checkpoint_step_text(outcomes_[i].dir / "run"));
+    pid_t pid = 0;
+    if (rank == 0)
+      pid = launch(stages(outcomes_[i]), outcomes_[i].dir, threads_, data_parallel_launch(0, group_),
+                   options_.binary.empty() ? self_binary() : options_.binary);
+    else dist::world().send(rank, run_message(i, outcomes_[i], threads_, data_parallel_launch(rank, group_)).dump());
+    --free_slots_[static_cast<size_t>(rank)];
+    running_.push_back({i, rank, pid, Clock::now()});
+    if (alone) return;
+  }
+}
+
+std::pair<Running, Ended> Scheduler::next_end() {
+  const dist::World& world = dist::world();
+  while (true) {  // a child that is not a run of ours matches nothing: wait on
+    std::vector<Running>::iterator it = running_.end();
+    Ended ended;
+    const std::pair<pid_t, Ended> child = reap(!world.distributed());
+    if (child.first > 0) {
+      it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.pid == child.first; });
+      ended = child.second;
+    } else if (const auto m = world.try_receive()) {
+      const Json j = Json::parse(m->text);
+      ended = {j["run"].get<size_t>(), j["exit"].get<int>(), j["signal"].get<int>()};
+      it = std::find_if(running_.begin(), running_.end(), [&](const Running& r) { return r.index == ended.index; });
+    } else {
+      nap();
+    }
+    if (it == running_.end()) continue;
+    const Running r = *it;
+    running_.erase(it);
+    return {r, ended};
+  }
+}
+
+std::string Scheduler::where(int rank) const {
+  if (!dist::world().distributed()) return "";
+  return group_ == 1 ? fmt::format(" on rank {}", rank) : fmt::format(" on ranks {}-{}", rank, rank + group_ - 1);
+}
+
+// A run that ended: killed (resumed by the next call), or finished, diverged or failed, recorded in status.json.
+// Returns whether it ended rather than being killed.
+bool record_end(RunOutcome& o, const Ended& ended, const Running& r, const Scheduler& scheduler,
+                const std::string& version, const std::string& cpu) {
+  o.seconds = std::chrono::duration<double>(Clock::now() - r.start).count();
+  if (ended.signal) {  // killed (e.g. the study was interrupted): not ended, resumed by the next call
+    o.message = fmt::format("killed by signal {}{} before it ended; rerun the study to resume it", ended.signal,
+                            scheduler.where(r.rank));
+    return false;
+  }
+  const bool ok = ended.exit_code == 0;
+  o.message = ok ? "" : last_line(o.dir / "log.txt");
+  o.status = ok ? RunStatus::finished : diverged(o.dir) ? RunStatus::diverged : RunStatus::failed;
+  o.made_by = version, o.cpu = cpu, o.threads = scheduler.threads();
+  io::write_file_atomic(o.dir / "status.json", Json{{"status", status_name(o.status)},
+                                                    {"message", o.message},
+                                                    {"seconds", o.seconds},
+                                                    {"normlab", o.made_by},
+                                                    {"cpu", o.cpu},
+                                                    {"threads", o.threads}}
+                                                       .dump() +
+                                                   "\n");
+  return true;
+}
+
+}  // namespace
+
+std::vector<RunOutcome> run_grid(const fs::path& study_dir, const std::vector<RunRequest>& requests,
+                                 const RunnerOptions& options) {
+  // Every config is checked, and every stored run compared, before anything runs or is removed.
+  const int group = ranks_per_run(options);
+  std::vector<Json> planned;
+  std::vector<RunOutcome> outcomes = planned_outcomes(study_dir, requests, planned);
+  // One process writes a study folder; and no run of it may still be written by a process of an earlier call (a
+  // killed study's trainer, or a `normlab train` started by hand), which would write on beside this one's.
+  const io::FolderLock lock(study_dir, "study folder");
+  for (const RunOutcome& o : outcomes)
+    if (fs::exists(o.dir / "run")) io::FolderLock(o.dir / "run", "run folder");
+  std::vector<size_t> stale;  // a partial run of another request, nothing to resume
+  const std::vector<size_t> pending = runs_to_run(outcomes, planned, study_dir, options.fresh, stale);
+  for (size_t i : stale) fs::remove_all(outcomes[i].dir);
+  for (size_t i : pending) prepare_run(outcomes[i], planned[i]);
   const size_t skipped = outcomes.size() - pending.size();
   if (!options.quiet && skipped > 0)
     std::cerr << fmt::format("study: {} of {} runs already done\n", skipped, outcomes.size());
 
-  const dist::World& world = dist::world();
   const std::string version = source_version(), cpu = cpu_description();
-  // Every rank runs up to `jobs` runs at once, rank 0 among them; exclusive runs run on rank 0. With runs over
-  // groups of ranks, the first rank of each group starts its runs and the others lend their cores.
-  const int jobs = std::max(1, options.jobs), threads = threads_per_process(options);
-  std::vector<int> free_slots(static_cast<size_t>(world.size()), 0);
-  for (int leader = 0; leader < world.size(); leader += group) free_slots[static_cast<size_t>(leader)] = jobs;
-  std::vector<Running> running;
-  size_t next = 0, done = skipped;
-  while (next < pending.size() || !running.empty()) {
-    while (next < pending.size()) {
-      const size_t i = pending[next];
-      const bool alone = outcomes[i].request.exclusive;
-      // An exclusive run waits until no other run of the study is running, and nothing starts beside one.
-      const bool beside_exclusive = std::any_of(running.begin(), running.end(),
-                                                [&](const Running& r) { return outcomes[r.index].request.exclusive; });
-      if (beside_exclusive || (alone && !running.empty())) break;
-      // The rank with the most free slots (the lowest such rank on a tie).
-      const int rank =
-          alone ? 0 : static_cast<int>(std::max_element(free_slots.begin(), free_slots.end()) - free_slots.begin());
-      if (free_slots[static_cast<size_t>(rank)] == 0) break;
-      ++next;
-      if (!options.quiet && resumes(outcomes[i]))
-        std::cerr << fmt::format("study: {} resumes from its checkpoint at step {}\n", outcomes[i].request.id,
-                                 checkpoint_step_text(outcomes[i].dir / "run"));
-      pid_t pid = 0;
-      if (rank == 0)
-        pid = launch(stages(outcomes[i]), outcomes[i].dir, threads, data_parallel_launch(0, group),
-                     options.binary.empty() ? self_binary() : options.binary);
-      else world.send(rank, run_message(i, outcomes[i], threads, data_parallel_launch(rank, group)).dump());
-      --free_slots[static_cast<size_t>(rank)];
-      running.push_back({i, rank, pid, Clock::now()});
-      if (alone) break;
-    }
-    // The next run to end: this process's child, or another rank's report.
-    auto it = running.end();
-    Ended ended;
-    while (it == running.end()) {  // a child that is not a run of ours leaves `it` at the end: wait on
-      const std::pair<pid_t, Ended> child = reap(!world.distributed());
-      if (child.first > 0) {
-        it = std::find_if(running.begin(), running.end(), [&](const Running& r) { return r.pid == child.first; });
-        ended = child.second;
-        continue;
-      }
-      if (const auto m = world.try_receive()) {
-        const Json j = Json::parse(m->text);
-        ended = {j["run"].get<size_t>(), j["exit"].get<int>(), j["signal"].get<int>()};
-        const size_t index = ended.index;
-        it = std::find_if(running.begin(), running.end(), [&](const Running& r) { return r.index == index; });
-        continue;
-      }
-      nap();
-    }
-    ++free_slots[static_cast<size_t>(it->rank)];
-    RunOutcome& o = outcomes[it->index];
-    o.seconds = std::chrono::duration<double>(Clock::now() - it->start).count();
-    const std::string where = !world.distributed() ? std::string()
-                              : group == 1         ? fmt::format(" on rank {}", it->rank)
-                                                   : fmt::format(" on ranks {}-{}", it->rank, it->rank + group - 1);
-    if (ended.signal) {  // killed (e.g. the study was interrupted): not ended, resumed by the next call
-      o.message =
-          fmt::format("killed by signal {}{} before it ended; rerun the study to resume it", ended.signal, where);
-      running.erase(it);
-      continue;
-    }
-    const bool ok = ended.exit_code == 0;
-    o.message = ok ? "" : last_line(o.dir / "log.txt");
-    o.status = ok ? RunStatus::finished : diverged(o.dir) ? RunStatus::diverged : RunStatus::failed;
-    o.made_by = version, o.cpu = cpu, o.threads = threads;
-    io::write_file_atomic(o.dir / "status.json", Json{{"status", status_name(o.status)},
-                                                      {"message", o.message},
-                                                      {"seconds", o.seconds},
-                                                      {"normlab", o.made_by},
-                                                      {"cpu", o.cpu},
-                                                      {"threads", o.threads}}
-                                                         .dump() +
-                                                     "\n");
+  Scheduler scheduler(outcomes, pending, options, group);
+  size_t done = skipped;
+  while (!scheduler.done()) {
+    scheduler.start_ready_runs();
+    const auto [running, ended] = scheduler.next_end();
+    scheduler.free(running);
+    RunOutcome& o = outcomes[running.index];
+    if (!record_end(o, ended, running, scheduler, version, cpu)) continue;
     ++done;
     if (!options.quiet)
       std::cerr << fmt::format("study: [{}/{}] {} {} ({:.0f}s{}){}\n", done, outcomes.size(), o.request.id,
-                               status_name(o.status), o.seconds, where, o.message.empty() ? "" : ": " + o.message);
-    running.erase(it);
+                               status_name(o.status), o.seconds, scheduler.where(running.rank),
+                               o.message.empty() ? "" : ": " + o.message);
+  }
+  return outcomes;
+}
+
+std::vector<RunOutcome> stored_outcomes(const fs::path& study_dir, const std::vector<RunRequest>& requests,
+                                        bool same_requests) {
+  std::vector<RunOutcome> outcomes;
+  for (const RunRequest& r : requests) {
+    RunOutcome o{r, study_dir / "runs" / r.id};
+    o.config = resolve_config(r.config, "run " + r.id);
+    if (!read_status(o.dir, o)) o.status = RunStatus::failed, o.message = "not run (no status.json)";
+    const Json stored = read_json(o.dir / "request.json"), planned = same_requests ? stored_request(o) : stored;
+    if (o.status != RunStatus::failed && stored != planned)
+      fail(
+          "the run stored in {} was made from another request than this plan's ({}): judge it with the command that "
+          "made it",
+          o.dir.string(), first_difference(stored, planned));
+    outcomes.push_back(std::move(o));
   }
   return outcomes;
 }

@@ -85,6 +85,11 @@ void check_runner_options(const RunnerOptions& options);
 std::vector<RunOutcome> run_grid(const std::filesystem::path& study_dir, const std::vector<RunRequest>& requests,
                                  const RunnerOptions& options);
 const char* status_name(RunStatus s);
+// The outcomes of a plan's runs as they are stored under study_dir/runs, running and writing nothing: a run without
+// a readable status.json is failed ("not run"). Judging kept runs again (results/) needs exactly this. With
+// `same_requests`, a stored run made from another request than the plan's (request.json) stops it, as run_grid does.
+std::vector<RunOutcome> stored_outcomes(const std::filesystem::path& study_dir, const std::vector<RunRequest>& requests,
+                                        bool same_requests = true);
 
 // Under mpirun, run_grid on rank 0 hands runs out to every rank as their slots free up (runs differ in
 // cost), each rank running its share as its own normlab processes; the study folder must be on a

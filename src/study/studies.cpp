@@ -12,8 +12,8 @@
 #include "common/error.h"
 #include "dist/comm.h"
 #include "model/config.h"
-#include "study/catalog.h"
 #include "study/kit.h"
+#include "study/studies/catalog.h"
 #include "train/records.h"
 
 namespace normlab::study {
@@ -332,6 +332,12 @@ std::string study_help(const Study& s) {
   out += fmt::format("the paper's setting: {}\nthis preset ({} runs at 3 seeds): {}\n\n",
                      s.paper_setting.empty() ? std::string_view("(not stated)") : s.paper_setting, planned_runs.size(),
                      config_summary(planned_runs, {}));
+  if (!s.sub_claims.empty()) {
+    out += "sub-claims (at this preset; each holds when its interval over the seeds lies past its threshold):\n";
+    for (const ClaimSpec& spec : s.sub_claims)
+      out += fmt::format("  {}\n", claim_rule(spec, s.arms, study_variables(s, preset)));
+    out += "\n";
+  }
   StudyOptions large;
   use_large_preset(s, large);
   const std::vector<RunRequest> planned = plan_study(s, large);
@@ -436,10 +442,36 @@ std::vector<RunRequest> plan_study(const Study& study, StudyOptions& options) {
   return requests;
 }
 
+Json study_variables(const Study& study, const StudyOptions& options) {
+  return study.variables ? study.variables(options) : Json::object();
+}
+
+std::string sub_claims_rule(const Study& study, const StudyOptions& options) {
+  const Json variables = study_variables(study, options);
+  std::vector<std::string> rules;
+  for (const ClaimSpec& spec : study.sub_claims) rules.push_back(claim_rule(spec, study.arms, variables));
+  return fmt::format("{}.", fmt::join(rules, "; "));
+}
+
+namespace {
+
+// A study stated as data: its sub-claims measured on the runs, and their rule before the judge's own notes.
+void measure_sub_claims(const Study& study, const StudyOptions& options, const std::vector<RunOutcome>& outcomes,
+                        Report& report) {
+  const Json variables = study_variables(study, options);
+  for (const ClaimSpec& spec : study.sub_claims)
+    report.claims.push_back(measure_claim(spec, study.arms, variables, outcomes, options.seeds));
+  const std::string notes = report.verdict_rule;
+  report.verdict_rule = sub_claims_rule(study, options) + (notes.empty() ? "" : " " + notes);
+}
+
+}  // namespace
+
 Report judge_study(const Study& study, const StudyOptions& given, const std::vector<RunOutcome>& outcomes) {
   StudyOptions options = given;
   if (options.axes.empty()) resolve_axes(study, options);
   Report report = study.judge(options, outcomes);
+  if (!study.sub_claims.empty()) measure_sub_claims(study, options, outcomes, report);
   report.name = study.name, report.title = study.title, report.claim = study.claim, report.source = study.source;
   report.paper_setting = std::string(study.paper_setting);
   const std::string configs = config_summary(outcomes, options.overrides);
@@ -527,7 +559,8 @@ StudyResult run_study(const Study& study, const StudyOptions& given, const Runne
       for (int k = 0; k < size; ++k) options.seeds.push_back(options.first_seed + k);
     }
     const std::vector<RunRequest> requests = plan_study(study, options);
-    const auto outcomes = run_grid(options.dir, requests, runner);
+    const auto outcomes =
+        options.judge_only ? stored_outcomes(options.dir, requests) : run_grid(options.dir, requests, runner);
     write_summary_csv(options.dir / "summary.csv", outcomes);
     Report report = judge_study(study, options, outcomes);
     looks.push_back({options.seeds, report.verdict, ids_where(report.claims, Truth::unclear)});

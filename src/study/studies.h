@@ -2,11 +2,13 @@
 // Named experiments: each plans a grid of runs, then judges the claim from the measured numbers with
 // a rule written in its report. `normlab study list` shows them; `normlab sweep` runs any user grid.
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "study/claim_spec.h"
 #include "study/claims.h"
 #include "study/report.h"
 #include "study/runner.h"
@@ -23,6 +25,7 @@ struct StudyOptions {
   bool auto_seeds = false;
   int first_seed = 1, max_seeds = SeedSchedule::kDefaultCap;
   SeedSchedule schedule = {};
+  bool judge_only = false;             // --judge-only: judge the runs stored in `dir` again, running nothing
   std::vector<std::string> overrides;  // key=value, applied to every run's config
   std::filesystem::path dir;           // the study directory
   std::string command_line;            // how the study was started, recorded in its report
@@ -69,10 +72,17 @@ struct Study {
   std::string_view large = "";
   LargeSize large_size = LargeSize::model_and_context;
   std::vector<Axis> axes = {};  // the grid's axes (none: fixed arms; --set changes what they share)
-  std::vector<RunRequest> (*plan)(const StudyOptions& options);
-  // The report's setup (what is measured, beyond the runs' configs), evidence, verdict and rule,
-  // charts and tables (judge_study adds the rest). Arms are found by run id, never by position.
-  Report (*judge)(const StudyOptions& options, const std::vector<RunOutcome>& outcomes);
+  std::function<std::vector<RunRequest>(const StudyOptions& options)> plan;
+  // The sub-claims as data (claim_spec.h): the arms they name, the variables their templates use, and the
+  // sub-claims themselves, which judge_study measures and whose rule it writes. Empty in a study whose judge states
+  // its sub-claims itself.
+  std::vector<ArmSpec> arms = {};
+  Variables variables = {};
+  std::vector<ClaimSpec> sub_claims = {};
+  // The report's setup (what is measured, beyond the runs' configs), evidence, charts and tables, and (in a study
+  // without sub_claims) its sub-claims and rule (judge_study adds the rest). Arms are found by run id, never by
+  // position.
+  std::function<Report(const StudyOptions& options, const std::vector<RunOutcome>& outcomes)> judge;
 };
 
 std::span<const Study* const> all_studies();
@@ -110,6 +120,11 @@ std::vector<RunRequest> plan_study(const Study& study, StudyOptions& options);
 // A quarter of the run, at most 100 steps: a kill loses little, and at the studies' model sizes a
 // checkpoint costs far less than 100 steps of training.
 int checkpoint_interval(int steps);
+
+// The values the templates of the study's data name, at these options (an empty object for a study without them).
+Json study_variables(const Study& study, const StudyOptions& options);
+// The rule of a study stated as data, one clause per sub-claim, generated from its ClaimSpecs.
+std::string sub_claims_rule(const Study& study, const StudyOptions& options);
 
 // The judge's report, failing closed: a run that failed makes the verdict incomplete, with the run
 // and its error line listed, whatever the sub-claims say. Adds the setup generated from the runs'

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <fmt/core.h>
+
 #include "train/records.h"
 
 namespace normlab::train {
@@ -32,9 +34,35 @@ TrainCurve read_train_curve(const std::filesystem::path& run_dir) {
   return c;
 }
 
-std::string finished_outcome(const TrainCurve& curve, double unigram) {
-  if (curve.final_loss() <= unigram - 0.25) return "trained";
-  return curve.recent_drop() < 0.1 ? "stalled" : "slow";
+std::string_view outcome_name(Outcome outcome) {
+  switch (outcome) {
+    case Outcome::trained:
+      return "trained";
+    case Outcome::slow:
+      return "slow";
+    case Outcome::stalled:
+      return "stalled";
+    case Outcome::failed:
+      return "failed";
+    case Outcome::diverged:
+      return "diverged";
+    case Outcome::missing:
+      return "missing";
+  }
+  return "unknown";
+}
+
+std::string stalled_rule() {
+  return fmt::format(
+      "stalled = finished with a final training loss (mean of the last 3 logs) above the corpus's unigram entropy − "
+      "{:g} nats and a plateau (the last quarter of the logged losses < {:g} nats below the quarter before); slow = "
+      "above that line but still falling",
+      kStallMargin, kPlateauDrop);
+}
+
+Outcome finished_outcome(const TrainCurve& curve, double unigram) {
+  if (curve.final_loss() <= unigram - kStallMargin) return Outcome::trained;
+  return curve.recent_drop() < kPlateauDrop ? Outcome::stalled : Outcome::slow;
 }
 
 }  // namespace normlab::train

@@ -615,7 +615,7 @@ TEST(StudyJudgeGrid, UserAxesAreJudgedOrUndecidedWithAReason) {
   };
   const Report depths = judged("grad-by-depth", grad_by_depth, {"model.n_layers=3,5"});
   EXPECT_EQ(depths.verdict, "reproduced");
-  EXPECT_TRUE(has(depths, "depth 5 ÷ depth 3"));
+  EXPECT_TRUE(has(depths, "Post-LN at depth 5 ÷ Post-LN at depth 3"));
   const Report one = judged("grad-by-depth", grad_by_depth, {"model.n_layers=4"});
   EXPECT_EQ(one.verdict, "inconclusive");  // a result of the grid: a rerun would not decide it
   EXPECT_TRUE(has(one, "cannot decide: the model.n_layers axis has one depth"));

@@ -305,14 +305,14 @@ TEST(StudyKit, ClassifiesRunsAsTrainedStalledOrDiverged) {
   const RunOutcome slow = fake_run("d", {7.0, 6.6, 6.4, 6.2, 6.0, 5.9, 5.8, 5.8}, RunStatus::finished);
   const RunOutcome diverged = fake_run("c", {7.0}, RunStatus::diverged);
   const RunOutcome no_loss = fake_run("e", {NAN, NAN, NAN}, RunStatus::finished);
-  EXPECT_EQ(train_result(&trained).outcome, "trained");
+  EXPECT_EQ(train_result(&trained).outcome, Outcome::trained);
   EXPECT_NEAR(train_result(&trained).final_loss, 5.7, 1e-12);
   EXPECT_EQ(train_result(&trained).val_loss, 4.5);
-  EXPECT_EQ(train_result(&stalled).outcome, "stalled");
-  EXPECT_EQ(train_result(&slow).outcome, "slow");
-  EXPECT_EQ(train_result(&diverged).outcome, "diverged");
-  EXPECT_EQ(train_result(nullptr).outcome, "missing");
-  EXPECT_EQ(train_result(&no_loss).outcome, "failed") << "a NaN final loss is not a trained run";
+  EXPECT_EQ(train_result(&stalled).outcome, Outcome::stalled);
+  EXPECT_EQ(train_result(&slow).outcome, Outcome::slow);
+  EXPECT_EQ(train_result(&diverged).outcome, Outcome::diverged);
+  EXPECT_EQ(train_result(nullptr).outcome, Outcome::missing);
+  EXPECT_EQ(train_result(&no_loss).outcome, Outcome::failed) << "a NaN final loss is not a trained run";
   // The statistic of "it trained" claims: the final training loss above the line 6 − 0.25, a diverged run at the
   // unigram entropy (+0.25), a failed one missing.
   EXPECT_NEAR(loss_above_trained_line(&trained), 5.7 - 5.75, 1e-12);

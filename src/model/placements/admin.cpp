@@ -70,6 +70,7 @@ void admin_init(InitContext& ctx) {
 
 extern const Placement kAdmin{
     .name = "admin",
+    .display_name = "Admin",
     .paper = "Liu et al. 2020, Understanding the Difficulty of Training Transformers (arXiv 2004.08249)",
     .equations = "h = Norm(ω ⊙ x + Attn(x));  x' = Norm(ω ⊙ h + FFN(h));  ω learnable per sub-layer",
     .final_norm = false,

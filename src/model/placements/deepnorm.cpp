@@ -86,6 +86,7 @@ void deepnorm_init(InitContext& ctx) {
 
 extern const Placement kDeepNorm{
     .name = "deepnorm",
+    .display_name = "DeepNorm",
     .paper = "Wang et al. 2022, DeepNet: Scaling Transformers to 1,000 Layers (arXiv 2203.00555)",
     .equations = "h = LN(α·x + Attn(x));  x' = LN(α·h + FFN(h));  α = (2L)^(1/4)",
     .final_norm = false,

@@ -80,6 +80,7 @@ void average_rows(InitContext& ctx) {
 
 extern const Placement kDlclPre{
     .name = "dlcl_pre",
+    .display_name = "DLCL (Pre-LN)",
     .paper = "Wang et al. 2019, Learning Deep Transformer Models for Machine Translation (arXiv 1906.01787)",
     .equations = "x_l = Σ_k W[l,k]·LN_k(y_k);  y_{l+1} = PreLNBlock(x_l);  output Σ_k W[L,k]·LN_k(y_k), final norm",
     .stack = dlcl_pre_stack,
@@ -90,6 +91,7 @@ extern const Placement kDlclPre{
 
 extern const Placement kDlclPost{
     .name = "dlcl_post",
+    .display_name = "DLCL (Post-LN)",
     .paper = "Wang et al. 2019, Learning Deep Transformer Models for Machine Translation (arXiv 1906.01787)",
     .equations = "x_l = LN_l(Σ_k W[l,k]·y_k);  y_{l+1} = PostLNBlock(x_l);  output LN(Σ_k W[L,k]·y_k)",
     .final_norm = false,

@@ -15,6 +15,7 @@ namespace normlab::model {
 
 extern const Placement kDyT{
     .name = "dyt",
+    .display_name = "DyT",
     .paper = "Zhu et al. 2025, Transformers without Normalization (arXiv 2503.10622)",
     .equations = "h = x + Attn(DyT(x));  x' = h + FFN(DyT(h));  DyT(x) = γ·tanh(αx) + β;  final DyT",
     .defaults = R"({"norm": {"type": "dyt"}, "embed_scale": "sqrt_d", "init": {"embed_std": 0}})",

@@ -11,6 +11,7 @@ namespace normlab::model {
 
 extern const Placement kGemma2{
     .name = "gemma2",
+    .display_name = "Gemma 2 (sandwich RMSNorm)",
     .paper = "Gemma Team 2024, Gemma 2 (arXiv 2408.00118)",
     .equations = "e = Embed·√d;  h = x + RMS(Attn(RMS(x)));  x' = h + RMS(GeGLU(RMS(h)));  soft-caps 50/30",
     .defaults = R"({"norm": {"type": "rmsnorm_gemma", "eps": 1e-6}, "embed_scale": "sqrt_d", "activation": "geglu",

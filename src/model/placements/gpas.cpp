@@ -21,6 +21,7 @@ TensorId gpas(const SubLayer& s, TensorId h) {
 
 extern const Placement kGpas{
     .name = "gpas",
+    .display_name = "GPAS",
     .paper = "Chen et al. 2025, GPAS: Gradient-Preserving Activation Scaling (arXiv 2506.22049)",
     .equations = "h = G(x + Attn(Norm(x)));  x' = G(h + FFN(Norm(h)));  G(z) = z − SiLU(a)·sg(z), one a per layer",
     .defaults = R"({"norm": {"type": "rmsnorm", "eps": 1e-6}})",

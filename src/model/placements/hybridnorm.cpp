@@ -44,6 +44,7 @@ constexpr std::string_view kStarDefaults = R"({"norm": {"type": "rmsnorm", "eps"
 
 extern const Placement kHybridNorm{
     .name = "hybridnorm",
+    .display_name = "HybridNorm",
     .paper = "Zhuo et al. 2025, HybridNorm (arXiv 2503.04598)",
     .equations = "h = x + Attn(QKV-norm per head);  u = RMS(h); x' = u + FFN(u)",
     .defaults = kDefaults,
@@ -58,6 +59,7 @@ extern const Placement kHybridNorm{
 
 extern const Placement kHybridNormStar{
     .name = "hybridnorm_star",
+    .display_name = "HybridNorm*",
     .paper = "Zhuo et al. 2025, HybridNorm* (arXiv 2503.04598)",
     .equations = "HybridNorm, with block 0 Pre-Norm for both sub-layers (QKV norms kept)",
     .defaults = kStarDefaults,

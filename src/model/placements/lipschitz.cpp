@@ -33,6 +33,7 @@ void lipschitz_init(InitContext& ctx) {
 
 extern const Placement kLipschitz{
     .name = "lipschitz",
+    .display_name = "Lipschitz",
     .paper = "Xu et al. 2020, Lipschitz Constrained Parameter Initialization for Deep Transformers (arXiv 1911.03179)",
     .equations = "u = Norm(x); h = u + Attn(u);  v = Norm(h); x' = v + FFN(v);  final norm",
     .defaults = R"({"norm": {"eps": 1e-6}})",

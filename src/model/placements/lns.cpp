@@ -27,6 +27,7 @@ TensorId lns(const SubLayer& s, TensorId h) {
 
 extern const Placement kLayerNormScaling{
     .name = "lns",
+    .display_name = "LayerNorm Scaling",
     .paper = "Sun et al. 2025, The Curse of Depth in Large Language Models (arXiv 2502.05795)",
     .equations = "h = x + Attn(Norm(x)/√ℓ);  x' = h + FFN(Norm(h)/√ℓ);  final norm unscaled",
     .defaults = R"({"norm": {"type": "rmsnorm", "eps": 1e-6}})",

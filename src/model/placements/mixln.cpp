@@ -21,6 +21,7 @@ TensorId mixln(const SubLayer& s, TensorId h) {
 
 extern const Placement kMixLn{
     .name = "mixln",
+    .display_name = "Mix-LN",
     .paper = "Li et al. 2025, Mix-LN (arXiv 2412.13795)",
     .equations = "layers i < ⌊ρL⌋: Post-LN;  the rest: Pre-LN;  final norm",
     // LLaMA-based code: an untied head (else the embedding's large σ would also be the head's) and RoPE

@@ -43,6 +43,7 @@ TensorId normformer(const SubLayer& s, TensorId h) {
 
 extern const Placement kNormFormer{
     .name = "normformer",
+    .display_name = "NormFormer",
     .paper = "Shleifer et al. 2021, NormFormer (arXiv 2110.09456)",
     .equations = "h = x + LN(HeadScale(Attn(LN(x))));  x' = λ ⊙ h + W2·LN(φ(W1·LN(h)))",
     .switches = kSwitches,

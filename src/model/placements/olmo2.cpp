@@ -25,6 +25,7 @@ void olmo2_init(InitContext& ctx) {
 
 extern const Placement kOlmo2{
     .name = "olmo2",
+    .display_name = "OLMo 2 (reordered norm)",
     .paper = "OLMo Team 2025, 2 OLMo 2 Furious (arXiv 2501.00656)",
     .equations = "h = x + RMS(Attn(x)) with full-width RMS on q, k;  x' = h + RMS(FFN(h))",
     .defaults = R"({"norm": {"type": "rmsnorm", "eps": 1e-6}, "activation": "swiglu", "bias": false,

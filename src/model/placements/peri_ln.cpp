@@ -13,6 +13,7 @@ TensorId peri_ln(const SubLayer& s, TensorId h) { return s.add(h, s.norm("out_no
 
 extern const Placement kPeriLn{
     .name = "peri",
+    .display_name = "Peri-LN",
     .paper =
         "Kim et al. 2025, Peri-LN: Revisiting Normalization Layer in the Transformer Architecture (arXiv 2502.02732)",
     .equations = "h = x + Norm(Attn(Norm(x)));  x' = h + Norm(FFN(Norm(h)))",

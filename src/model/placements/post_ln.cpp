@@ -13,6 +13,7 @@ TensorId post_ln(const SubLayer& s, TensorId h) { return s.norm("post_norm", s.a
 
 extern const Placement kPostLn{
     .name = "post",
+    .display_name = "Post-LN",
     .paper = "Vaswani et al. 2017, Attention Is All You Need (arXiv 1706.03762)",
     .equations = "h = Norm(x + Attn(x));  x' = Norm(h + FFN(h))",
     .final_norm = false,

@@ -13,6 +13,7 @@ TensorId pre_ln(const SubLayer& s, TensorId h) { return s.add(h, s.branch(s.norm
 
 extern const Placement kPreLn{
     .name = "pre",
+    .display_name = "Pre-LN",
     .paper = "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745)",
     .equations = "h = x + Attn(Norm(x));  x' = h + FFN(Norm(h))",
     .sublayer = pre_ln,

@@ -15,6 +15,7 @@ namespace normlab::model {
 
 extern const Placement kPreRms{
     .name = "pre_rms",
+    .display_name = "Pre-RMSNorm",
     .paper = "Jiang et al. 2023, Pre-RMSNorm and Pre-CRMSNorm Transformers (arXiv 2305.14858)",
     .equations = "h = x + center(Attn(RMS(x)));  x' = h + center(FFN(RMS(h)));  embedding centered",
     .defaults = R"({"norm": {"type": "rmsnorm"}})",
@@ -25,6 +26,7 @@ extern const Placement kPreRms{
 
 extern const Placement kPreCrms{
     .name = "pre_crms",
+    .display_name = "Pre-CRMSNorm",
     .paper = "Jiang et al. 2023, Pre-RMSNorm and Pre-CRMSNorm Transformers (arXiv 2305.14858)",
     .equations = "stream of width d−1 (last coordinate = −Σ);  h = x + Attn(CRMS(x));  x' = h + FFN(CRMS(h))",
     .defaults = R"({"norm": {"type": "crmsnorm"}, "tied_embeddings": false})",

@@ -11,6 +11,7 @@ namespace normlab::model {
 
 extern const Placement kQkNorm{
     .name = "qknorm",
+    .display_name = "QK-norm",
     .paper = "Henry et al. 2020, Query-Key Normalization for Transformers (arXiv 2010.04245)",
     .equations = "h = x + Attn(Norm(x)) with logits g·(q/‖q‖)(k/‖k‖)ᵀ per head;  x' = h + FFN(Norm(h))",
     .defaults = R"({"options": {"qk_norm": "l2"}})",

@@ -31,4 +31,10 @@ const Placement& find_placement(std::string_view name) {
   fail("unknown placement '{}' (known: {}; `normlab variants` describes each)", name, list);
 }
 
+std::string placement_label(std::string_view placement) {
+  for (const Placement* p : kPlacements)
+    if (p->name == placement) return std::string(p->display_name);
+  return std::string(placement);
+}
+
 }  // namespace normlab::model

@@ -32,6 +32,7 @@ TensorId residual_stack(const Stack& st, TensorId x) {
 
 extern const Placement kResiDual{
     .name = "residual",
+    .display_name = "ResiDual",
     .paper = "Xie et al. 2023, ResiDual: Transformer with Dual Residual Connections (arXiv 2304.14802)",
     .equations = "f = F(x); d = d + f; x = LN(x + f) per sub-layer;  output α·x + LN(d)",
     .final_norm = false,

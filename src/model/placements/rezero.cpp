@@ -21,6 +21,7 @@ TensorId rezero(const SubLayer& s, TensorId h) {
 
 extern const Placement kReZero{
     .name = "rezero",
+    .display_name = "ReZero",
     .paper = "Bachlechner et al. 2021, ReZero is All You Need (arXiv 2003.04887)",
     .equations = "h = x + α·Attn(x);  x' = h + α·FFN(h);  α = 0 at init, one per layer",
     .final_norm = false,

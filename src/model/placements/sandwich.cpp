@@ -24,6 +24,7 @@ void scaled_outputs(InitContext& ctx) {
 
 extern const Placement kSandwich{
     .name = "sandwich",
+    .display_name = "Sandwich-LN",
     .paper = "Ding et al. 2021, CogView (arXiv 2105.13290)",
     .equations = "h = x + LN(Attn(LN(x)));  x' = h + LN(FFN(LN(h)))",
     .sublayer = peri_ln,

@@ -24,6 +24,7 @@ void small_init(InitContext& ctx) {
 
 extern const Placement kScaleNormPre{
     .name = "scalenorm",
+    .display_name = "ScaleNorm",
     .paper = "Nguyen & Salazar 2019, Transformers without Tears (arXiv 1910.05895)",
     .equations = "h = x + Attn(SN(x));  x' = h + FFN(SN(h));  SN(x) = g·x/‖x‖, g = √d;  final SN",
     .defaults = R"({"norm": {"type": "scalenorm"}})",

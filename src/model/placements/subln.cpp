@@ -41,6 +41,7 @@ void subln_init(InitContext& ctx) {
 
 extern const Placement kSubLn{
     .name = "subln",
+    .display_name = "Sub-LN",
     .paper = "Wang et al. 2022, Foundation Transformers / Magneto (arXiv 2210.06423)",
     .equations = "h = x + W_O·LN(MHA(LN(x)));  x' = h + W2·LN(φ(W1·LN(h)))",
     .sublayer = subln,

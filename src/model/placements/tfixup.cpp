@@ -44,6 +44,7 @@ void tfixup_init(InitContext& ctx) {
 
 extern const Placement kTFixup{
     .name = "tfixup",
+    .display_name = "T-Fixup",
     .paper = "Huang et al. 2020, Improving Transformer Optimization Through Better Initialization (ICML 2020)",
     .equations = "h = x + Attn(x);  x' = h + FFN(h);  no norms",
     .final_norm = false,

@@ -5,8 +5,8 @@
 #include <cmath>
 
 #include "common/error.h"
-#include "study/catalog.h"
 #include "study/kit.h"
+#include "study/studies/catalog.h"
 
 namespace normlab::study {
 
@@ -29,8 +29,8 @@ std::string id_of(double alpha, int seed) {
 }
 
 // Unit-variance embeddings (√d × N(0, d^-1/2)) are DyT's placement default: tanh(αx) only normalizes
-// when x is not tiny, and with GPT-2's N(0, 0.02) embeddings every α₀ from 0.1 to 4 stalled at the
-// unigram level (val 6.24–6.26 against LayerNorm's 5.18, measured). The main arms, LayerNorm's included,
+// when x is not tiny, and with GPT-2's N(0, 0.02) embeddings DyT stalls at the unigram level whatever α₀
+// (docs/studies.md, dyt-alpha). The main arms, LayerNorm's included,
 // use Xavier matrices with the same embeddings (use_xavier); one run with the GPT-2 init, embeddings
 // included, is kept as a contrast arm and set explicitly, since DyT's defaults no longer give it.
 Json arm(const std::string& placement, const Preset& p, int seed, double alpha, bool gpt2_init) {
@@ -120,7 +120,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
                        "the model.options.dyt_alpha axis has one value, B needs two");
   std::vector<int> ln_diverged;  // a diverged LayerNorm is no reference to match
   for (int seed : o.seeds)
-    if (train_result(find_run(runs, id_of(0, seed))).outcome == "diverged") ln_diverged.push_back(seed);
+    if (train_result(find_run(runs, id_of(0, seed))).outcome == Outcome::diverged) ln_diverged.push_back(seed);
   cannot_decide_unless(
       r.claims.front(), ln_diverged.empty(),
       fmt::format("LayerNorm diverged on seed {}: no reference to match", fmt::join(ln_diverged, ", ")));

@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "study/catalog.h"
 #include "study/kit.h"
+#include "study/studies/catalog.h"
 
 namespace normlab::study {
 
@@ -55,7 +55,7 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
 // not judged.
 double bleu_or_zero(const std::vector<RunOutcome>& runs, const std::string& id) {
   const TrainResult r = train_result(find_run(runs, id));
-  return r.outcome == "diverged" ? 0.0 : r.bleu;
+  return r.outcome == Outcome::diverged ? 0.0 : r.bleu;
 }
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
@@ -72,7 +72,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   std::vector<std::string> header = {"placement", "warm-up"};
   for (int depth : g.depths) header.push_back(fmt::format("{} + {} layers", depth, depth));
   Table table{
-      std::string("Worst outcome over the seeds, mean validation loss and mean BLEU per cell (") + kStalledRule + ")",
+      std::string("Worst outcome over the seeds, mean validation loss and mean BLEU per cell (") + stalled_rule() + ")",
       header};
   for (const char* placement : kPlacements)
     for (int warmup : g.warmups) {
@@ -80,7 +80,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       for (int depth : g.depths) {
         const auto id = [&](int seed) { return id_of(placement, depth, warmup, seed); };
         const TrainResult c = worst_over_seeds(runs, o.seeds, id);
-        row.push_back(fmt::format("{}, val {}, BLEU {}", c.outcome, num(c.val_loss),
+        row.push_back(fmt::format("{}, val {}, BLEU {}", outcome_name(c.outcome), num(c.val_loss),
                                   num(seed_mean(o.seeds, [&](int seed) { return bleu_or_zero(runs, id(seed)); }))));
       }
       table.rows.push_back(row);
@@ -113,8 +113,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
                   fmt::format("Post-LN validation loss, no warm-up − {} warm-up steps (nats)", longest),
                   difference(post_cold, post_warm), 0.0),
       claim_below("B", "Pre-LN, DeepNorm and Admin train without warm-up at every depth",
-                  "final train loss − (unigram entropy − 0.25 nats), the worst of them (< 0: all train)", cold_worst,
-                  0.0),
+                  fmt::format("final train loss − ({}), the worst of them (< 0: all train)", trained_line()),
+                  cold_worst, 0.0),
       claim_below("C1", fmt::format("At {}, DeepNorm translates better than Pre-LN", at),
                   fmt::format("validation loss with {} warm-up steps, DeepNorm − Pre-LN (nats)", longest),
                   difference(deepnorm_warm, pre_warm), 0.0),
@@ -145,8 +145,10 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.verdict_rule =
       "A: at the deepest depth, Post-LN's validation loss without warm-up is above its validation loss with the "
       "longest warm-up (difference per seed; a diverged run counts as the unigram entropy); B: Pre-LN, DeepNorm and "
-      "Admin train without warm-up at every depth (final training loss below the unigram entropy − 0.25 nats; the "
-      "worst of them per seed); C1, C2: at the deepest depth with the longest warm-up, DeepNorm and Admin each reach "
+      "Admin train without warm-up at every depth (final training loss below " +
+      trained_line() +
+      "; the worst of them per seed); C1, C2: at the deepest depth with the longest warm-up, DeepNorm and Admin each "
+      "reach "
       "a lower validation loss than Pre-LN. BLEU is shown, not judged: at this budget it is below the resolution of "
       "its held-out pairs.";
   return r;

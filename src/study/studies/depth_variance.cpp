@@ -6,8 +6,8 @@
 #include <map>
 
 #include "probe/records.h"
-#include "study/catalog.h"
 #include "study/kit.h"
+#include "study/studies/catalog.h"
 
 namespace normlab::study {
 
@@ -59,6 +59,50 @@ double top(const Json& stream) {
   return ms.size() > 1 ? ms.back() : NAN;
 }
 
+// ---- The pre-registration: the stream's mean square at the last probe, per seed -------------------------------------
+
+// The stream's mean square at the stack's output (entry L of the stream record), or entering layer 1 (entry 1).
+Term output_of(const std::string& arm) {
+  return {arm, "probe", {{"family", probe::family::stream}, {"field", probe::field::mean_square}}};
+}
+Term layer1_of(const std::string& arm) {
+  return {arm, "probe", {{"family", probe::family::stream}, {"field", probe::field::mean_square}, {"entry", 1}}};
+}
+const std::string kFig4 = "Sun et al. 2025, §3 and Fig. 4";
+
+// Growth with depth within one arm: the output's mean square ÷ that entering layer 1.
+ClaimSpec growth_of(const std::string& arm) {
+  return {.of = output_of(arm), .against = layer1_of(arm), .compare = Compare::ratio, .threshold = 2};
+}
+ClaimSpec growth_claim(std::string id, std::string statement, const std::string& arm) {
+  ClaimSpec c = growth_of(arm);
+  c.id = std::move(id), c.statement = std::move(statement), c.where = kFig4;
+  c.quote =
+      "Pre-LN: the output variance σ²_{x_L} lies between Θ(L) and Θ(exp L); deep-layer variance about 175 "
+      "under Pre-LN, also with scaled init, about 25 with LayerNorm Scaling (Fig. 4)";
+  return c;
+}
+// Another arm's output against Pre-LN's, same seed.
+ClaimSpec capped_claim(std::string id, std::string statement, const std::string& arm, std::string where) {
+  return {.id = std::move(id),
+          .statement = std::move(statement),
+          .where = std::move(where),
+          .of = output_of(arm),
+          .against = output_of("pre"),
+          .compare = Compare::ratio,
+          .side = SubClaim::Side::below,
+          .threshold = 0.5};
+}
+
+const std::vector<ClaimSpec> kSubClaims = {
+    growth_claim("A", "Pre-LN's stream variance grows with depth during training", "pre"),
+    growth_claim("B", "It still grows with a depth-scaled init", "pre-scaled"),
+    capped_claim("C", "LayerNorm Scaling keeps the deep layers' variance much lower", "lns", kFig4),
+    capped_claim("D", "GPAS keeps the deep layers' variance much lower", "gpas", "Chen et al. 2025, GPAS, §3"),
+};
+
+// ---- The report's evidence and charts ------------------------------------------------------------------------------
+
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Report r;
   r.setup =
@@ -74,7 +118,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   over_time.log_y = true;
   Table table{"At the end of training (over seeds)",
               {"arm", "E[x²] entering layer 1 (first seed)", "E[x²] at the output", "output ÷ layer 1", "val loss"}};
-  std::map<std::string, SeedValues> tops, growths;  // by arm id, per seed
+  const auto values = [&](const Term& t) { return measure_term(t, Json::object(), runs, o.seeds); };
   for (const Variant& a : kArms) {
     const std::string id1 = seed_id(a.id, o.seeds.front());
     const Json s = last_stream(runs, id1);
@@ -84,30 +128,15 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       for (const Json& j : probe_records(run->dir / "run", probe::family::stream))
         t.x.push_back(number(j, probe::field::step)), t.y.push_back(top(j));
     over_time.series.push_back(t);
-    tops[a.id] = over_seeds(o.seeds, [&](int seed) { return top(last_stream(runs, seed_id(a.id, seed))); });
-    growths[a.id] = over_seeds(o.seeds, [&](int seed) {
-      const Json stream = last_stream(runs, seed_id(a.id, seed));
-      return top(stream) / first(stream);
-    });
-    table.rows.push_back(
-        {a.label, num(first(s)), tops[a.id].show(), growths[a.id].show(), val_losses(runs, a.id, o.seeds).show()});
+    const ClaimSpec growth = growth_of(a.id);
+    table.rows.push_back({a.label, num(first(s)), values(output_of(a.id)).show(),
+                          ratio(values(growth.of), values(*growth.against)).show(),
+                          val_losses(runs, a.id, o.seeds).show()});
   }
   r.charts = {profile, over_time};
   r.tables = {table, outcome_table("Runs", runs)};
-
-  const SeedValues lns = ratio(tops["lns"], tops["pre"]), gpas = ratio(tops["gpas"], tops["pre"]);
-  const std::string growth = "stream mean square at the stack's output ÷ entering layer 1";
-  const std::string versus = "stream mean square at the stack's output ÷ Pre-LN's";
-  r.claims = {
-      claim_above("A", "Pre-LN's stream variance grows with depth during training", growth + ", Pre-LN", growths["pre"],
-                  2),
-      claim_above("B", "It still grows with a depth-scaled init", growth + ", Pre-LN with scaled init",
-                  growths["pre-scaled"], 2),
-      claim_below("C", "LayerNorm Scaling keeps the deep layers' variance much lower", versus + ", LNS", lns, 0.5),
-      claim_below("D", "GPAS keeps the deep layers' variance much lower", versus + ", GPAS", gpas, 0.5),
-  };
-  r.evidence = {fmt::format("output mean square: Pre-LN {}, LNS {}, GPAS {}", tops["pre"].show(), tops["lns"].show(),
-                            tops["gpas"].show())};
+  r.evidence = {fmt::format("output mean square: Pre-LN {}, LNS {}, GPAS {}", values(output_of("pre")).show(),
+                            values(output_of("lns")).show(), values(output_of("gpas")).show())};
   // GPAS's gates are learned: SiLU(a) < 0 makes G amplify the stream instead of shrinking it.
   double gate_scale = 1;
   if (const RunOutcome* run = find_run(runs, seed_id("gpas", o.seeds.front()))) {
@@ -120,9 +149,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   }
   r.verdict_rule =
       "From the last stream probe; every arm uses RMSNorm, so they differ only in placement or init. Ratios per "
-      "seed. A: Pre-LN's stream mean square at the stack's output > 2× that entering layer 1; B: the same for Pre-LN "
-      "with scaled init; C: LayerNorm Scaling's output mean square < 0.5× Pre-LN's (same seed); D: GPAS's < 0.5× "
-      "Pre-LN's.";
+      "seed.";
   return r;
 }
 
@@ -144,6 +171,11 @@ extern const Study kDepthVariance{
     .cost = "default ~12 min on 2 cores (3 seeds), --quick ~15 s",
     .large = "model.n_layers=24 train.steps=2000",
     .plan = plan,
+    .arms = {{"pre", "Pre-LN (RMSNorm)"},
+             {"pre-scaled", "Pre-LN (RMSNorm) + scaled init"},
+             {"lns", "LayerNorm Scaling"},
+             {"gpas", "GPAS"}},
+    .sub_claims = kSubClaims,
     .judge = judge,
 };
 

@@ -6,8 +6,8 @@
 #include <map>
 
 #include "probe/records.h"
-#include "study/catalog.h"
 #include "study/kit.h"
+#include "study/studies/catalog.h"
 
 namespace normlab::study {
 
@@ -37,6 +37,47 @@ double largest(const Json& stream) {
   return *std::max_element(v.begin(), v.end());
 }
 
+// ---- The pre-registration: max|x| of the stream after each layer, per seed ----------------------------------------
+
+Term max_abs(const char* arm, const char* over, bool relative = false) {
+  return {arm,
+          "probe",
+          {{"family", probe::family::stream},
+           {"field", probe::field::max_abs},
+           {"over", over},
+           {"relative_to", relative ? "first_probe" : "nothing"}}};
+}
+const Term kPreGrowth = max_abs("pre", "max", true), kPeriGrowth = max_abs("peri", "max", true);
+
+const std::vector<ClaimSpec> kSubClaims = {
+    {.id = "A",
+     .statement = "Pre-LN's largest hidden-state magnitudes grow during training",
+     .quote = "Pre-LN is prone to \"massive activations\" (abstract); its hidden states pass the fp16 maximum within "
+              "about 0.5B tokens",
+     .where = "Kim et al. 2025, abstract and §4",
+     .of = kPreGrowth,
+     .threshold = 2},
+    {.id = "B",
+     .statement = "Most in the deep layers",
+     .where = "Kim et al. 2025, §4",
+     .of = max_abs("pre", "mean_second_half"),
+     .against = max_abs("pre", "mean_first_half"),
+     .compare = Compare::difference,
+     .threshold = 0.0},
+    {.id = "C",
+     .statement = "Peri-LN keeps them bounded",
+     .quote = "Peri-LN gives more balanced variance growth, steadier gradients and more stable convergence",
+     .where = "Kim et al. 2025, abstract",
+     .of = kPeriGrowth,
+     .against = kPreGrowth,
+     .compare = Compare::ratio,
+     .side = SubClaim::Side::below,
+     .threshold = 0.5},
+};
+
+// ---- The report's evidence and charts ------------------------------------------------------------------------------
+
+// Peri-LN's stream is a sum of normalized branch outputs, so its level starts higher: growth, not level, is compared.
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Report r;
   r.setup =
@@ -50,63 +91,24 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Table table{"Stream magnitudes",
               {"placement", "largest max|x| at step 1 (first seed)", "at the last probe (seeds)", "growth",
                "mean max|x| first half of layers", "second half", "val loss"}};
-  struct Numbers {
-    SeedValues growth, last, first_half, second_half;  // per seed
-  };
-  std::map<std::string, Numbers> out;  // by arm id
+  const auto values = [&](const Term& t) { return measure_term(t, Json::object(), runs, o.seeds); };
   for (const Arm& a : kArms) {
-    std::map<int, std::vector<Json>> by_seed;  // the run's stream records, by seed
-    for (int seed : o.seeds) by_seed[seed] = streams(runs, a.id, seed);
-    const auto& s1 = by_seed[o.seeds.front()];
+    const std::vector<Json> s1 = streams(runs, a.id, o.seeds.front());
     if (!s1.empty()) profile.series.push_back(layer_series(a.label, s1.back(), probe::field::max_abs));
     Series t{a.label, {}, {}};
     for (const Json& j : s1) t.x.push_back(number(j, probe::field::step)), t.y.push_back(largest(j));
     over_time.series.push_back(t);
-    // A statistic of each seed's run (NaN for a run without records).
-    const auto per_seed = [&](const std::function<double(const std::vector<Json>&)>& of) {
-      return over_seeds(o.seeds, [&](int seed) -> double {
-        const auto& s = by_seed[seed];
-        return s.empty() ? NAN : of(s);
-      });
-    };
-    Numbers n{per_seed([](const auto& s) { return largest(s.back()) / largest(s.front()); }),
-              per_seed([](const auto& s) { return largest(s.back()); }),
-              {},
-              {}};
-    const auto half = [&](bool second) {
-      return per_seed([second](const auto& s) -> double {
-        const auto v = numbers(s.back(), probe::field::max_abs);  // L + 1 entries: layers 1..L are the layers' outputs
-        if (v.size() < 3) return NAN;
-        const size_t h = 1 + (v.size() - 1) / 2;
-        return second ? mean({v.begin() + static_cast<std::ptrdiff_t>(h), v.end()})
-                      : mean({v.begin() + 1, v.begin() + static_cast<std::ptrdiff_t>(h)});
-      });
-    };
-    n.first_half = half(false), n.second_half = half(true);
-    out[a.id] = n;
-    table.rows.push_back({a.label, num(s1.empty() ? NAN : largest(s1.front())), n.last.show(), n.growth.show(),
-                          n.first_half.show(), n.second_half.show(), val_losses(runs, a.id, o.seeds).show()});
+    table.rows.push_back({a.label, num(s1.empty() ? NAN : largest(s1.front())), values(max_abs(a.id, "max")).show(),
+                          values(max_abs(a.id, "max", true)).show(), values(max_abs(a.id, "mean_first_half")).show(),
+                          values(max_abs(a.id, "mean_second_half")).show(), val_losses(runs, a.id, o.seeds).show()});
   }
   r.charts = {profile, over_time};
   r.tables = {table, outcome_table("Runs", runs)};
-
-  const Numbers pre = out["pre"], peri = out["peri"];
-  r.claims = {
-      claim_above("A", "Pre-LN's largest hidden-state magnitudes grow during training",
-                  "Pre-LN largest max|x| over layers, last probe ÷ step 1", pre.growth, 2),
-      claim_above("B", "Most in the deep layers",
-                  "Pre-LN mean max|x| at the last probe, second half of the layers − first half",
-                  difference(pre.second_half, pre.first_half), 0.0),
-      claim_below("C", "Peri-LN keeps them bounded", "growth factor of the largest max|x|, Peri-LN ÷ Pre-LN",
-                  ratio(peri.growth, pre.growth), 0.5),
-  };
-  r.evidence = {
-      fmt::format("growth of the largest max|x|: Pre-LN {}, Peri-LN {}", pre.growth.show(), peri.growth.show())};
+  r.evidence = {fmt::format("growth of the largest max|x|: Pre-LN {}, Peri-LN {}", values(kPreGrowth).show(),
+                            values(kPeriGrowth).show())};
   r.verdict_rule =
-      "max|x| of the stream after each layer, per seed. A: Pre-LN's largest value over layers grows > 2× from step 1 "
-      "(init) to the last probe; B: at the last probe Pre-LN's mean over the second half of the layers exceeds the "
-      "first half's (difference per seed); C: Peri-LN's growth factor is < 0.5× Pre-LN's (same seed; Peri-LN's "
-      "stream is a sum of normalized branch outputs, so its level starts higher: growth, not level, is compared).";
+      "Peri-LN's stream is a sum of normalized branch outputs, so its level starts higher: growth, not "
+      "level, is compared.";
   return r;
 }
 
@@ -129,6 +131,8 @@ extern const Study kMassiveActivations{
     .cost = "default ~3.5 min on 2 cores (5 seeds), --quick ~10 s",
     .large = "model.n_layers=24 train.steps=2000",
     .plan = plan,
+    .arms = {{"pre", "Pre-LN"}, {"peri", "Peri-LN"}},
+    .sub_claims = kSubClaims,
     .judge = judge,
 };
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "study/catalog.h"
 #include "study/kit.h"
+#include "study/studies/catalog.h"
 
 namespace normlab::study {
 
@@ -57,7 +57,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 
   std::vector<std::string> header = {"placement", "depth", "warm-up"};
   for (double lr : g.lrs) header.push_back(fmt::format("lr {:g}", lr));
-  Table table{std::string("Outcome and final training loss per cell (") + kStalledRule + ")", header};
+  Table table{std::string("Outcome and final training loss per cell (") + stalled_rule() + ")", header};
   for (const char* placement : kPlacements)
     for (int layers : g.depths)
       for (int warmup : g.warmups) {
@@ -65,13 +65,13 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
         for (double lr : g.lrs) {
           const TrainResult c =
               worst_over_seeds(runs, o.seeds, [&](int seed) { return id_of(placement, layers, lr, warmup, seed); });
-          row.push_back(c.outcome + " " + num(c.final_loss));
+          row.push_back(fmt::format("{} {}", outcome_name(c.outcome), num(c.final_loss)));
         }
         table.rows.push_back(row);
       }
   r.tables.push_back(table);
 
-  // Each sub-claim reads a cell's final training loss above the trained line (unigram entropy − 0.25 nats; a
+  // Each sub-claim reads a cell's final training loss above the trained line (unigram entropy − the stall margin; a
   // diverged run at the unigram entropy): positive when it did not train. Over several cells a seed's number is
   // the cell that decides the claim: the best for "some cell", the worst for "every cell".
   const auto margin = [&](const std::string& placement, int layers, double lr, int warmup, int seed) {
@@ -105,7 +105,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const SeedValues shallow_post = over_seeds(o.seeds, [&](int seed) { return margin("post", shallow, 1e-3, 0, seed); });
   const bool no_warmup = g.warmups.front() == 0, warmed = g.warmups.back() > 0, high_lr = !high_lrs.empty(),
              lr_1e3 = std::any_of(g.lrs.begin(), g.lrs.end(), [](double lr) { return std::abs(lr - 1e-3) < 1e-12; });
-  const std::string statistic = "final train loss − (unigram entropy − 0.25 nats)";
+  const std::string statistic = "final train loss − (" + trained_line() + ")";
   r.claims.push_back(claim_above("A", fmt::format("{}-layer Post-LN without warm-up fails at every lr ≥ 1e-3", deep),
                                  statistic + ", the best of those cells (> 0: none trains)", cold_post, 0.0));
   cannot_decide_unless(r.claims.back(), no_warmup, "warm-up 0 is not on the train.warmup axis");
@@ -130,8 +130,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   }
   r.tables.push_back(outcome_table("Every run", runs));
   r.verdict_rule =
-      std::string("A cell trains when its final training loss ends below the unigram entropy − 0.25 nats (") +
-      kStalledRule +
+      "A cell trains when its final training loss ends below " + trained_line() + " (" + stalled_rule() +
       "; a diverged run counts as the unigram entropy). A: every deep Post-LN cell without warm-up at lr ≥ 1e-3 "
       "ends above that line; B: with the longest warm-up, one of those cells ends below it; C: every Pre-LN, "
       "DeepNorm and Admin cell ends below it; D: the shallowest Post-LN at lr 1e-3 without warm-up ends below it.";

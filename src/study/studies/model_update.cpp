@@ -6,8 +6,8 @@
 #include <map>
 
 #include "probe/records.h"
-#include "study/catalog.h"
 #include "study/kit.h"
+#include "study/studies/catalog.h"
 
 namespace normlab::study {
 

@@ -7,8 +7,8 @@
 
 #include "model/formula.h"
 #include "model/placement.h"
-#include "study/catalog.h"
 #include "study/kit.h"
+#include "study/studies/catalog.h"
 
 namespace normlab::study {
 
@@ -121,9 +121,10 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     std::vector<double> vals;
     for (int seed : o.seeds) {
       const TrainResult t = train_result(find_run(runs, seed_id(placement, seed)));
-      e.trained += t.outcome == "trained", e.slow += t.outcome == "slow", e.diverged += t.outcome == "diverged";
-      e.stalled += t.outcome == "stalled", e.failed += t.outcome == "failed" || t.outcome == "missing";
-      if (t.outcome != "diverged") vals.push_back(t.val_loss);  // a failed seed's NaN makes the mean NaN
+      e.trained += t.outcome == Outcome::trained, e.slow += t.outcome == Outcome::slow;
+      e.diverged += t.outcome == Outcome::diverged, e.stalled += t.outcome == Outcome::stalled;
+      e.failed += t.outcome == Outcome::failed || t.outcome == Outcome::missing;
+      if (t.outcome != Outcome::diverged) vals.push_back(t.val_loss);  // a failed seed's NaN makes the mean NaN
     }
     if (!vals.empty()) {
       e.mean = mean(vals);
@@ -147,10 +148,10 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     table.rows.push_back({std::to_string(i + 1), e.placement, e.family, fmt::format("{:g}", e.lr), num(e.mean),
                           num(e.sd), std::isfinite(e.lo) ? num(e.lo) + " – " + num(e.hi) : "n/a",
                           fmt::format("{} / {} / {} / {} / {}", e.trained, e.slow, e.stalled, e.diverged, e.failed)});
-    table.row_class.push_back(e.diverged || e.failed ? "diverged"
-                              : e.stalled            ? "stalled"
-                              : e.slow               ? "slow"
-                                                     : "trained");
+    table.row_class.emplace_back(outcome_name(e.diverged || e.failed ? Outcome::diverged
+                                              : e.stalled            ? Outcome::stalled
+                                              : e.slow               ? Outcome::slow
+                                                                     : Outcome::trained));
     means.x.push_back(double(i + 1)), means.y.push_back(e.mean);
     lows.x.push_back(double(i + 1)), lows.y.push_back(std::isfinite(e.lo) ? e.lo : NAN);
     highs.x.push_back(double(i + 1)), highs.y.push_back(std::isfinite(e.hi) ? e.hi : NAN);
@@ -178,7 +179,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const SeedValues pre = val("pre"), post = val("post");
   r.claims = {
       claim_below("A", "Under one shared training rule every placement trains",
-                  "final train loss − (unigram entropy − 0.25 nats) of the worst placement (< 0: all train)",
+                  fmt::format("final train loss − ({}) of the worst placement (< 0: all train)", trained_line()),
                   paired(worst, any_missing, [](double w, double m) { return w + m; }), 0.0),
       claim_below("B", "Pre-LN ends below Post-LN", "final validation loss, Pre-LN − Post-LN (nats)",
                   difference(pre, post), 0.0),
@@ -195,10 +196,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       fmt::format("best: {} ({}); worst: {} ({})", entries.front().placement, num(entries.front().mean),
                   entries.back().placement, num(entries.back().mean)),
   };
-  r.verdict_rule = std::string(
-                       "A: on each seed the worst placement's final training loss ends below the unigram "
-                       "entropy − 0.25 nats (") +
-                   kStalledRule +
+  r.verdict_rule = "A: on each seed the worst placement's final training loss ends below " + trained_line() + " (" +
+                   stalled_rule() +
                    "; a diverged run counts as the unigram entropy); B: Pre-LN's final validation loss is below "
                    "Post-LN's (difference per seed < 0).";
   return r;

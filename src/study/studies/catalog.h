@@ -8,4 +8,8 @@ extern const Study kWhyPreLn, kGradByDepth, kStreamAtInit, kWarmupGrid, kModelUp
     kLayerImportance, kGradBalance, kRmsEquivalence, kMassiveActivations, kDytAlpha, kLeaderboard, kBertWarmup,
     kMtDepth;
 
+// Xiong et al. 2020's Theorem 1, which why-pre-ln and grad-by-depth both test.
+inline constexpr const char* kXiongTheorem1 =
+    "Theorem 1: for Post-LN, ‖∂L/∂W^{2,L}‖_F ≤ O(d√(ln d)), independent of L; for Pre-LN, ≤ O(d√(ln d / L))";
+
 }  // namespace normlab::study

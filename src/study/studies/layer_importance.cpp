@@ -6,8 +6,8 @@
 #include <cmath>
 #include <map>
 
-#include "study/catalog.h"
 #include "study/kit.h"
+#include "study/studies/catalog.h"
 
 namespace normlab::study {
 
@@ -18,8 +18,8 @@ TrainPreset preset(const StudyOptions& o) { return configured(o, o.quick ? Train
 
 constexpr Arm kArms[] = {{"pre", "Pre-LN"}, {"post", "Post-LN"}, {"lns", "LayerNorm Scaling"}};
 
-// Warm-up lasts half the run for every arm: 12-layer Post-LN at lr 1e-3 stalls at the unigram level
-// with a 10% warm-up (6.04 nats after 500 steps, measured), and an untrained model's layers say nothing.
+// Warm-up lasts half the run for every arm: with a 10% warm-up 12-layer Post-LN at lr 1e-3 stalls at the unigram
+// level (docs/studies.md, layer-importance), and an untrained model's layers say nothing.
 std::vector<RunRequest> plan(const StudyOptions& o) {
   const TrainPreset p = preset(o);
   return placement_runs(o.seeds, kArms, p, p.steps / 2, "angular,layer-drop");

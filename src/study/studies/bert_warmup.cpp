@@ -8,8 +8,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "study/catalog.h"
 #include "study/kit.h"
+#include "study/studies/catalog.h"
 
 namespace normlab::study {
 
@@ -60,7 +60,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   std::vector<std::string> header = {"placement", "warm-up"};
   for (double lr : g.lrs) header.push_back(fmt::format("lr {:g}", lr));
   Table table{
-      std::string("Worst outcome over the seeds and mean final validation loss per cell (") + kStalledRule + ")",
+      std::string("Worst outcome over the seeds and mean final validation loss per cell (") + stalled_rule() + ")",
       header};
   for (const char* placement : kPlacements)
     for (int warmup : g.warmups) {
@@ -68,7 +68,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       for (double lr : g.lrs) {
         const TrainResult c =
             worst_over_seeds(runs, o.seeds, [&](int seed) { return id_of(placement, lr, warmup, seed); });
-        row.push_back(c.outcome + " " + num(c.val_loss));
+        row.push_back(fmt::format("{} {}", outcome_name(c.outcome), num(c.val_loss)));
       }
       table.rows.push_back(row);
     }
@@ -93,10 +93,10 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
           "A", fmt::format("Without warm-up, Post-LN at lr {:g} ends worse", high),
           fmt::format("Post-LN final validation loss at lr {:g}, no warm-up − {} warm-up steps (nats)", high, longest),
           difference(post_cold, post_warm), 0.0),
-      claim_below("B", "Pre-LN trains without warm-up at every lr",
-                  "Pre-LN without warm-up: final train loss − (unigram entropy − 0.25 nats), the worst lr (< 0: all "
-                  "train)",
-                  pre_worst, 0.0),
+      claim_below(
+          "B", "Pre-LN trains without warm-up at every lr",
+          fmt::format("Pre-LN without warm-up: final train loss − ({}), the worst lr (< 0: all train)", trained_line()),
+          pre_worst, 0.0),
       claim_below("C", "Pre-LN without warm-up ends below the Post-LN that had it",
                   fmt::format("final validation loss at lr {:g}, Pre-LN without warm-up − Post-LN with {} (nats)", high,
                               longest),
@@ -123,7 +123,9 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.verdict_rule =
       "A: Post-LN's final validation loss at the highest lr is higher without warm-up than with the longest warm-up "
       "(difference per seed; a diverged run counts as the unigram entropy); B: Pre-LN without warm-up trains at every "
-      "lr (its final training loss ends below the unigram entropy − 0.25 nats; the worst lr per seed); C: at the "
+      "lr (its final training loss ends below " +
+      trained_line() +
+      "; the worst lr per seed); C: at the "
       "highest lr, Pre-LN without warm-up ends below Post-LN with the longest warm-up.";
   return r;
 }

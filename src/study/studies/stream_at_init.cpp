@@ -5,8 +5,8 @@
 // Xavier on a non-square fc1 gives hidden variance 0.4, so the lower bound is not expected there.
 #include <cmath>
 
-#include "study/catalog.h"
 #include "study/kit.h"
+#include "study/studies/catalog.h"
 
 namespace normlab::study {
 

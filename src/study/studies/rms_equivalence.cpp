@@ -9,8 +9,8 @@
 #include <cmath>
 #include <map>
 
-#include "study/catalog.h"
 #include "study/kit.h"
+#include "study/studies/catalog.h"
 
 namespace normlab::study {
 

@@ -6,8 +6,8 @@
 #include <cmath>
 #include <map>
 
-#include "study/catalog.h"
 #include "study/kit.h"
+#include "study/studies/catalog.h"
 
 namespace normlab::study {
 
@@ -15,7 +15,7 @@ namespace {
 
 constexpr const char* kPlacements[] = {"post", "pre", "admin"};
 // A small step keeps the change in its linear regime: at lr 1e-3 the deepest Post-LN models saturate
-// (‖ΔF‖² 1.30 → 1.49 from N = 24 to N = 48, measured), hiding the growth rate.
+// (docs/studies.md, one-step), hiding the growth rate.
 constexpr double kLr = 1e-5;
 
 std::string id_of(const std::string& placement, int layers, int seed) {

@@ -1,0 +1,159 @@
+#include "study/claim_spec.h"
+
+#include <fmt/core.h>
+
+#include <cmath>
+
+#include "common/error.h"
+#include "study/kit.h"
+#include "study/statistics.h"
+
+namespace normlab::study {
+
+namespace {
+
+std::string value_text(const Json& v) {
+  if (v.is_number_integer()) return std::to_string(v.get<long long>());
+  if (v.is_number()) return fmt::format("{:g}", v.get<double>());
+  if (v.is_string()) return v.get<std::string>();
+  return v.dump();
+}
+
+bool is_name(std::string_view text) {
+  return !text.empty() && !std::isdigit(static_cast<unsigned char>(text.front())) &&
+         std::all_of(text.begin(), text.end(),
+                     [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; });
+}
+
+// A threshold bound: a number, or a variable holding one.
+double bound(const Json& value, const Json& variables) {
+  if (value.is_number()) return value.get<double>();
+  return variables[value.get<std::string>()].get<double>();  // check_bound made sure it is a number
+}
+
+void check_bound(const Json& value, const Json& variables, std::string_view where) {
+  const bool named = value.is_string() && variables.contains(value.get<std::string>()) &&
+                     variables[value.get<std::string>()].is_number();
+  if (!value.is_number() && !named)
+    fail("{}: expected a number (or the name of a number among the study's variables), not {}", where, value.dump());
+}
+
+void check_threshold(const ClaimSpec& spec, const Json& variables, std::string_view where) {
+  const std::string field = fmt::format("{}.threshold", where);
+  if (spec.side != SubClaim::Side::within) return check_bound(spec.threshold, variables, field);
+  if (!spec.threshold.is_array() || spec.threshold.size() != 2)
+    fail("{}: a claim that the statistic lies within two bounds takes [lo, hi], not {}", field, spec.threshold.dump());
+  check_bound(spec.threshold[0], variables, field + "[0]"), check_bound(spec.threshold[1], variables, field + "[1]");
+}
+
+Term check_term(Term term, const std::vector<ArmSpec>& arms, const std::string& where) {
+  if (std::none_of(arms.begin(), arms.end(), [&](const ArmSpec& a) { return a.id == term.arm; })) {
+    std::vector<std::string> ids;
+    for (const ArmSpec& a : arms) ids.push_back(a.id);
+    fail("{}.arm: \"{}\" is not one of the study's arms ({})", where, term.arm, fmt::join(ids, ", "));
+  }
+  term.args = check_arguments(find_statistic(term.statistic, where + ".statistic"), term.args, where + ".args");
+  return term;
+}
+
+std::string label_of(const std::string& arm, const std::vector<ArmSpec>& arms, const Json& variables) {
+  for (const ArmSpec& a : arms)
+    if (a.id == arm) return fill(a.label.empty() ? a.id : a.label, variables, "arm " + a.id);
+  return fill(arm, variables, "arm");
+}
+
+std::string describe(const Term& t) { return find_statistic(t.statistic, "statistic").describe(t.args); }
+
+std::string statistic_text(const ClaimSpec& spec, const std::vector<ArmSpec>& arms, const Json& variables) {
+  const std::string of = label_of(spec.of.arm, arms, variables);
+  if (!spec.against) return fmt::format("{}, {}", describe(spec.of), of);
+  const char* op = spec.compare == Compare::ratio ? "÷" : "−";
+  const std::string against = label_of(spec.against->arm, arms, variables);
+  if (spec.against->statistic == spec.of.statistic && spec.against->args == spec.of.args)
+    return fmt::format("{}, {} {} {}", describe(spec.of), of, op, against);
+  if (spec.against->arm == spec.of.arm)
+    return fmt::format("{}: {} {} {}", of, describe(spec.of), op, describe(*spec.against));
+  return fmt::format("{} of {} {} {} of {}", describe(spec.of), of, op, describe(*spec.against), against);
+}
+
+// An empty claim on the spec's side of its threshold (values are set by the caller).
+SubClaim sided(const ClaimSpec& spec, std::string statement, std::string statistic, SeedValues values,
+               const Json& variables) {
+  switch (spec.side) {
+    case SubClaim::Side::above:
+      return claim_above(spec.id, statement, statistic, values, bound(spec.threshold, variables));
+    case SubClaim::Side::below:
+      return claim_below(spec.id, statement, statistic, values, bound(spec.threshold, variables));
+    case SubClaim::Side::within:
+      break;
+  }
+  return claim_within(spec.id, statement, statistic, values, bound(spec.threshold[0], variables),
+                      bound(spec.threshold[1], variables));
+}
+
+}  // namespace
+
+SeedValues measure_term(const Term& t, const Json& variables, const std::vector<RunOutcome>& runs,
+                        const std::vector<int>& seeds) {
+  const Statistic& statistic = find_statistic(t.statistic, "statistic");
+  const Json args = check_arguments(statistic, t.args, t.arm);
+  const std::string arm = fill(t.arm, variables, "arm");
+  return over_seeds(seeds, [&](int seed) { return statistic.of_run(find_run(runs, seed_id(arm, seed)), args); });
+}
+
+std::string fill(const std::string& text, const Json& variables, std::string_view where) {
+  std::string out;
+  for (size_t at = 0; at < text.size();) {
+    const size_t open = text.find('{', at), close = open == std::string::npos ? open : text.find('}', open);
+    if (close == std::string::npos) return out + text.substr(at);
+    const std::string name = text.substr(open + 1, close - open - 1);
+    out += text.substr(at, open - at);
+    if (!is_name(name)) {
+      out += text.substr(open, close - open + 1);
+    } else if (variables.is_object() && variables.contains(name)) {
+      out += value_text(variables[name]);
+    } else {
+      fail("{}: \"{}\" names {{{}}}, which is not one of the study's variables", where, text, name);
+    }
+    at = close + 1;
+  }
+  return out;
+}
+
+ClaimSpec check_claim(ClaimSpec spec, const std::vector<ArmSpec>& arms, const Json& variables, std::string_view where) {
+  const std::string at(where);
+  if (spec.id.empty()) fail("{}.id: every sub-claim needs an id (A, B1, ...)", at);
+  if (spec.statement.empty()) fail("{}.statement: say what the paper claims, as tested here", at);
+  spec.of = check_term(spec.of, arms, at + ".of");
+  if (spec.against.has_value() != (spec.compare != Compare::none))
+    fail("{}: {}", at,
+         spec.against ? "\"against\" needs \"compare\": difference or ratio"
+                      : "\"compare\" needs \"against\": the arm and statistic it is compared with");
+  if (spec.against) spec.against = check_term(*spec.against, arms, at + ".against");
+  check_threshold(spec, variables, at);
+  return spec;
+}
+
+SubClaim measure_claim(const ClaimSpec& given, const std::vector<ArmSpec>& arms, const Json& variables,
+                       const std::vector<RunOutcome>& runs, const std::vector<int>& seeds) {
+  const ClaimSpec spec = check_claim(given, arms, variables, "sub-claim " + given.id);
+  SeedValues values = measure_term(spec.of, variables, runs, seeds);
+  if (spec.against) {
+    const SeedValues against = measure_term(*spec.against, variables, runs, seeds);
+    values = spec.compare == Compare::ratio ? ratio(values, against) : difference(values, against);
+  }
+  SubClaim claim = sided(spec, fill(spec.statement, variables, "sub-claim " + spec.id + " statement"),
+                         statistic_text(spec, arms, variables), values, variables);
+  claim.quote = spec.quote, claim.where = spec.where;
+  for (const Need& need : spec.needs)
+    cannot_decide_unless(claim, variables.contains(need.variable) && variables[need.variable] == true, need.why);
+  return claim;
+}
+
+std::string claim_rule(const ClaimSpec& given, const std::vector<ArmSpec>& arms, const Json& variables) {
+  const ClaimSpec spec = check_claim(given, arms, variables, "sub-claim " + given.id);
+  const SubClaim shape = sided(spec, "", "", {}, variables);
+  return fmt::format("{}: {} {}", spec.id, statistic_text(spec, arms, variables), shape.threshold());
+}
+
+}  // namespace normlab::study

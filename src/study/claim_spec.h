@@ -1,0 +1,82 @@
+#pragma once
+// A sub-claim as data, the way a pre-registration states it: the paper's sentence and where it stands, the statistic
+// (an entry of statistics.h with its arguments) read from one arm's runs, optionally compared seed by seed with the
+// same or another statistic of another arm (a difference or a ratio), and the side of a threshold the paper's claim
+// puts it on. A study lists its arms and sub-claims once; the judge, the report's rule and `--help` are all generated
+// from that list, so a threshold is written in one place.
+//
+// Arm ids, statements and thresholds may name the study's variables in braces ("train-post-L{deep}-w0"): values
+// a study derives from its preset and --grid (the deepest depth, the warm-up length), given by its `variables`.
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/config_reader.h"
+#include "study/claims.h"
+#include "study/runner.h"
+
+namespace normlab::study {
+
+struct StudyOptions;
+
+// One configuration of a study, run once per seed as "<id>-s<seed>"; the label names it in reports.
+struct ArmSpec {
+  std::string id, label;
+};
+
+// One side of a sub-claim: a statistic of one arm's runs.
+struct Term {
+  std::string arm;        // an ArmSpec's id (a template over the variables)
+  std::string statistic;  // an entry of statistics.h
+  Json args = Json::object();
+};
+
+enum class Compare { none, difference, ratio };
+
+// A condition a sub-claim needs from the study's grid: the variable must be true, or the sub-claim is undecided with
+// `why` as the reason.
+struct Need {
+  std::string variable, why;
+};
+
+struct ClaimSpec {
+  std::string id;         // "A", "B1"
+  std::string statement;  // what the paper claims, as tested here (a template)
+  std::string quote;      // the paper's own sentence
+  std::string where;      // where it stands: section, figure or table
+  Term of;
+  std::optional<Term> against = std::nullopt;  // with compare: of − against, or of ÷ against, seed by seed
+  Compare compare = Compare::none;
+  SubClaim::Side side = SubClaim::Side::above;
+  // above / below: a number or a variable's name; within: [lo, hi], each a number or a variable's name.
+  Json threshold = 0;
+  std::vector<Need> needs = {};
+};
+
+// The values the templates of a study's data may name, from its options (preset, --grid, --set).
+using Variables = std::function<Json(const StudyOptions&)>;
+
+// `text` with each {name} replaced by the variable's value (a whole number as such, others as {:g}); fails naming
+// `where` on a name no variable has.
+std::string fill(const std::string& text, const Json& variables, std::string_view where);
+
+// Checks a sub-claim's data against the statistics table (names and arguments), its arms against the study's, and its
+// threshold's shape (a name in it must be a number among `variables`); fails with one sentence naming `where` and the
+// field. Returns the spec with every statistic's default arguments filled in.
+ClaimSpec check_claim(ClaimSpec spec, const std::vector<ArmSpec>& arms, const Json& variables, std::string_view where);
+
+// The sub-claim measured on every seed and ready to decide (claims.h decide()): its per-seed values, statistic text
+// and threshold; undecided with a reason when a need is not met.
+SubClaim measure_claim(const ClaimSpec& spec, const std::vector<ArmSpec>& arms, const Json& variables,
+                       const std::vector<RunOutcome>& runs, const std::vector<int>& seeds);
+
+// One side's statistic on every seed (a study's charts and evidence read the numbers its sub-claims read).
+SeedValues measure_term(const Term& term, const Json& variables, const std::vector<RunOutcome>& runs,
+                        const std::vector<int>& seeds);
+
+// The rule of one sub-claim in words: "B1: final training loss of Post-LN, 12 layers, no warm-up − of Pre-LN ...
+// > 0.2".
+std::string claim_rule(const ClaimSpec& spec, const std::vector<ArmSpec>& arms, const Json& variables);
+
+}  // namespace normlab::study

@@ -1,0 +1,258 @@
+#include "study/statistics.h"
+
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/error.h"
+#include "probe/records.h"
+#include "study/kit.h"
+
+namespace normlab::study {
+
+namespace {
+
+// ---- Reading the arguments (check_arguments has filled every default) --------------------------------------------
+
+std::string text(const Json& args, const char* name) { return args.at(name).get<std::string>(); }
+int integer(const Json& args, const char* name) { return args.at(name).get<int>(); }
+
+// Entry `index` of v, counted from the end when negative (-1: the last); NaN when there is none.
+double entry(const std::vector<double>& v, int index) {
+  const long long n = static_cast<long long>(v.size()), i = index < 0 ? n + index : index;
+  return i >= 0 && i < n ? v[static_cast<size_t>(i)] : NAN;
+}
+
+std::string index_text(int index) {
+  return index == -1 ? std::string("the last entry")
+         : index < 0 ? fmt::format("the entry {} from the end", -index)
+                     : fmt::format("entry {}", index);
+}
+
+// ---- Training outcomes --------------------------------------------------------------------------------------------
+
+double final_train_loss(const RunOutcome* run, const Json&) { return final_loss_or_unigram(run); }
+double final_val_loss(const RunOutcome* run, const Json&) { return val_loss_or_unigram(run); }
+double above_trained_line(const RunOutcome* run, const Json&) { return loss_above_trained_line(run); }
+
+// 1 for a run that did not learn (stalled or diverged), 0 for one that did or still does (trained, slow).
+double stalled(const RunOutcome* run, const Json&) {
+  switch (train_result(run).outcome) {
+    case Outcome::trained:
+    case Outcome::slow:
+      return 0;
+    case Outcome::stalled:
+    case Outcome::diverged:
+      return 1;
+    case Outcome::failed:
+    case Outcome::missing:
+      return NAN;
+  }
+  return NAN;
+}
+
+std::string final_train_loss_text(const Json&) {
+  return "final training loss (mean of the last 3 logs; a diverged run counts as the unigram entropy)";
+}
+std::string final_val_loss_text(const Json&) {
+  return "final validation loss (a diverged run counts as the unigram entropy)";
+}
+std::string above_trained_line_text(const Json&) {
+  return fmt::format("final training loss above the trained line (unigram entropy − {:g} nats)", train::kStallMargin);
+}
+std::string stalled_text(const Json&) { return "stalled or diverged (1) or not (0), by the stall rule"; }
+
+// ---- An analysis of a finished probe run (analysis.jsonl) ----------------------------------------------------------
+
+// The column's value at the row of one layer's tensor: layer counted from 0, or from the top when negative (-1: the
+// last layer of the stack the probes report).
+double analysis_value(const RunOutcome* run, const Json& args) {
+  if (!run) return NAN;
+  const Json result = run_analysis(run, text(args, "analysis"));
+  const int layers = run->config["model"]["n_layers"].get<int>(), layer = integer(args, "layer");
+  const std::string want = layer_tensor(run, layer < 0 ? layers + layer : layer, text(args, "tensor"));
+  const Json& names = result.is_object() && result.contains(probe::field::name) ? result[probe::field::name] : Json();
+  const std::vector<double> values = numbers(result, text(args, "column"));
+  for (size_t i = 0; i < names.size() && i < values.size(); ++i)
+    if (names[i] == want) return values[i];
+  return NAN;
+}
+
+std::string analysis_text(const Json& args) {
+  const int layer = integer(args, "layer");
+  return fmt::format("{} {} of layers.{}.{}", text(args, "analysis"), text(args, "column"),
+                     layer < 0 ? (layer == -1 ? std::string("L-1") : fmt::format("L{}", layer)) : std::to_string(layer),
+                     text(args, "tensor"));
+}
+
+// ---- A training probe (probes.jsonl) --------------------------------------------------------------------------------
+
+// The mean of v over the first or second half of layers 1..L (v holds L + 1 entries: entry 0 enters the first layer).
+double half_mean(const std::vector<double>& v, bool second) {
+  if (v.size() < 3) return NAN;
+  const auto h = static_cast<std::ptrdiff_t>(1 + (v.size() - 1) / 2);
+  return second ? mean({v.begin() + h, v.end()}) : mean({v.begin() + 1, v.begin() + h});
+}
+
+// One record's number: an entry of its column, the largest entry (NaN if any is), or a half of the layers' mean.
+double record_value(const Json& record, const Json& args) {
+  const std::string over = text(args, "over");
+  const std::vector<double> v = numbers(record, text(args, "field"));
+  if (over == "max")
+    return v.empty() || std::any_of(v.begin(), v.end(), [](double x) { return std::isnan(x); })
+               ? NAN
+               : *std::max_element(v.begin(), v.end());
+  if (over == "mean_first_half" || over == "mean_second_half") return half_mean(v, over == "mean_second_half");
+  return entry(v, integer(args, "entry"));
+}
+
+double probe_value(const RunOutcome* run, const Json& args) {
+  if (!run) return NAN;
+  const std::vector<Json> records = probe_records(run->dir / "run", text(args, "family"));
+  if (records.empty()) return NAN;
+  const double value = record_value(text(args, "step") == "last" ? records.back() : records.front(), args);
+  return text(args, "relative_to") == "first_probe" ? value / record_value(records.front(), args) : value;
+}
+
+std::string probe_text(const Json& args) {
+  const std::string over = text(args, "over");
+  const std::string where = over == "at"                ? index_text(integer(args, "entry"))
+                            : over == "max"             ? std::string("the largest entry")
+                            : over == "mean_first_half" ? std::string("the mean over the first half of the layers")
+                                                        : std::string("the mean over the second half of the layers");
+  return fmt::format("{} {}, {}, {} probe{}", text(args, "family"), text(args, "field"), where, text(args, "step"),
+                     text(args, "relative_to") == "first_probe" ? " ÷ the same at the first probe" : "");
+}
+
+const StatParam kEntryParam{"entry", ParamType::integer,
+                            "which entry of the record's column: from 0, or from the end when negative (-1: the last; "
+                            "a stream record has L + 1, entry 0 entering the first layer, entry L the stack's output)",
+                            "-1"};
+
+const std::vector<Statistic> kStatistics = {
+    {"final_train_loss",
+     "the final training loss: the mean of the last 3 logged losses, a diverged run counting as "
+     "the corpus's unigram entropy (it learned nothing a table of token frequencies does not)",
+     "nats",
+     {},
+     final_train_loss,
+     final_train_loss_text},
+    {"final_val_loss",
+     "the final validation loss, a diverged run counting as the corpus's unigram entropy",
+     "nats",
+     {},
+     final_val_loss,
+     final_val_loss_text},
+    {"loss_above_trained_line",
+     "the final training loss minus the trained line (the unigram entropy less the stall margin): below 0 the run "
+     "learned, a stalled run sits just below the margin, a diverged one at the margin exactly",
+     "nats",
+     {},
+     above_trained_line,
+     above_trained_line_text},
+    {"stalled_or_diverged",
+     "1 for a run that stalled or diverged, 0 for one that trained or is still falling (slow), by the stall rule; "
+     "summed over seeds it counts the stalled ones",
+     "count",
+     {},
+     stalled,
+     stalled_text},
+    {"analysis",
+     "a column of an analysis of the run (`normlab probe --analysis`), at the row of one layer's tensor",
+     "the column's",
+     {{"analysis", ParamType::text, "the analysis, as the run was asked for it (e.g. grad-init)"},
+      {"tensor", ParamType::text, "the tensor within the layer, e.g. ffn.fc2.weight"},
+      {"column", ParamType::text, "the result column", R"("grad_norm")"},
+      {"layer", ParamType::integer, "the layer, from 0, or from the top when negative (-1: the last)", "-1"}},
+     analysis_value,
+     analysis_text},
+    {"probe",
+     "a column of a training probe record (probes.jsonl, docs/probes.md) at the first or last probe: one entry, the "
+     "largest, or the mean over half of the layers",
+     "the column's",
+     {{"family", ParamType::text, "the probe family", "", "stream|branch|norm|param|scalar|loss|update|model_update"},
+      {"field", ParamType::text, "the column, e.g. mean_square, max_abs, grad_norm"},
+      {"step", ParamType::text, "which probe record", R"("last")", "first|last"},
+      kEntryParam,
+      {"over", ParamType::text, "one entry (at), the largest, or a half of the layers' mean", R"("at")",
+       "at|max|mean_first_half|mean_second_half"},
+      {"relative_to", ParamType::text,
+       "nothing, or the same number at the first probe (the change over training: a ratio to the model at init)",
+       R"("nothing")", "nothing|first_probe"}},
+     probe_value,
+     probe_text},
+};
+
+std::vector<std::string> split_choices(std::string_view choices) {
+  std::vector<std::string> out;
+  for (size_t at = 0; at <= choices.size() && !choices.empty();) {
+    const size_t bar = std::min(choices.find('|', at), choices.size());
+    out.emplace_back(choices.substr(at, bar - at));
+    at = bar + 1;
+  }
+  return out;
+}
+
+void check_value(const StatParam& p, const Json& value, std::string_view where) {
+  const bool typed = p.type == ParamType::integer ? value.is_number_integer() : value.is_string();
+  if (!typed)
+    fail("{}.{}: expected {} ({}), not {}", where, p.name, p.type == ParamType::integer ? "a whole number" : "a text",
+         p.meaning, value.dump());
+  const std::vector<std::string> choices = split_choices(p.choices);
+  if (!choices.empty() && std::find(choices.begin(), choices.end(), value.get<std::string>()) == choices.end())
+    fail("{}.{}: \"{}\" is not one of {}", where, p.name, value.get<std::string>(), fmt::join(choices, ", "));
+}
+
+}  // namespace
+
+std::span<const Statistic> all_statistics() { return kStatistics; }
+
+const Statistic& find_statistic(std::string_view name, std::string_view where) {
+  std::vector<std::string_view> names;
+  for (const Statistic& s : kStatistics) {
+    if (s.name == name) return s;
+    names.push_back(s.name);
+  }
+  fail("{}: \"{}\" is not a statistic (known: {}; `normlab study statistics` describes each)", where, name,
+       fmt::join(names, ", "));
+}
+
+Json check_arguments(const Statistic& statistic, const Json& args, std::string_view where) {
+  if (!args.is_null() && !args.is_object())
+    fail("{}: expected an object of {}'s parameters, not {}", where, statistic.name, args.dump());
+  Json checked = Json::object();
+  for (const StatParam& p : statistic.params) {
+    if (args.is_object() && args.contains(p.name)) {
+      check_value(p, args[std::string(p.name)], where);
+      checked[std::string(p.name)] = args[std::string(p.name)];
+    } else if (!p.fallback.empty()) {
+      checked[std::string(p.name)] = Json::parse(p.fallback);
+    } else {
+      fail("{}.{}: missing ({} of statistic {})", where, p.name, p.meaning, statistic.name);
+    }
+  }
+  if (args.is_object())
+    for (const auto& [key, value] : args.items())
+      if (!checked.contains(key)) {
+        std::vector<std::string_view> known;
+        for (const StatParam& p : statistic.params) known.push_back(p.name);
+        fail("{}.{}: statistic {} has no such parameter ({})", where, key, statistic.name,
+             known.empty() ? std::string("it takes none") : fmt::format("its parameters: {}", fmt::join(known, ", ")));
+      }
+  return checked;
+}
+
+std::string statistics_help() {
+  std::string out = "Statistics a sub-claim can read from a run (claim files: docs/studies.md, \"Your own claim\"):\n";
+  for (const Statistic& s : kStatistics) {
+    out += fmt::format("\n  {} ({})\n      {}\n", s.name, s.unit, s.meaning);
+    for (const StatParam& p : s.params)
+      out += fmt::format("      {}: {}, {}{}{}\n", p.name, p.type == ParamType::integer ? "whole number" : "text",
+                         p.meaning, p.choices.empty() ? "" : fmt::format(" ({})", p.choices),
+                         p.fallback.empty() ? std::string(", required") : fmt::format(", default {}", p.fallback));
+  }
+  return out;
+}
+
+}  // namespace normlab::study

@@ -1,0 +1,134 @@
+// The statistics table (study/statistics.h): each entry reads its number from a run's files written with chosen
+// values, gives NaN where the run lacks it, and checks its arguments with one sentence naming the field.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "common/error.h"
+#include "study/kit.h"
+#include "study/statistics.h"
+#include "study/synthetic_runs.h"
+
+namespace normlab::study {
+namespace {
+
+using namespace testing;
+using train::testing::TempDir;
+
+// One finished training run of `layers` layers under `tmp`, with no files yet.
+RunOutcome a_run(const TempDir& tmp, const std::string& id, int layers = 4) {
+  Json config = small_lm("pre", layers, 80, 1);
+  config["data"]["dir"] = train::testing::tiny_data_dir().string();
+  RunOutcome o{{id, config}, tmp / id, RunStatus::finished, "", 1.0, resolve_config(config, id)};
+  fs::create_directories(o.dir / "run");
+  return o;
+}
+
+double measure(std::string_view name, const RunOutcome* run, const Json& args = Json::object()) {
+  const Statistic& s = find_statistic(name, "test");
+  return s.of_run(run, check_arguments(s, args, "test"));
+}
+
+TEST(Statistics, FinalLossesCountADivergedRunAsTheUnigramEntropy) {
+  TempDir tmp("stat");
+  RunOutcome trained = a_run(tmp, "trained"), diverged = a_run(tmp, "diverged");
+  write_trained(trained, 4.0, 4.2);
+  write_diverged(diverged);
+  EXPECT_NEAR(measure("final_train_loss", &trained), 4.0, 1e-12);
+  EXPECT_NEAR(measure("final_val_loss", &trained), 4.2, 1e-12);
+  EXPECT_NEAR(measure("final_train_loss", &diverged), 6.0, 1e-12) << "the unigram entropy of its non_finite record";
+  EXPECT_NEAR(measure("final_val_loss", &diverged), 6.0, 1e-12);
+  EXPECT_TRUE(std::isnan(measure("final_train_loss", nullptr))) << "a missing run has no number";
+}
+
+TEST(Statistics, LossAboveTheTrainedLineAndStalledFollowTheStallRule) {
+  TempDir tmp("stat");
+  RunOutcome trained = a_run(tmp, "trained"), stalled = a_run(tmp, "stalled"), diverged = a_run(tmp, "diverged");
+  write_trained(trained, 4.0);
+  write_stalled(stalled);
+  write_diverged(diverged);
+  EXPECT_NEAR(measure("loss_above_trained_line", &trained), 4.0 - (6.0 - train::kStallMargin), 1e-12);
+  EXPECT_NEAR(measure("loss_above_trained_line", &stalled), 6.2 - (6.0 - train::kStallMargin), 1e-12);
+  EXPECT_NEAR(measure("loss_above_trained_line", &diverged), train::kStallMargin, 1e-12);
+  EXPECT_EQ(measure("stalled_or_diverged", &trained), 0);
+  EXPECT_EQ(measure("stalled_or_diverged", &stalled), 1);
+  EXPECT_EQ(measure("stalled_or_diverged", &diverged), 1) << "a diverged run did not learn either";
+  EXPECT_TRUE(std::isnan(measure("stalled_or_diverged", nullptr)));
+}
+
+TEST(Statistics, AnalysisReadsOneLayersTensorCountingFromTheTop) {
+  TempDir tmp("stat");
+  RunOutcome run = a_run(tmp, "init", 3);
+  Json result{{"name", Json::array()}, {"grad_norm", Json::array()}};
+  for (int l = 0; l < 3; ++l) {
+    result["name"].push_back(fmt::format("layers.{}.attn.qkv.weight", l)), result["grad_norm"].push_back(99.0);
+    result["name"].push_back(fmt::format("layers.{}.ffn.fc2.weight", l)), result["grad_norm"].push_back(1.0 + l);
+  }
+  write_analysis(run, "grad-init", result);
+  const Json fc2{{"analysis", "grad-init"}, {"tensor", "ffn.fc2.weight"}};
+  EXPECT_EQ(measure("analysis", &run, fc2), 3.0) << "layer -1 (the default) is the last";
+  EXPECT_EQ(measure("analysis", &run, Json{{"analysis", "grad-init"}, {"tensor", "ffn.fc2.weight"}, {"layer", 0}}),
+            1.0);
+  EXPECT_TRUE(std::isnan(measure("analysis", &run, Json{{"analysis", "grad-init"}, {"tensor", "ffn.fc9.weight"}})));
+  EXPECT_TRUE(std::isnan(measure("analysis", &run, Json{{"analysis", "stream-init"}, {"tensor", "ffn.fc2.weight"}})));
+}
+
+TEST(Statistics, ProbeReadsAnEntryTheLargestOrAHalfOfTheFirstOrLastRecord) {
+  TempDir tmp("stat");
+  RunOutcome run = a_run(tmp, "probed");
+  write_probe(run, 1, "stream", per_layer("max_abs", {1, 1, 2, 2, 3}));
+  write_probe(run, 50, "stream", per_layer("max_abs", {1, 2, 4, 8, 16}));
+  const auto probe = [&](Json args) {
+    args["family"] = "stream", args["field"] = "max_abs";
+    return measure("probe", &run, args);
+  };
+  EXPECT_EQ(probe(Json::object()), 16) << "the last entry of the last record";
+  EXPECT_EQ(probe({{"entry", 1}}), 2);
+  EXPECT_EQ(probe({{"step", "first"}, {"over", "max"}}), 3);
+  EXPECT_EQ(probe({{"over", "mean_first_half"}}), 3) << "layers 1..2 of 4: (2 + 4) / 2";
+  EXPECT_EQ(probe({{"over", "mean_second_half"}}), 12) << "layers 3..4: (8 + 16) / 2";
+  EXPECT_EQ(probe({{"over", "max"}, {"relative_to", "first_probe"}}), 16.0 / 3) << "the change over training";
+  EXPECT_TRUE(std::isnan(probe({{"entry", 9}})));
+  EXPECT_TRUE(std::isnan(measure("probe", &run, Json{{"family", "branch"}, {"field", "rms"}})));
+}
+
+TEST(Statistics, ArgumentsAreCheckedWithOneSentenceNamingTheField) {
+  const Statistic& probe = find_statistic("probe", "here");
+  const auto message = [&](const Json& args) {
+    try {
+      check_arguments(probe, args, "here");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(message(Json{{"field", "x"}}).find("here.family: missing"), std::string::npos);
+  EXPECT_NE(message(Json{{"family", "stream"}, {"field", 3}}).find("here.field: expected a text"), std::string::npos);
+  EXPECT_NE(message(Json{{"family", "stream"}, {"field", "x"}, {"entry", "last"}}).find("here.entry: expected a whole"),
+            std::string::npos);
+  EXPECT_NE(message(Json{{"family", "stream"}, {"field", "x"}, {"step", "middle"}}).find("not one of first, last"),
+            std::string::npos);
+  EXPECT_NE(message(Json{{"family", "stream"}, {"field", "x"}, {"layr", 1}}).find("here.layr: statistic probe has no"),
+            std::string::npos);
+  EXPECT_EQ(message(Json{{"family", "stream"}, {"field", "x"}}), "accepted");
+  try {
+    find_statistic("nope", "sub_claims[0].of.statistic");
+    FAIL() << "an unknown statistic was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sub_claims[0].of.statistic: \"nope\" is not a statistic (known: "),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The table is the one list: `normlab study statistics` shows every entry with each parameter.
+TEST(Statistics, TheHelpListsEveryEntryAndParameter) {
+  const std::string help = statistics_help();
+  for (const Statistic& s : all_statistics()) {
+    EXPECT_NE(help.find(fmt::format("  {} (", s.name)), std::string::npos) << s.name;
+    for (const StatParam& p : s.params) EXPECT_NE(help.find(fmt::format("      {}: ", p.name)), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace normlab::study
