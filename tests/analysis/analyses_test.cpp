@@ -347,3 +347,29 @@ TEST(ProbeAnalyses, MemoryNeedsCoverTheModelsTheAnalysesBuild) {
 
 }  // namespace
 }  // namespace normlab::analysis
+
+namespace normlab::analysis {
+namespace {
+
+// `normlab probe --analysis` reads its names from the one table: an unknown name is refused listing every entry, and
+// the memory estimate and help come from the same entries.
+TEST(AnalysisTable, AnUnknownNameIsRefusedListingTheTable) {
+  try {
+    parse_analyses("grad-init,nope");
+    FAIL() << "an unknown analysis was accepted";
+  } catch (const Error& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("unknown analysis 'nope'"), std::string::npos) << message;
+    for (const Analysis& a : all_analyses()) EXPECT_NE(message.find(std::string(a.name)), std::string::npos) << a.name;
+  }
+  const std::vector<const Analysis*> both = parse_analyses("one-step,norm-equivalence");
+  ASSERT_EQ(both.size(), 2u);
+  EXPECT_EQ(both[0]->name, "one-step");
+  EXPECT_TRUE(memory_needs("one-step").optimizer);
+  EXPECT_EQ(memory_needs("grad-init,norm-equivalence").extra_models, 6);
+  const std::string help = analyses_help();
+  for (const Analysis& a : all_analyses()) EXPECT_NE(help.find(fmt::format("  {:<18} ", a.name)), std::string::npos);
+}
+
+}  // namespace
+}  // namespace normlab::analysis
