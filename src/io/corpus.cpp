@@ -18,6 +18,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "common/config_reader.h"
 #include "common/error.h"
 #include "io/atomic_file.h"
 #include "io/json_error.h"
@@ -520,6 +521,7 @@ TokenData load_tokens(const fs::path& dir) {
   } catch (const nlohmann::json::exception& e) {
     fail("{} is not valid JSON ({}): {}", meta_name, detail::json_error_text(e), kRerun);
   }
+  if (json_nesting(text) > kMaxNesting) fail("{} nests deeper than {} levels: {}", meta_name, kMaxNesting, kRerun);
   if (!meta.is_object()) fail("{} is not a JSON object: {}", meta_name, kRerun);
 
   const int version = meta_field<int>(meta, meta_name, "format_version");

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/config_reader.h"
 #include "common/error.h"
 #include "io/atomic_file.h"
 #include "io/json_error.h"
@@ -262,6 +263,8 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, std::string source, st
   } catch (const nlohmann::json::exception& e) {
     fail("{} has a damaged header (not valid JSON: {}): {}", src, detail::json_error_text(e), kFix);
   }
+  if (json_nesting(header_text) > kMaxNesting)
+    fail("{} has a damaged header (nested deeper than {} levels): {}", src, kMaxNesting, kFix);
   if (!header.is_object()) {
     fail("{} has a damaged header (JSON {} instead of an object): {}", src, header.type_name(), kFix);
   }

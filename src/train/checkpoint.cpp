@@ -110,7 +110,7 @@ namespace {
 Json trainer_state_of(const io::SafetensorsFile& f, const fs::path& file) {
   auto it = f.metadata().find("trainer_state");
   if (it == f.metadata().end()) return Json::object();
-  Json state = Json::parse(it->second, nullptr, false);
+  Json state = parse_json_or_discarded(it->second);
   if (!state.is_object())
     fail("{}: metadata.trainer_state is not a JSON object; the checkpoint is corrupted", file.string());
   return state;
@@ -180,7 +180,7 @@ RunConfig checkpoint_config(const CheckpointFile& checkpoint) {
   const fs::path& file = checkpoint.path;
   auto it = f.metadata().find("config");
   if (it == f.metadata().end()) fail("{}: metadata.config is missing; the checkpoint is corrupted", file.string());
-  Json doc = Json::parse(it->second, nullptr, false);
+  Json doc = parse_json_or_discarded(it->second);
   if (doc.is_discarded()) fail("{}: metadata.config is not valid JSON; the checkpoint is corrupted", file.string());
   return read_run_config(doc, file.string() + " (stored config)");
 }

@@ -425,6 +425,27 @@ TEST_F(CliErrors, ConfigThatIsNotARegularFileOrTooBig) {
   EXPECT_FALSE(fs::exists(tmp_ / "s"));
 }
 
+// Issue 47.1: input nested past kMaxNesting (a config, a --set value or key, a formula through --set) is one sentence
+// naming where it is, not a stack overflow (exit 139) in a recursive pass over it.
+TEST_F(CliErrors, NestingPastTheBoundIsRefused) {
+  const fs::path file = tmp_ / "deep.json";
+  spit(file, fmt::format("{{\"train\":{}{}}}", std::string(100000, '['), std::string(100000, ']')));
+  expect_cli_error(cli({"train", "--run", (tmp_ / "r").string(), "--config", file.string(), "--dry-run"}),
+                   {file.string(), "nest 100001 levels deep", fmt::format("more than the {}", kMaxNesting)});
+  expect_cli_error(train_with({fmt::format("train.lr={}{}", std::string(50000, '['), std::string(50000, ']'))}),
+                   {"override 'train.lr=[[[", "levels deep"});
+  std::string key = "a";
+  for (int i = 0; i < 5000; ++i) key += ".a";
+  expect_cli_error(train_with({fmt::format("{}=1", key)}), {"override 'a.a.a", "levels deep"});
+  expect_cli_error(train_with({fmt::format("model.placement=x + branch(norm(x))*{}1", std::string(40000, '-'))}),
+                   {"model.placement", "nests deeper than"});
+  expect_cli_error(cli({"variants", "check",
+                        fmt::format("x + branch(norm(x))*{}1{}", std::string(5000, '('), std::string(5000, ')'))}),
+                   {"sublayer", "nests deeper than"});
+  EXPECT_FALSE(fs::exists(tmp_ / "r"));
+  EXPECT_FALSE(fs::exists(tmp_ / "new_run"));
+}
+
 TEST_F(CliErrors, ZeroTrainingSteps) {
   expect_cli_error(train_with({"train.steps=0"}), {"train.steps", "0 is out of range [1,"});
 }
