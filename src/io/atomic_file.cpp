@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -245,6 +246,21 @@ void LogFile::close() {
     const int err = errno;
     write_failed("cannot write {} (closing it failed: {}): {}", path_.string(), errno_text(err), fix_for(err));
   }
+}
+
+std::uint32_t crc32(std::string_view bytes, std::uint32_t crc) {
+  static constexpr auto kTable = [] {
+    std::array<std::uint32_t, 256> table{};
+    for (std::uint32_t n = 0; n < 256; ++n) {
+      std::uint32_t c = n;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320U ^ (c >> 1) : c >> 1;
+      table[n] = c;
+    }
+    return table;
+  }();
+  crc = ~crc;
+  for (char b : bytes) crc = kTable[(crc ^ static_cast<unsigned char>(b)) & 0xFF] ^ (crc >> 8);
+  return ~crc;
 }
 
 std::string read_file(const std::filesystem::path& path, std::string_view what, std::string_view hint,

@@ -82,6 +82,11 @@ constexpr std::uint64_t fnv1a64(std::string_view bytes, std::uint64_t hash = 0xc
   return hash;
 }
 
+// CRC-32 (IEEE 802.3: zlib's crc32, Python's zlib.crc32) over raw bytes, continuing from `crc` (a previous call's
+// result; 0 to start). The export's checksum: its readers in Python compute it at C speed, where FNV-1a would be a
+// Python loop over every byte.
+std::uint32_t crc32(std::string_view bytes, std::uint32_t crc = 0);
+
 // Fault injection for the write-failure tests. While a FailWrites lives, write operations (one
 // write_file_atomic() or one LogFile::flush()) on paths that contain `path_part` fail with the OS
 // error `error` once `skip` of them have succeeded; a failing LogFile::flush() first writes half its

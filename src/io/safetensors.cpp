@@ -228,6 +228,12 @@ SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path, std::st
   return parse(read_file(path, what, "check the path", kMaxDataFileBytes), path.string(), what);
 }
 
+std::string_view bytes_of(const TensorToWrite& t) {
+  std::int64_t n = 1;
+  for (std::int64_t d : t.shape) n *= d;
+  return {static_cast<const char*>(t.data), static_cast<std::size_t>(n) * dtype_size(t.dtype)};
+}
+
 SafetensorsFile SafetensorsFile::parse(std::string bytes, std::string source, std::string_view what) {
   SafetensorsFile file;
   file.source_ = std::move(source);

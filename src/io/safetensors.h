@@ -110,6 +110,10 @@ struct TensorToWrite {
   const void* data = nullptr;
 };
 
+// The bytes a TensorToWrite points at: its shape's element count times its dtype's size (the shape is trusted: the
+// caller built it from a tensor it holds).
+std::string_view bytes_of(const TensorToWrite& t);
+
 // Serializes to bytes: header keys sorted by name, header space-padded so the data section starts
 // 8-byte aligned, data laid out widest dtype first then by name (every tensor naturally aligned).
 std::string encode_safetensors(std::span<const TensorToWrite> entries,

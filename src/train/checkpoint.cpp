@@ -66,11 +66,7 @@ std::string metadata_checksum(const std::map<std::string, std::string>& metadata
 }
 
 std::string data_checksum(std::span<const io::TensorToWrite> entries) {
-  return checksum(entries, [](const io::TensorToWrite& e) {
-    int64_t n = 1;
-    for (int64_t d : e.shape) n *= d;
-    return std::string_view(static_cast<const char*>(e.data), static_cast<size_t>(n) * io::dtype_size(e.dtype));
-  });
+  return checksum(entries, [](const io::TensorToWrite& e) { return io::bytes_of(e); });
 }
 
 void save_checkpoint(const fs::path& run_dir, const model::Model& m, AdamW& opt, const RunConfig& config, int step,
