@@ -216,13 +216,29 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const std::s
 }
 
 LogFile::LogFile(const std::filesystem::path& path, Mode mode) : path_(path) {
-  // O_NOFOLLOW: a log that is a symbolic link would put the run's records outside its directory.
+  const auto not_regular = [&] {
+    fail(
+        "{} is a FIFO, socket or block device, not a file: a log written there would wait for a reader or vanish; "
+        "remove it and run again",
+        path_.string());
+  };
+  // O_NOFOLLOW: a log that is a symbolic link would put the run's records outside its directory. O_NONBLOCK: a FIFO
+  // at the log's path must not hold the open until a reader comes (without one it fails with ENXIO); it is refused
+  // like a socket or a block device. A character device stays allowed: /dev/null, or /dev/full in the tests.
   const int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (mode == Mode::append ? O_APPEND : O_TRUNC);
-  fd_ = ::open(path_.c_str(), flags, 0644);
+  fd_ = ::open(path_.c_str(), flags | O_NONBLOCK, 0644);
   if (fd_ < 0) {
     const int err = errno;
+    if (err == ENXIO) not_regular();
     write_failed("cannot write {} (opening it failed: {}): {}", path_.string(), errno_text(err), fix_for(err));
   }
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode))) {
+    ::close(fd_);
+    fd_ = -1;
+    not_regular();
+  }
+  ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);  // blocking again, as the writes expect
 }
 
 LogFile::~LogFile() {

@@ -469,8 +469,45 @@ TEST_F(CliErrors, GenerateOptionsOutOfRange) {
   EXPECT_EQ(fine.exit_code, 0) << describe(fine);
 }
 
+// Issue 47.3: counts that would run for hours are refused naming the real limit (eval: the validation split's
+// batches, the largest of which still runs), and a long generate shows its progress at each tenth.
+TEST_F(CliErrors, GenerateAndEvalCountsAreBoundedAndLongOnesShowProgress) {
+  const fs::path run = copy_run();
+  expect_cli_error(cli({"generate", "--run", run.string(), "--tokens", "2000000000"}),
+                   {"--tokens 2000000000", "at most 1000000", "--prompt"});
+  expect_cli_error(cli({"eval", "--run", run.string(), "--batches", "0"}), {"--batches 0", "1 or more"});
+  const CliResult many = cli({"eval", "--run", run.string(), "--batches", "2000000000"});
+  expect_cli_error(many, {"--batches 2000000000", "the validation split of", "batches of 4 x 16 tokens"});
+  const size_t at = many.err.find("give at most ");
+  ASSERT_NE(at, std::string::npos) << many.err;
+  const std::string most = many.err.substr(at + 13, many.err.find_first_not_of("0123456789", at + 13) - at - 13);
+  const CliResult all = cli({"eval", "--run", run.string(), "--batches", most});
+  EXPECT_EQ(all.exit_code, 0) << describe(all);
+  expect_cli_error(cli({"eval", "--run", run.string(), "--batches", std::to_string(std::stoi(most) + 1)}),
+                   {fmt::format("give at most {}", most)});
+
+  const CliResult long_run = cli({"generate", "--run", run.string(), "--tokens", "2000", "--temperature", "0"});
+  ASSERT_EQ(long_run.exit_code, 0) << describe(long_run);
+  size_t lines = 0;
+  for (size_t p = 0; (p = long_run.err.find("generate: ", p)) != std::string::npos; ++p) ++lines;
+  EXPECT_EQ(lines, 10u) << long_run.err;
+  EXPECT_NE(long_run.err.find("generate: 200 of 2000 (10%)\n"), std::string::npos) << long_run.err;
+  EXPECT_NE(long_run.err.find("generate: 2000 of 2000 (100%)\n"), std::string::npos) << long_run.err;
+  const CliResult short_run = cli({"generate", "--run", run.string(), "--tokens", "20"});
+  ASSERT_EQ(short_run.exit_code, 0) << describe(short_run);
+  EXPECT_EQ(short_run.err.find("generate: "), std::string::npos) << short_run.err;
+}
+
+// Issue 47.3: a FIFO in place of a run's metrics.jsonl is refused at once instead of blocking train in open().
+TEST_F(CliErrors, AFifoInPlaceOfTheMetricsLogIsRefused) {
+  const fs::path run = tmp_ / "new_run";
+  fs::create_directories(run);
+  ASSERT_EQ(::mkfifo((run / "metrics.jsonl").c_str(), 0644), 0);
+  expect_cli_error(train_with({}), {(run / "metrics.jsonl").string(), "FIFO", "remove it"});
+}
+
 TEST_F(CliErrors, StopAfterMustBeAStep) {
-  for (const char* step : {"-5", "0", "-2"}) {
+  for (const char* step : {"-5", "0", "-2", "-1"}) {  // -1 too, though it stands for "not given" inside
     SCOPED_TRACE(step);
     expect_cli_error(
         cli({"train", "-c", config().string(), "--run", (tmp_ / "new_run").string(), "--stop-after", step}),
