@@ -16,7 +16,10 @@ namespace fs = std::filesystem;
 namespace eng = normlab::engine;
 
 namespace {
-constexpr const char* kFormat = "normlab-checkpoint-v1";
+// v2 checkpoints always carry metadata_fnv1a64; v1 was written both before it existed and after, so a v1 file alone
+// may lack it. A missing checksum is excused only where the format says v1.
+constexpr const char* kFormat = "normlab-checkpoint-v2";
+constexpr const char* kFormatBeforeMetadataChecksum = "normlab-checkpoint-v1";
 
 std::vector<int64_t> dims(const eng::Shape& s) { return {s.dims.begin(), s.dims.begin() + s.rank}; }
 
@@ -36,7 +39,8 @@ constexpr const char* kMetadataChecksum = "metadata_fnv1a64";
 io::SafetensorsFile open_checkpoint(const fs::path& file) {
   auto f = io::SafetensorsFile::read(file, "checkpoint");
   auto it = f.metadata().find("format");
-  if (it == f.metadata().end() || it->second != kFormat)
+  const bool v1 = it != f.metadata().end() && it->second == kFormatBeforeMetadataChecksum;
+  if (it == f.metadata().end() || (it->second != kFormat && !v1))
     fail("{}: not a normlab checkpoint (metadata.format is missing or not {})", file.string(), kFormat);
   auto sum = f.metadata().find("data_fnv1a64");
   const std::string actual = checksum(f.entries(), [](const io::SafetensorsFile::Entry& e) {
@@ -45,8 +49,12 @@ io::SafetensorsFile open_checkpoint(const fs::path& file) {
   if (sum == f.metadata().end() || sum->second != actual)
     fail("{}: the checkpoint is corrupted (data checksum mismatch); resume from an earlier copy or train anew",
          file.string());
-  // Checkpoints written before metadata_fnv1a64 existed have none; every newer one must match it.
   const auto meta_sum = f.metadata().find(kMetadataChecksum);
+  if (meta_sum == f.metadata().end() && !v1)
+    fail(
+        "{}: the checkpoint is corrupted (metadata.{} is missing, and its format {} always has it); resume from an "
+        "earlier copy or train anew",
+        file.string(), kMetadataChecksum, kFormat);
   if (meta_sum != f.metadata().end() && meta_sum->second != metadata_checksum(f.metadata()))
     fail(
         "{}: the checkpoint is corrupted (its metadata, the step or the config, does not match its checksum); resume "
