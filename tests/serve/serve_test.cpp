@@ -96,7 +96,7 @@ TEST(ServeIndex, ClassifiesRunsAndStudies) {
   const fs::path root = tmp.path();
   std::vector<double> falling, flat;
   for (int i = 0; i < 40; ++i) falling.push_back(6.0 - 0.1 * i), flat.push_back(i < 4 ? 7.0 - 0.3 * i : 5.9);
-  const std::string summary = Json{{normlab::train::field::val_loss, 4.0}, {"unigram_entropy_nats", 6.0}}.dump();
+  const std::string summary = testing::summary_text(5.0, 4.0, 6.0);
   fake_run(root / "done", falling);
   spit(root / "done" / "summary.json", summary);
   fake_run(root / "flat", flat);  // ends above the unigram entropy − 0.25 on a plateau
