@@ -168,16 +168,19 @@ std::string plain_page(const std::string& title, const std::string& body_html) {
          "\n</body></html>\n";
 }
 
-std::string index_page() {
-  return page("runs", R"(
+namespace {
+
+constexpr const char* kIndexBody = R"(
 <h1>Runs and studies</h1>
 <h2>Studies</h2>
 <table id="studies"><thead><tr><th>study</th><th>status</th><th>runs done</th><th>running</th><th>verdict</th><th>report</th></tr></thead><tbody></tbody></table>
 <h2>Runs</h2>
 <p><button id="compare">Compare selected</button> <span class="muted">tick two or more runs</span></p>
 <table id="runs"><thead><tr><th></th><th>run</th><th>study</th><th>status</th><th>placement</th><th>depth</th><th>steps</th>
-<th>last loss</th><th>val loss</th><th>tokens/s</th><th>probes</th><th>files</th></tr></thead><tbody></tbody></table>)",
-              R"(
+<th>last loss</th><th>val loss</th><th>tokens/s</th><th>probes</th><th>files</th></tr></thead><tbody></tbody></table>)";
+
+// Each poll: the studies table and the runs table, and the self-check.
+constexpr const char* kIndexJs = R"(
 const picked = new Set();
 document.getElementById('compare').onclick = () => {
   location.href = '/compare?' + [...picked].map(p => 'runs=' + encodeURIComponent(p)).join('&');
@@ -227,11 +230,15 @@ async function refresh() {
   return true;
 }
 poll(refresh, 5000);
-)");
-}
+)";
 
-std::string run_page() {
-  return page("run", R"(
+}  // namespace
+
+std::string index_page() { return page("runs", kIndexBody, kIndexJs); }
+
+namespace {
+
+constexpr const char* kRunBody = R"(
 <h1 id="title"></h1>
 <p id="summary"></p>
 <details><summary>config</summary><pre id="config"></pre></details>
@@ -244,8 +251,10 @@ std::string run_page() {
 </div>
 <div id="analyses" hidden>
 <h2>Analyses (normlab probe)</h2>
-</div>)",
-              R"(
+</div>)";
+
+// The run's per-step charts (loss, learning rate, gradient norm, throughput) fed from metrics.jsonl.
+constexpr const char* kRunCurvesJs = R"(
 const runPath = new URLSearchParams(location.search).get('path');
 document.getElementById('title').textContent = runPath;
 document.title = runPath + ' — normlab';
@@ -262,6 +271,10 @@ function addCurves() {
   perStep.slice(1).forEach(([c, key]) => c.data.datasets.push(dataset(key, 0)));
 }
 
+)";
+
+// The per-layer profiles of probes.jsonl, at the step the slider picks, with the init step dashed.
+constexpr const char* kRunProfilesJs = R"(
 // The probe families drawn, each a profile over layers (stream) or over tensors (norm, update).
 const profileSpecs = [
   {family: P.families.stream, x: P.layer, y: P.mean_square, title: 'Residual stream E[x²] entering each layer', xTitle: 'layer', logY: true},
@@ -308,6 +321,10 @@ function drawProfiles() {
     spec.chart.update();
   }
 }
+)";
+
+// The analyses of `normlab probe` (analysis.jsonl).
+constexpr const char* kRunAnalysesJs = R"(
 // analysis.jsonl (normlab probe writes it whole when it ends): one record per analysis, {"analysis", "result"}
 // with the result's columns as arrays; each numeric column is drawn against the first (layers or tensor names).
 let analysisCharts = 0;
@@ -334,6 +351,10 @@ async function showAnalyses(path) {
   }
 }
 
+)";
+
+// Each poll: the run's index entry, new lines of its files, the summary line and the self-check.
+constexpr const char* kRunRefreshJs = R"(
 let metrics = null, probes = null, configShown = false, analysesShown = false;
 async function refresh() {
   const r = await fetch('/api/run?path=' + encodeURIComponent(runPath));
@@ -372,17 +393,25 @@ async function refresh() {
   return run.status === 'running' || run.status === 'queued';  // a run that ended no longer changes
 }
 poll(refresh, 2000);
-)");
+)";
+
+}  // namespace
+
+std::string run_page() {
+  return page("run", kRunBody, std::string(kRunCurvesJs) + kRunProfilesJs + kRunAnalysesJs + kRunRefreshJs);
 }
 
-std::string compare_page() {
-  return page("compare", R"(
+namespace {
+
+constexpr const char* kCompareBody = R"(
 <h1>Compare runs</h1>
 <p>x axis: <select id="axis"><option value="step">step</option><option value="tokens">tokens</option></select>
 <span class="muted">tick runs below; the address keeps the choice, so a comparison can be bookmarked</span></p>
 <div id="charts"></div>
-<table id="runs"><thead><tr><th></th><th>run</th><th>status</th><th>placement</th><th>depth</th><th>last loss</th></tr></thead><tbody></tbody></table>)",
-              R"(
+<table id="runs"><thead><tr><th></th><th>run</th><th>status</th><th>placement</th><th>depth</th><th>last loss</th></tr></thead><tbody></tbody></table>)";
+
+// The two charts, and following each chosen run's metrics.jsonl.
+constexpr const char* kCompareFollowJs = R"(
 const chosen = new URLSearchParams(location.search).getAll('runs');
 const axis = document.getElementById('axis');
 const box = document.getElementById('charts');
@@ -404,6 +433,10 @@ async function follow(run, i) {
   });
   followed.set(run.path, f);
 }
+)";
+
+// Drawing every followed run against step or tokens.
+constexpr const char* kCompareDrawJs = R"(
 function draw() {
   trainLoss.data.datasets = []; valLoss.data.datasets = [];
   for (const [path, f] of followed) {
@@ -417,6 +450,10 @@ function draw() {
   selfCheck({series: trainLoss.data.datasets.filter(d => d.data.length).length});
 }
 axis.onchange = draw;
+)";
+
+// The first poll lists the runs to tick and follows the chosen; each poll then reads their new lines and draws.
+constexpr const char* kCompareRefreshJs = R"(
 let listed = false;
 async function refresh() {
   if (!listed) {
@@ -451,7 +488,12 @@ async function refresh() {
   return true;
 }
 poll(refresh, 3000);
-)");
+)";
+
+}  // namespace
+
+std::string compare_page() {
+  return page("compare", kCompareBody, std::string(kCompareFollowJs) + kCompareDrawJs + kCompareRefreshJs);
 }
 
 }  // namespace normlab::serve
