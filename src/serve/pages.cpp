@@ -44,6 +44,16 @@ Chart.register({id: 'whiteBackground', beforeDraw(c) {
   x.fillStyle = '#fff'; x.fillRect(0, 0, c.width, c.height); x.restore();
 }});
 const charts = [];
+// Chart.js 3.9 (Debian's) sets a flat series on an axis of ±1 around its value: a constant learning rate of 1e-3
+// was drawn as a line at 0 on −1…1.5. A flat linear axis spans 0 to twice the value instead.
+function flatAxis(scale) {
+  if (scale.type !== 'linear') return;
+  const ys = scale.chart.data.datasets.flatMap(d => d.data.map(p => p !== null && typeof p === 'object' ? p.y : p))
+                                      .filter(Number.isFinite);
+  if (!ys.length || ys[0] === 0 || !ys.every(v => v === ys[0])) return;
+  scale.min = Math.min(0, 2 * ys[0]);
+  scale.max = Math.max(0, 2 * ys[0]);
+}
 function addChart(parent, id, title, xTitle, yTitle, opts = {}) {
   const fig = document.createElement('figure');
   const canvas = document.createElement('canvas');
@@ -60,7 +70,8 @@ function addChart(parent, id, title, xTitle, yTitle, opts = {}) {
               plugins: {title: {display: true, text: title}},
               scales: {x: {type: category ? 'category' : 'linear', title: {display: true, text: xTitle},
                            ticks: category ? {autoSkip: true, maxRotation: 60} : {}},
-                       y: {type: opts.logY ? 'logarithmic' : 'linear', title: {display: true, text: yTitle}}}}});
+                       y: {type: opts.logY ? 'logarithmic' : 'linear', title: {display: true, text: yTitle},
+                           afterDataLimits: flatAxis}}}});
   save.onclick = () => {
     const a = document.createElement('a');
     a.href = chart.toBase64Image('image/png');
@@ -127,6 +138,7 @@ function selfCheck(extra = {}) {
   b.setAttribute('data-charts', charts.length);
   b.setAttribute('data-charts-drawn', drawn);
   b.setAttribute('data-png', charts.length && charts[0].toBase64Image('image/png').startsWith('data:image/png;base64,') ? 1 : 0);
+  b.setAttribute('data-y-ranges', charts.map(c => c.canvas.id + ':' + c.scales.y.min + ':' + c.scales.y.max).join(' '));
   for (const [k, v] of Object.entries(extra)) b.setAttribute('data-' + k, v);
   b.setAttribute('data-errors', window.__errors);
 }

@@ -409,5 +409,28 @@ TEST(ServeBrowser, AFinishedAndARunningStudy) {
   EXPECT_EQ(body_attribute(probed, "analyses"), "1") << "grad-init's gradient norms: " << probed;
 }
 
+// "lr:min:max" in a page's data-y-ranges: the y axis each chart drew.
+std::pair<double, double> y_range(const std::string& body, const std::string& chart) {
+  std::smatch m;
+  const std::string ranges = body_attribute(body, "y-ranges");
+  if (!std::regex_search(ranges, m, std::regex("(^| )" + chart + ":([^: ]+):([^: ]+)"))) return {NAN, NAN};
+  return {std::stod(m[2].str()), std::stod(m[3].str())};
+}
+
+// A constant learning rate of 1e-3 was drawn as a flat line at 0 on an axis of −1…1.5 (Chart.js's range for a
+// flat series): its axis now holds the value well inside it.
+TEST(ServeBrowser, AConstantLearningRateIsDrawnAtItsValue) {
+  TempDir tmp("serve");
+  fake_run(tmp / "runs" / "constant", {8.0, 7.5, 7.2, 7.0});  // lr 1e-3 at every step
+  testing::write_summary(tmp / "runs" / "constant", 7.0, 7.1);
+  LiveServer server(tmp / "runs");
+  const std::string page = render_in_chromium(server.url("/run?path=constant"), "serve-constant-lr");
+  expect_clean_page(page, "run page");
+  const auto [low, high] = y_range(page, "lr");
+  EXPECT_LE(low, 1e-3) << page;
+  EXPECT_GE(high, 1e-3) << page;
+  EXPECT_LT(high - low, 1e-2) << "the axis is too wide to tell 1e-3 from 0: " << page;
+}
+
 }  // namespace
 }  // namespace normlab::serve
