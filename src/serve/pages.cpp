@@ -23,6 +23,9 @@ figure { display: inline-block; margin: .5em 1em .5em 0; vertical-align: top; }
 figure button { display: block; margin-top: 2px; font-size: .8em; }
 canvas { border: 1px solid #eee; }
 .muted { color: #777; } #slider { width: 500px; vertical-align: middle; }
+td.path { overflow-wrap: anywhere; min-width: 10em; } td.message { max-width: 30em; } .status { white-space: nowrap; }
+tr.group td { background: #f4f4f4; font-weight: bold; }
+tr.arm button { font-size: .8em; padding: 0 4px; } tr.in-arm td.path { padding-left: 2em; }
 )";
 
 // Error counting comes first so that it sees errors in everything after it, Chart.js included.
@@ -118,10 +121,19 @@ function cell(row, content, cls) {
   if (cls) td.className = cls;
   return td;
 }
-function link(href, text) {
+function link(href, content) {
   const a = document.createElement('a');
-  a.href = href; a.textContent = text;
+  a.href = href; a.append(content);
   return a;
+}
+// A folder path that may wrap after each '/': a deep one would otherwise push a table's other columns off screen.
+function pathText(path) {
+  const f = document.createDocumentFragment();
+  path.split('/').forEach((part, i) => {
+    if (i) f.append('/', document.createElement('wbr'));
+    f.append(part);
+  });
+  return f;
 }
 function filesUrl(path) { return '/files/' + path.split('/').map(encodeURIComponent).join('/'); }
 // Records the page's state on the body element for a headless browser; `extra` adds page-specific attributes.
@@ -139,6 +151,7 @@ function selfCheck(extra = {}) {
   b.setAttribute('data-charts-drawn', drawn);
   b.setAttribute('data-png', charts.length && charts[0].toBase64Image('image/png').startsWith('data:image/png;base64,') ? 1 : 0);
   b.setAttribute('data-y-ranges', charts.map(c => c.canvas.id + ':' + c.scales.y.min + ':' + c.scales.y.max).join(' '));
+  b.setAttribute('data-overflow', document.documentElement.scrollWidth > document.documentElement.clientWidth ? 1 : 0);
   for (const [k, v] of Object.entries(extra)) b.setAttribute('data-' + k, v);
   b.setAttribute('data-errors', window.__errors);
 }
@@ -187,58 +200,119 @@ constexpr const char* kIndexBody = R"(
 <h2>Studies</h2>
 <table id="studies"><thead><tr><th>study</th><th>status</th><th>runs done</th><th>running</th><th>verdict</th><th>report</th></tr></thead><tbody></tbody></table>
 <h2>Runs</h2>
-<p><button id="compare">Compare selected</button> <span class="muted">tick two or more runs</span></p>
+<p><button id="compare">Compare selected</button> <span class="muted">tick two or more runs; a study's runs are grouped
+by arm (the runs that differ only in their seed), with the mean final loss of those that ended: ▸ shows them</span></p>
 <table id="runs"><thead><tr><th></th><th>run</th><th>study</th><th>status</th><th>placement</th><th>depth</th><th>steps</th>
 <th>last loss</th><th>val loss</th><th>tokens/s</th><th>probes</th><th>files</th></tr></thead><tbody></tbody></table>)";
 
-// Each poll: the studies table and the runs table, and the self-check.
-constexpr const char* kIndexJs = R"(
+// The studies table, and the run rows: a run of its own, or one of an arm's (hidden while its arm is closed).
+constexpr const char* kIndexRowsJs = R"(
 const picked = new Set();
+const opened = new Set();  // the arms shown open, as study + '\n' + arm: kept from one refresh to the next
 document.getElementById('compare').onclick = () => {
   location.href = '/compare?' + [...picked].map(p => 'runs=' + encodeURIComponent(p)).join('&');
 };
-async function refresh() {
-  const r = await fetch('/api/index');
-  if (!r.ok) throw new Error('/api/index: ' + r.status);
-  const index = await r.json();
-  document.getElementById('root').textContent = index.root;
-  const studies = document.querySelector('#studies tbody');
-  studies.replaceChildren();
-  if (!index.studies.length) cell(studies.insertRow(), 'none yet: normlab study NAME writes one into runs/study-NAME', 'muted').colSpan = 6;
-  for (const s of index.studies) {
-    const row = studies.insertRow();
-    cell(row, s.status === 'unreadable' ? s.path : link(filesUrl(s.path) + '/', s.path || '(this folder)'));
+function studyRows(tbody, studies) {
+  tbody.replaceChildren();
+  if (!studies.length) cell(tbody.insertRow(), 'none yet: normlab study NAME writes one into runs/study-NAME', 'muted').colSpan = 6;
+  for (const s of studies) {
+    const row = tbody.insertRow();
+    cell(row, s.status === 'unreadable' ? s.path : link(filesUrl(s.path) + '/', s.path ? pathText(s.path) : '(this folder)'), 'path');
     cell(row, statusBadge(s.status)).title = s.message;
     cell(row, s.done + ' / ' + s.runs, 'num');
     cell(row, s.running, 'num');
     cell(row, s.verdict, s.verdict.replace(' ', '-'));
     cell(row, s.report ? link(filesUrl(s.report), 'report.html') : '');
   }
+}
+function runRow(tbody, run) {
+  const row = tbody.insertRow();
+  const box = document.createElement('input');
+  box.type = 'checkbox'; box.checked = picked.has(run.path);
+  box.onchange = () => box.checked ? picked.add(run.path) : picked.delete(run.path);
+  cell(row, box);
+  cell(row, run.viewable ? link('/run?path=' + encodeURIComponent(run.path), pathText(run.path)) : run.path, 'path');
+  cell(row, run.study === null ? '' : run.study ? pathText(run.study) : '(this folder)', 'path');
+  // Why a run cannot be read is shown in full: it names the file and field to fix.
+  const status = cell(row, statusBadge(run.status), 'message');
+  if (run.status === 'unreadable') status.append(' ' + run.message); else status.title = run.message;
+  cell(row, run.placement);
+  cell(row, run.n_layers, 'num');
+  cell(row, run[F.step] + ' / ' + run[F.steps] + (run.kind === 'analysis' ? ' analyses' : ''), 'num');
+  cell(row, fmtNum(run[F.loss]), 'num');
+  cell(row, fmtNum(run[F.val_loss]), 'num');
+  cell(row, fmtNum(run[F.tokens_per_s], 3), 'num');
+  cell(row, run.probes ? 'yes' : '');
+  cell(row, run.viewable ? link(filesUrl(run.path) + '/', 'files') : '');
+  return row;
+}
+)";
+
+// A study's group in the runs table: its heading, and a row per arm with its runs' statuses and mean final losses,
+// closed at first (56 runs once filled the page flat).
+constexpr const char* kIndexArmsJs = R"(
+// The value all `runs` share for `key`, or '' when they differ.
+function shared(runs, key) { return runs.every(r => r[key] === runs[0][key]) ? runs[0][key] : ''; }
+function armRow(tbody, study, arm, runs) {
+  const key = study.path + '\n' + arm.arm;
+  const row = tbody.insertRow();
+  row.className = 'arm';
+  const toggle = document.createElement('button');
+  const show = open => {
+    toggle.textContent = open ? '▾' : '▸';
+    toggle.title = (open ? 'hide' : 'show') + ' its runs';
+    tbody.querySelectorAll('tr.in-arm').forEach(r => { if (r.dataset.arm === key) r.hidden = !open; });
+  };
+  toggle.onclick = () => { opened.has(key) ? opened.delete(key) : opened.add(key); show(opened.has(key)); };
+  cell(row, toggle);
+  cell(row, pathText(arm.arm + ' × ' + arm.runs), 'path');
+  cell(row, study.path ? pathText(study.path) : '(this folder)', 'path');
+  const statuses = cell(row, '');
+  for (const st of [...new Set(runs.map(r => r.status))]) {
+    const badge = statusBadge(st);
+    badge.textContent += ' × ' + runs.filter(r => r.status === st).length;
+    statuses.append(badge, ' ');
+  }
+  cell(row, shared(runs, 'placement'));
+  cell(row, shared(runs, 'n_layers'), 'num');
+  cell(row, runs.every(r => r.kind === 'analysis') ? '' : arm.ended + ' / ' + arm.runs + ' ended', 'num');
+  cell(row, fmtNum(arm[F.loss]), 'num').title = 'mean over the runs that ended';
+  cell(row, fmtNum(arm[F.val_loss]), 'num').title = 'mean over the runs that ended';
+  cell(row, '').colSpan = 3;
+  for (const run of runs) {
+    const r = runRow(tbody, run);
+    r.className = 'in-arm';
+    r.dataset.arm = key;
+  }
+  show(opened.has(key));
+}
+function studyGroup(tbody, study, runs) {
+  const head = cell(tbody.insertRow(), study.path ? pathText(study.path) : '(this folder)', 'path');
+  head.parentNode.className = 'group';
+  head.colSpan = 12;
+  head.append(` — ${runs.length} runs in ${study.arms.length} arms`);
+  for (const arm of study.arms) armRow(tbody, study, arm, runs.filter(r => r.arm === arm.arm));
+}
+)";
+
+constexpr const char* kIndexRefreshJs = R"(
+async function refresh() {
+  const r = await fetch('/api/index');
+  if (!r.ok) throw new Error('/api/index: ' + r.status);
+  const index = await r.json();
+  document.getElementById('root').textContent = index.root;
+  studyRows(document.querySelector('#studies tbody'), index.studies);
   const runs = document.querySelector('#runs tbody');
   runs.replaceChildren();
   if (!index.runs.length) cell(runs.insertRow(), 'none yet: normlab train --run ' + index.root + '/NAME starts one', 'muted').colSpan = 12;
-  for (const run of index.runs) {
-    const row = runs.insertRow();
-    const box = document.createElement('input');
-    box.type = 'checkbox'; box.checked = picked.has(run.path);
-    box.onchange = () => box.checked ? picked.add(run.path) : picked.delete(run.path);
-    cell(row, box);
-    cell(row, run.viewable ? link('/run?path=' + encodeURIComponent(run.path), run.path) : run.path);
-    cell(row, run.study === null ? '' : run.study || '(this folder)');
-    // Why a run cannot be read is shown in full: it names the file and field to fix.
-    const status = cell(row, statusBadge(run.status));
-    if (run.status === 'unreadable') status.append(' ' + run.message); else status.title = run.message;
-    cell(row, run.placement);
-    cell(row, run.n_layers, 'num');
-    cell(row, run[F.step] + ' / ' + run[F.steps] + (run.kind === 'analysis' ? ' analyses' : ''), 'num');
-    cell(row, fmtNum(run[F.loss]), 'num');
-    cell(row, fmtNum(run[F.val_loss]), 'num');
-    cell(row, fmtNum(run[F.tokens_per_s], 3), 'num');
-    cell(row, run.probes ? 'yes' : '');
-    cell(row, run.viewable ? link(filesUrl(run.path) + '/', 'files') : '');
-  }
+  const grouped = new Set(index.studies.map(s => s.path));
+  for (const run of index.runs) if (!grouped.has(run.study)) runRow(runs, run);
+  for (const s of index.studies) studyGroup(runs, s, index.runs.filter(run => run.study === s.path));
+  const rows = [...runs.rows];
   selfCheck({runs: index.runs.length, studies: index.studies.length, 'study-statuses': index.studies.map(s => s.status).join(' '),
-             'run-statuses': index.runs.map(r => r.status).join(' ')});
+             'run-statuses': index.runs.map(r => r.status).join(' '), arms: rows.filter(r => r.className === 'arm').length,
+             'shown-runs': rows.filter(r => r.querySelector('input') && !r.hidden).length,
+             'arm-losses': rows.filter(r => r.className === 'arm').map(r => r.cells[7].textContent).join(' ')});
   return true;
 }
 poll(refresh, 5000);
@@ -246,7 +320,9 @@ poll(refresh, 5000);
 
 }  // namespace
 
-std::string index_page() { return page("runs", kIndexBody, kIndexJs); }
+std::string index_page() {
+  return page("runs", kIndexBody, std::string(kIndexRowsJs) + kIndexArmsJs + kIndexRefreshJs);
+}
 
 namespace {
 
@@ -482,7 +558,7 @@ async function refresh() {
         location.search = next.map(p => 'runs=' + encodeURIComponent(p)).join('&');
       };
       cell(row, tick);
-      cell(row, link('/run?path=' + encodeURIComponent(run.path), run.path));
+      cell(row, link('/run?path=' + encodeURIComponent(run.path), pathText(run.path)), 'path');
       cell(row, statusBadge(run.status));
       cell(row, run.placement);
       cell(row, run.n_layers, 'num');

@@ -1,6 +1,7 @@
 #include "serve/run_index.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <fstream>
 #include <string_view>
@@ -289,7 +290,8 @@ Json blank_entry(const std::string& path) {
           {train::field::val_loss, nullptr},
           {train::field::tokens_per_s, nullptr},
           {"probes", false},
-          {"age_s", nullptr}};
+          {"age_s", nullptr},
+          {"arm", nullptr}};
 }
 
 // The JSON files of a run, each null when missing or unreadable.
@@ -404,6 +406,42 @@ std::pair<std::string, std::string> status_of(const RunFolders& f, const RunFile
   return {f.study_run && !fs::exists(f.run_dir / "log.txt", ec) ? "queued" : "stopped", ""};
 }
 
+// A study's arm: the runs that differ only in their seed, named by the run's id without its "-s<seed>" (the
+// runner's seed_id, study/kit.h); an id without one is an arm of its own.
+std::string arm_of(const std::string& id) {
+  const size_t dash = id.rfind("-s");
+  const bool seeded = dash != std::string::npos && dash + 2 < id.size() &&
+                      std::all_of(id.begin() + static_cast<std::ptrdiff_t>(dash) + 2, id.end(),
+                                  [](unsigned char c) { return std::isdigit(c); });
+  return seeded ? id.substr(0, dash) : id;
+}
+
+// Each arm of the study at `path` among the index's runs, by name: how many runs, how many
+// ended with a loss (finished or stalled), and the mean of their final training and validation losses.
+Json arms_of(const std::string& path, const Json& runs) {
+  struct Arm {
+    int runs = 0, ended = 0, val_ended = 0;
+    double loss = 0, val_loss = 0;
+  };
+  std::map<std::string, Arm> arms;
+  for (const Json& r : runs) {
+    if (r["study"] != path) continue;
+    Arm& a = arms[r["arm"].get<std::string>()];
+    ++a.runs;
+    if ((r["status"] != "finished" && r["status"] != "stalled") || !r[train::field::loss].is_number()) continue;
+    ++a.ended, a.loss += r[train::field::loss].get<double>();
+    if (r[train::field::val_loss].is_number()) ++a.val_ended, a.val_loss += r[train::field::val_loss].get<double>();
+  }
+  Json out = Json::array();
+  for (const auto& [name, a] : arms)
+    out.push_back({{"arm", name},
+                   {"runs", a.runs},
+                   {"ended", a.ended},
+                   {train::field::loss, a.ended ? Json(a.loss / a.ended) : Json()},
+                   {train::field::val_loss, a.val_ended ? Json(a.val_loss / a.val_ended) : Json()}});
+  return out;
+}
+
 }  // namespace
 
 Tail read_tail(const fs::path& file, uint64_t offset, size_t max_bytes) {
@@ -469,6 +507,7 @@ Json RunIndex::run(const fs::path& dir) {
   if (f.study_run) {
     const std::string study = path_under(f.run_dir.parent_path().parent_path(), root_);
     if (!study.starts_with("..")) entry["study"] = shown(study);  // null when the root lies inside the study
+    entry["arm"] = shown(arm_of(f.run_dir.filename().string()));
   }
   if (!is_utf8(path)) {
     entry["viewable"] = false, entry["status"] = "unreadable", entry["message"] = kNotUtf8;
@@ -534,7 +573,8 @@ Json RunIndex::study(const fs::path& dir, const Json& runs) {
           {"done", done},
           {"running", running},
           {"verdict", verdict_of(root_, dir)},
-          {"report", reported && named ? (path.empty() ? "report.html" : path + "/report.html") : ""}};
+          {"report", reported && named ? (path.empty() ? "report.html" : path + "/report.html") : ""},
+          {"arms", arms_of(shown(path), runs)}};
 }
 
 Json RunIndex::scan() {

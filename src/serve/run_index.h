@@ -51,8 +51,10 @@ class RunIndex {
   // of its own), viewable (false when its path cannot be written in JSON: a folder name that is not UTF-8), status
   // (running | finished | stalled | diverged | failed | stopped | queued | unreadable), message, placement, n_layers,
   // step, steps (for an analysis-only run: analyses written and requested), loss, val_loss, tokens_per_s, probes,
-  // age_s. A study: path, status (running | finished | stopped | unreadable), message, runs, done, running, verdict,
-  // report.
+  // age_s, arm (a study's run: its id without the seed, "-s<seed>"; null otherwise). A study: path, status (running
+  // | finished | stopped | unreadable), message, runs, done, running, verdict, report, arms (each arm's name, runs,
+  // ended: the runs finished or stalled, and loss, val_loss: the mean over those of the last logged training loss
+  // and the final validation loss; null when none ended).
   Json scan();
   // One run's entry (as in scan); `dir` lies under the root and is a run (is_run); a study's run/ subfolder stands
   // for its study run.

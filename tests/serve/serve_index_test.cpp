@@ -371,5 +371,35 @@ TEST(ServeIndex, ResolvesSymlinksAsFilesDoes) {
   EXPECT_EQ(status_of(get(server.port(), "/files/alias/metrics.jsonl")), 200);
 }
 
+// A study's runs are grouped by arm, the runs that differ only in their seed: each arm with its runs, those that
+// ended, and the mean of their final losses.
+TEST(ServeIndex, GroupsAStudysRunsByArm) {
+  TempDir tmp("serve");
+  const fs::path study = finished_study(tmp / "study", std::chrono::hours(1));
+  const fs::path second = study_run(study, "train-pre-L6-w0-s2", "train", true);
+  fake_run(second / "run", {8.0, 7.0});
+  write_summary(second / "run", 7.0, 6.9);
+  end_study_run(second, "finished");
+  fake_run(tmp / "own", {7.0});
+  const Json index = RunIndex(fs::canonical(tmp.path())).scan();
+  std::map<std::string, Json> runs = by_path(index["runs"]);
+  EXPECT_EQ(runs["study/runs/train-pre-L6-w0-s2"]["arm"], "train-pre-L6-w0");
+  EXPECT_EQ(runs["study/runs/init-pre-L2-s1"]["arm"], "init-pre-L2");
+  EXPECT_TRUE(runs["own"]["arm"].is_null());
+  ASSERT_EQ(index["studies"].size(), 1u);
+  std::map<std::string, Json> arms;
+  for (const Json& a : index["studies"][0]["arms"]) arms[a["arm"].get<std::string>()] = a;
+  ASSERT_EQ(arms.size(), 4u) << index["studies"][0].dump(2);
+  const Json& pre = arms["train-pre-L6-w0"];
+  EXPECT_EQ(pre["runs"], 2);
+  EXPECT_EQ(pre["ended"], 2);
+  EXPECT_NEAR(pre["loss"].get<double>(), (7.30 + 7.0) / 2, 1e-9);
+  EXPECT_NEAR(pre[normlab::train::field::val_loss].get<double>(), (7.29 + 6.9) / 2, 1e-9);
+  EXPECT_EQ(arms["train-post-L6-w0"]["ended"], 1);
+  EXPECT_EQ(arms["xavier-post-L6-w10"]["ended"], 0) << "a diverged run has no final loss";
+  EXPECT_TRUE(arms["xavier-post-L6-w10"]["loss"].is_null());
+  EXPECT_TRUE(arms["init-pre-L2"]["loss"].is_null()) << "an analysis-only arm has none";
+}
+
 }  // namespace
 }  // namespace normlab::serve

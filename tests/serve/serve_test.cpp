@@ -432,5 +432,30 @@ TEST(ServeBrowser, AConstantLearningRateIsDrawnAtItsValue) {
   EXPECT_LT(high - low, 1e-2) << "the axis is too wide to tell 1e-3 from 0: " << page;
 }
 
+// A deep folder path pushed the status and loss columns off screen: it wraps now, and the page is no wider than
+// the window. A study's runs (56 once, listed flat) are grouped by arm, closed, each arm with its mean final loss.
+TEST(ServeBrowser, TheIndexFitsTheWindowAndGroupsAStudysRunsByArm) {
+  TempDir tmp("serve");
+  const fs::path root = tmp / "runs";
+  fs::path deep = root;
+  for (int i = 0; i < 12; ++i) deep /= fmt::format("a-rather-long-folder-name-{:02}", i);
+  fake_run(deep, {7.0, 6.5});
+  const fs::path study = finished_study(root / "study-why-pre-ln", std::chrono::hours(1));
+  const fs::path second = study_run(study, "train-pre-L6-w0-s2", "train", true);
+  fake_run(second / "run", {8.0, 7.0});
+  testing::write_summary(second / "run", 7.0, 6.9);
+  testing::end_study_run(second, "finished");
+  LiveServer server(root);
+  const std::string index = render_in_chromium(server.url("/"), "serve-index-arms");
+  expect_clean_page(index, "index");
+  EXPECT_EQ(body_attribute(index, "overflow"), "0") << "the page is wider than the window: " << index;
+  EXPECT_EQ(body_attribute(index, "runs"), "6") << index;
+  EXPECT_EQ(body_attribute(index, "arms"), "4") << index;
+  EXPECT_EQ(body_attribute(index, "shown-runs"), "1") << "only the run of its own; the study's are closed: " << index;
+  // In the arms' order (init-pre-L2, train-post-L6-w0, train-pre-L6-w0, xavier-post-L6-w10): the analysis-only arm
+  // and the diverged one have no final loss; train-pre-L6-w0's is the mean of its two seeds' (7.30 and 7.00).
+  EXPECT_EQ(body_attribute(index, "arm-losses"), " 7.300 7.150 ") << index;
+}
+
 }  // namespace
 }  // namespace normlab::serve
