@@ -1,0 +1,38 @@
+// normlab import: a released Hugging Face checkpoint as a run folder (train/hf_import.h).
+#include <iostream>
+
+#include <fmt/core.h>
+
+#include "cli/commands.h"
+#include "train/hf_import.h"
+
+namespace normlab::cli {
+
+void add_import(CLI::App& app) {
+  struct Args {
+    std::string dir, out;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "import",
+      "read a released checkpoint in the Hugging Face layout (config.json with model.safetensors, or shards and their "
+      "index) of GPT-2, Llama, Mistral, Qwen2, Gemma 2 or OLMo 2 into a run folder that eval, generate and probe "
+      "open (docs/usage.md, Looking at a released model)");
+  cmd->add_option("dir", args->dir, "the checkpoint's folder (config.json and its safetensors files)")->required();
+  cmd->add_option("-o,--out", args->out, "the run folder to write (created; must not hold a checkpoint)")->required();
+  cmd->callback([args] {
+    const train::HfImportSummary s = train::import_hf_checkpoint(args->dir, args->out);
+    std::string dtypes;
+    for (const auto& [dtype, n] : s.parameters_by_dtype)
+      dtypes += fmt::format("{}{} {}", dtypes.empty() ? "" : ", ", n, dtype);
+    const model::ModelConfig& m = s.config.model;
+    std::cout << fmt::format(
+        "imported {} from {} ({}): {} layers, d_model {}, {} heads, d_ff {}, vocabulary {}, {} parameters ({}) into "
+        "{}\n",
+        s.model_type, args->dir, s.files, m.n_layers, m.d_model, m.n_heads, m.d_ff, m.vocab_size, s.parameters, dtypes,
+        args->out);
+    for (const std::string& note : s.notes) std::cout << "note: " << note << "\n";
+  });
+}
+
+}  // namespace normlab::cli
