@@ -10,7 +10,7 @@ namespace normlab::cli {
 
 void add_import(CLI::App& app) {
   struct Args {
-    std::string dir, out;
+    std::string dir, out, text;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -20,8 +20,11 @@ void add_import(CLI::App& app) {
       "open (docs/usage.md, Looking at a released model)");
   cmd->add_option("dir", args->dir, "the checkpoint's folder (config.json and its safetensors files)")->required();
   cmd->add_option("-o,--out", args->out, "the run folder to write (created; must not hold a checkpoint)")->required();
+  cmd->add_option("--text", args->text,
+                  "also tokenize this text file with the checkpoint's tokenizer.model into RUN/data, the run's token "
+                  "data (SentencePiece checkpoints: Llama 2, Mistral, Gemma 2)");
   cmd->callback([args] {
-    const train::HfImportSummary s = train::import_hf_checkpoint(args->dir, args->out);
+    const train::HfImportSummary s = train::import_hf_checkpoint(args->dir, args->out, args->text);
     std::string dtypes;
     for (const auto& [dtype, n] : s.parameters_by_dtype)
       dtypes += fmt::format("{}{} {}", dtypes.empty() ? "" : ", ", n, dtype);
@@ -32,6 +35,9 @@ void add_import(CLI::App& app) {
         s.model_type, args->dir, s.files, m.n_layers, m.d_model, m.n_heads, m.d_ff, m.vocab_size, s.parameters, dtypes,
         args->out);
     for (const std::string& note : s.notes) std::cout << "note: " << note << "\n";
+    if (s.tokens)
+      std::cout << fmt::format("tokenized {} with its tokenizer.model: {} training and {} validation tokens in {}\n",
+                               args->text, s.tokens->train_tokens, s.tokens->val_tokens, s.tokens->out_dir);
   });
 }
 

@@ -7,9 +7,11 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "io/corpus.h"
 #include "train/train_config.h"
 
 namespace normlab::train {
@@ -21,11 +23,17 @@ struct HfImportSummary {
   std::int64_t parameters = 0;
   std::map<std::string, std::int64_t> parameters_by_dtype;  // "BF16" → how many parameters are stored so
   std::vector<std::string> notes;
+  std::optional<io::PrepareSummary> tokens;  // with `text`
 };
 
 // Reads `dir` and writes the run folder `run_dir` (created; refused when it already holds a checkpoint). Every
 // refusal is one sentence naming the file and the tensor or key: an unknown model_type, a missing shard or tensor, a
 // tensor of the wrong shape, a tensor the model would not use.
-HfImportSummary import_hf_checkpoint(const std::filesystem::path& dir, const std::filesystem::path& run_dir);
+//
+// With `text`, also the run's token data (RUN/data, its data.dir): that file tokenized with the checkpoint's
+// SentencePiece tokenizer.model (Llama 2, Mistral, Gemma 2) as normlab prepare --tokenizer does. Refused before
+// anything is written when the checkpoint has no tokenizer.model or its pieces are not the model's vocabulary.
+HfImportSummary import_hf_checkpoint(const std::filesystem::path& dir, const std::filesystem::path& run_dir,
+                                     const std::filesystem::path& text = {});
 
 }  // namespace normlab::train

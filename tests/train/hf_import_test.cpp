@@ -209,18 +209,27 @@ TEST(Import, SettingsNormlabDoesNotComputeAreRefused) {
   expect_cli_error(import_cli(dir, tmp), {"config.json: head_dim = 16", "hidden_size / num_attention_heads"});
 }
 
-// The run folder an import writes is a run like a trained one: eval, generate and probe open it, given token data of
-// the model's vocabulary (here the toy corpus's 120-piece tokenizer, the size the script's checkpoints have).
-TEST(Import, AnImportedRunIsOpenedByEvalGenerateAndProbe) {
+// The run folder an import writes is a run like a trained one: eval, generate and probe open it. Its token data comes
+// from --text through the checkpoint's tokenizer.model (here the toy corpus's 120-piece SentencePiece model, the
+// vocabulary the script's checkpoints have).
+TEST(Import, AnImportedRunWithItsTextIsOpenedByEvalGenerateAndProbe) {
   ASSERT_TRUE(torch_available()) << kNoTorch;
   TempDir tmp("import_run");
-  const fs::path run = tmp / "run";
-  const CliResult imported = run_cli({"import", generated("llama").string(), "--out", run.string()}, tmp.path());
+  const fs::path dir = copy_of("llama", tmp), run = tmp / "run", text = tmp / "text.txt";
+  spit(text, tiny_corpus_text());
+  const auto import = [&] {
+    return run_cli({"import", dir.string(), "--out", run.string(), "--text", text.string()}, tmp.path());
+  };
+  expect_cli_error(import(), {dir.string() + " has no tokenizer.model", "import without --text"});
+  EXPECT_FALSE(fs::exists(run / kCheckpointFile));
+  fs::copy(tiny_data_dir() / "tokenizer.model", dir / "tokenizer.model");
+  const CliResult imported = import();
   ASSERT_EQ(imported.exit_code, 0) << describe(imported);
   EXPECT_NE(imported.out.find("imported llama"), std::string::npos) << describe(imported);
   EXPECT_NE(imported.out.find("note: grouped-query attention (2 key/value heads for 4 query heads)"), std::string::npos)
       << describe(imported);
-  fs::copy(tiny_data_dir(), run / "data", fs::copy_options::recursive);
+  EXPECT_NE(imported.out.find("tokenized " + text.string() + " with its tokenizer.model"), std::string::npos)
+      << describe(imported);
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"eval", "--run", run.string(), "--batches", "1"},
         std::vector<std::string>{"generate", "--run", run.string(), "--prompt", "the", "--tokens", "4"},
@@ -231,8 +240,7 @@ TEST(Import, AnImportedRunIsOpenedByEvalGenerateAndProbe) {
   }
   EXPECT_NE(slurp(run / "analysis.jsonl").find("\"layer-drop\""), std::string::npos);
   // A second import into the same run would replace its weights under its results: refused.
-  expect_cli_error(run_cli({"import", generated("llama").string(), "--out", run.string()}, tmp.path()),
-                   {"already holds a checkpoint"});
+  expect_cli_error(import(), {"already holds a checkpoint"});
 }
 
 }  // namespace
