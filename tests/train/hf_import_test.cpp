@@ -165,6 +165,31 @@ TEST(Import, AMissingShardIsNamedWithATensorItHolds) {
   EXPECT_FALSE(fs::exists(tmp / "run" / kCheckpointFile));
 }
 
+// Shards from two downloads: the index puts a tensor in a shard that lacks it, or two shards hold the same tensor.
+TEST(Import, AnIndexThatDisagreesWithItsShardsIsNamed) {
+  ASSERT_TRUE(torch_available()) << kNoTorch;
+  TempDir tmp("import_index");
+  const fs::path dir = copy_of("olmo2", tmp);
+  const Json index = Json::parse(slurp(dir / "model.safetensors.index.json"));
+  const std::string name = "model.norm.weight", home = index["weight_map"][name].get<std::string>();
+  const std::string other = home == "model-00001-of-00003.safetensors" ? "model-00002-of-00003.safetensors"
+                                                                       : "model-00001-of-00003.safetensors";
+  Json moved = index;
+  moved["weight_map"][name] = other;
+  spit(dir / "model.safetensors.index.json", moved.dump());
+  expect_cli_error(import_cli(dir, tmp), {(dir / other).string() + ": model.safetensors.index.json puts tensor '" +
+                                          name + "' in it, but it does not hold it"});
+  spit(dir / "model.safetensors.index.json", index.dump());
+  const io::SafetensorsFile from = io::SafetensorsFile::read(dir / home);
+  const io::SafetensorsFile to = io::SafetensorsFile::read(dir / other);
+  std::vector<io::TensorToWrite> tensors;
+  for (const auto& e : to.entries()) tensors.push_back({e.name, e.dtype, e.shape, e.data.data()});
+  const auto& copy = from.at(name);
+  tensors.push_back({copy.name, copy.dtype, copy.shape, copy.data.data()});
+  io::write_safetensors(dir / other, tensors, to.metadata());
+  expect_cli_error(import_cli(dir, tmp), {"tensor '" + name + "' is also in", "holds each tensor once"});
+}
+
 TEST(Import, ATensorOfTheWrongShapeIsNamedWithBothShapes) {
   ASSERT_TRUE(torch_available()) << kNoTorch;
   TempDir tmp("import_shape");
