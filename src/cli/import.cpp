@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "train/hf_import.h"
+#include "train/memory.h"
 
 namespace normlab::cli {
 
@@ -35,6 +36,10 @@ void add_import(CLI::App& app) {
         s.model_type, args->dir, s.files, m.n_layers, m.d_model, m.n_heads, m.d_ff, m.vocab_size, s.parameters, dtypes,
         args->out);
     for (const std::string& note : s.notes) std::cout << "note: " << note << "\n";
+    const train::AvailableMemory available = train::available_memory();
+    std::cout << fmt::format(
+        "opening it (eval, generate, probe) needs an estimated {} ({}); {} is available now ({})\n",
+        train::human_bytes(s.open_bytes), s.open_breakdown, train::human_bytes(available.bytes), available.source);
     if (s.tokens)
       std::cout << fmt::format("tokenized {} with its tokenizer.model: {} training and {} validation tokens in {}\n",
                                args->text, s.tokens->train_tokens, s.tokens->val_tokens, s.tokens->out_dir);

@@ -9,6 +9,7 @@
 #include "model/transformer.h"
 #include "train/checkpoint.h"
 #include "train/hf_families.h"
+#include "train/memory.h"
 
 namespace normlab::train {
 
@@ -128,13 +129,10 @@ RunConfig run_config(const HfCheckpoint& checkpoint, const HfFamily& family, con
 }
 
 void write_import_json(const fs::path& run_dir, const fs::path& dir, const HfImportSummary& s) {
-  Json doc{{"format", "normlab-import-v1"},
-           {"source", fs::absolute(dir).string()},
-           {"model_type", s.model_type},
-           {"files", s.files},
-           {"parameters", s.parameters},
-           {"parameters_by_dtype", s.parameters_by_dtype},
-           {"notes", s.notes}};
+  Json doc{{"format", "normlab-import-v1"},     {"source", fs::absolute(dir).string()},
+           {"model_type", s.model_type},        {"files", s.files},
+           {"parameters", s.parameters},        {"parameters_by_dtype", s.parameters_by_dtype},
+           {"open_memory_bytes", s.open_bytes}, {"notes", s.notes}};
   io::write_file_atomic(run_dir / "import.json", doc.dump(2) + "\n");
 }
 
@@ -174,8 +172,9 @@ HfImportSummary import_hf_checkpoint(const fs::path& dir, const fs::path& run_di
                     .files = checkpoint.files_text(),
                     .config = run_config(checkpoint, family, run_dir),
                     .notes = family.notes};
-  // The parameters' names and shapes, from the model's graph before anything is allocated.
-  const auto m = model::build_unplanned_model(s.config.model, 1, 1);
+  // The parameters' names and shapes, from the model's graph before anything is allocated: the graph a run of this
+  // config opens, so that its memory estimate is the one eval, generate and probe will make.
+  const auto m = model::build_unplanned_model(s.config.model, s.config.train.batch_size, s.config.train.seq_len);
   Converted converted;
   converted.owned.reserve(m->graph.parameters().size());
   for (engine::TensorId id : m->graph.parameters()) {
@@ -192,6 +191,10 @@ HfImportSummary import_hf_checkpoint(const fs::path& dir, const fs::path& run_di
                    {{"imported_from", fs::absolute(dir).string()}, {"model_type", family.model_type}});
   save_checkpoint_summary(run_dir, s.config, 1);
   io::write_file_atomic(run_dir / "config.json", to_json(s.config).dump(2) + "\n");
+  MemoryEstimate open = estimate_memory(*m, {.checkpoint_file = fs::file_size(run_dir / kCheckpointFile)});
+  open.resident = 0;  // this process's mapped shards are not the opening run's
+  s.open_bytes = open.to_allocate();
+  s.open_breakdown = open.breakdown();
   write_import_json(run_dir, dir, s);
   if (!text.empty()) s.tokens = prepare_tokens(tokenizer, text, run_dir);
   return s;

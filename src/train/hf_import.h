@@ -4,6 +4,7 @@
 // a trained run: checkpoint.safetensors (the weights under normlab's names, in the checkpoint's own dtype: BF16 stays
 // BF16 on disk and is widened exactly to fp32 when a run loads it; no AdamW moments), checkpoint.json, config.json
 // and import.json (where the weights came from and how the run departs from the released model).
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <map>
@@ -24,6 +25,10 @@ struct HfImportSummary {
   std::map<std::string, std::int64_t> parameters_by_dtype;  // "BF16" → how many parameters are stored so
   std::vector<std::string> notes;
   std::optional<io::PrepareSummary> tokens;  // with `text`
+  // What opening the run (eval, generate, probe) will allocate, by the memory check they make (train/memory.h), and
+  // its parts: a model too big for this machine is told so here, not after a long import elsewhere.
+  std::size_t open_bytes = 0;
+  std::string open_breakdown;
 };
 
 // Reads `dir` and writes the run folder `run_dir` (created; refused when it already holds a checkpoint). Every
