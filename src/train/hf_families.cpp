@@ -65,7 +65,8 @@ HfFamily gpt2_family(const HfConfig& c, const HfCheckpoint& checkpoint) {
   if (!c.flag_or("scale_attn_weights", true))
     c.refuse("scale_attn_weights", "turns off the 1/√D attention scale, which normlab always applies");
   if (c.flag_or("scale_attn_by_inverse_layer_idx", false))
-    c.refuse("scale_attn_by_inverse_layer_idx", "scales attention by layer (Mistral's GPT-2), which normlab lacks");
+    c.refuse("scale_attn_by_inverse_layer_idx",
+             "scales attention by 1/(layer + 1) (Stanford CRFM's runs), which normlab does not compute");
   if (c.count("n_positions") > kMaxSeqLen) c.refuse("n_positions", "exceeds normlab's 65536 positions");
   f.model.update(Json{{"vocab_size", c.count("vocab_size")},
                       {"d_model", d},
