@@ -15,6 +15,7 @@ void add_eval(CLI::App& app);
 void add_generate(CLI::App& app);
 void add_translate(CLI::App& app);
 void add_export(CLI::App& app);
+void add_import(CLI::App& app);
 void add_variants(CLI::App& app);
 void add_presets(CLI::App& app);
 void add_init_report(CLI::App& app);

@@ -64,6 +64,7 @@ int main(int argc, char** argv) {
   normlab::cli::add_generate(app);
   normlab::cli::add_translate(app);
   normlab::cli::add_export(app);
+  normlab::cli::add_import(app);
   normlab::cli::add_variants(app);
   normlab::cli::add_presets(app);
   normlab::cli::add_init_report(app);

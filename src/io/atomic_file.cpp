@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -30,6 +31,8 @@ class Fd {
     if (fd_ >= 0) ::close(fd_);
   }
   int get() const { return fd_; }
+  // Hands the descriptor to the caller, who closes it.
+  int release() { return std::exchange(fd_, -1); }
   // Closes now and reports the close error (NFS and some filesystems report write errors here).
   int close_checked() {
     int rc = ::close(fd_);
@@ -279,8 +282,18 @@ std::uint32_t crc32(std::string_view bytes, std::uint32_t crc) {
   return ~crc;
 }
 
-std::string read_file(const std::filesystem::path& path, std::string_view what, std::string_view hint,
-                      std::uint64_t max_bytes) {
+namespace {
+
+[[noreturn]] void refuse_size(std::string_view what, const std::string& name, std::uint64_t bytes,
+                              std::uint64_t max_bytes) {
+  fail("{} {} holds {} bytes, more than the {} bytes a {} may have: give the right file", what, name, bytes, max_bytes,
+       what);
+}
+
+// Opens `path` for reading after checking that it is a regular file of at most `max_bytes` bytes; returns the
+// descriptor (the caller closes it) and its size in *size.
+int open_regular(const std::filesystem::path& path, std::string_view what, std::string_view hint,
+                 std::uint64_t max_bytes, std::uint64_t* size) {
   const std::string name = path.string();
   // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below like any file that is not regular.
   int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -298,16 +311,44 @@ std::string read_file(const std::filesystem::path& path, std::string_view what, 
   if (S_ISDIR(st.st_mode)) fail("{} {} is a directory, not a file: {}", what, name, hint);
   // A device, FIFO or socket has no end to trust (/dev/zero never ends, a FIFO waits for a writer).
   if (!S_ISREG(st.st_mode)) fail("{} {} is not a regular file (a device, FIFO or socket): give a file", what, name);
-  const auto too_big = [&](std::uint64_t bytes) {
-    fail("{} {} holds {} bytes, more than the {} bytes a {} may have: give the right file", what, name, bytes,
-         max_bytes, what);
-  };
-  if (static_cast<std::uint64_t>(st.st_size) > max_bytes) too_big(static_cast<std::uint64_t>(st.st_size));
+  *size = static_cast<std::uint64_t>(st.st_size);
+  if (*size > max_bytes) refuse_size(what, name, *size, max_bytes);
+  return file.release();
+}
+
+}  // namespace
+
+MappedFile::~MappedFile() {
+  if (size_ > 0) ::munmap(const_cast<char*>(data_), size_);
+}
+
+std::shared_ptr<const MappedFile> map_file(const std::filesystem::path& path, std::string_view what,
+                                           std::string_view hint) {
+  std::uint64_t size = 0;
+  Fd file(open_regular(path, what, hint, kMaxDataFileBytes, &size));
+  auto mapped = std::shared_ptr<MappedFile>(new MappedFile());
+  if (size == 0) return mapped;  // mmap refuses an empty range; an empty file is an empty view
+  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.get(), 0);
+  if (data == MAP_FAILED)
+    fail("cannot map {} {} into memory: {}: check the file and the free address space", what, path.string(),
+         errno_text(errno));
+  mapped->data_ = static_cast<const char*>(data);
+  mapped->size_ = size;
+  return mapped;
+}
+
+std::string read_file(const std::filesystem::path& path, std::string_view what, std::string_view hint,
+                      std::uint64_t max_bytes) {
+  const std::string name = path.string();
+  std::uint64_t file_size = 0;
+  Fd file(open_regular(path, what, hint, max_bytes, &file_size));
+  const int fd = file.get();
+  const auto too_big = [&](std::uint64_t bytes) { refuse_size(what, name, bytes, max_bytes); };
 
   // Read straight into the result; one extra byte lets the final read see end-of-file.
   std::string out;
   std::size_t size = 0;
-  out.resize(static_cast<std::size_t>(st.st_size) + 1);
+  out.resize(static_cast<std::size_t>(file_size) + 1);
   for (;;) {
     if (size == out.size()) {
       if (size > max_bytes) too_big(size);  // it grew while being read

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <map>
 #include <type_traits>
+#include <utility>
 
 #include "common/error.h"
 #include "io/atomic_file.h"
@@ -89,11 +90,17 @@ void save_checkpoint(const fs::path& run_dir, const model::Model& m, AdamW& opt,
       entries.push_back({"optim.v." + p.name, dtype, dims(p.shape), opt.second_moment<T>(i).data()});
     }
   });
-  const Json cfg = to_json(config);
-  const std::string sum = data_checksum(entries);
-  std::map<std::string, std::string> metadata{
-      {"format", kFormat}, {"step", std::to_string(step)}, {"config", cfg.dump()}, {"data_fnv1a64", sum}};
-  if (!trainer_state.empty()) metadata["trainer_state"] = trainer_state.dump();
+  std::map<std::string, std::string> extra;
+  if (!trainer_state.empty()) extra["trainer_state"] = trainer_state.dump();
+  write_checkpoint(run_dir, entries, config, step, std::move(extra));
+}
+
+void write_checkpoint(const fs::path& run_dir, std::span<const io::TensorToWrite> entries, const RunConfig& config,
+                      int step, std::map<std::string, std::string> metadata) {
+  metadata["format"] = kFormat;
+  metadata["step"] = std::to_string(step);
+  metadata["config"] = to_json(config).dump();
+  metadata["data_fnv1a64"] = data_checksum(entries);
   metadata[kMetadataChecksum] = metadata_checksum(metadata);
   io::write_safetensors(run_dir / kCheckpointFile, entries, metadata);
 }

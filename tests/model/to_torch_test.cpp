@@ -16,11 +16,6 @@
 namespace normlab::train::testing {
 namespace {
 
-bool torch_available() { return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0; }
-constexpr const char* kNoTorch =
-    "python3-torch is not installed, so /usr/bin/python3 cannot import torch: install it with "
-    "scripts/setup.sh --with-torch (scripts/test.sh does)";
-
 // `to_torch.py PATH --check LOGITS`, PATH a run or an export; nn: in torch.nn.Transformer* (--nn).
 CliResult check_logits(const fs::path& path, const fs::path& logits, const fs::path& scratch, bool nn = false) {
   return run_captured("/usr/bin/python3 " + shell_quote(NORMLAB_SOURCE_DIR "/tools/to_torch.py") + " " +
