@@ -42,6 +42,7 @@ import math
 import os
 import struct
 import sys
+import zlib
 
 import torch
 
@@ -54,16 +55,29 @@ import torch_reference as ref  # noqa: E402
 INIT_ONLY_OPTIONS = {"qk_scale_init", "dyt_alpha", "dyt_alpha_attn", "dyt_alpha_ffn", "dyt_alpha_final",
                      "deepnorm_beta"}
 DTYPES = {"F32": torch.float32, "F64": torch.float64, "I32": torch.int32, "I64": torch.int64}
-EXPORT_FORMAT = "normlab-export-v1"
+EXPORT_FORMAT = "normlab-export-v2"
 
 
-def read_safetensors(path):
-    """name -> tensor (and the metadata), read with the standard library and torch.frombuffer."""
+def export_checksum(header, data):
+    """data_crc32 as normlab export writes it: CRC-32 over every tensor's bytes, one after another in name order."""
+    crc = 0
+    for name in sorted(header):
+        begin, end = header[name]["data_offsets"]
+        crc = zlib.crc32(data[begin:end], crc)
+    return f"{crc:08x}"
+
+
+def read_safetensors(path, checked=False):
+    """name -> tensor (and the metadata), read with the standard library and torch.frombuffer. checked: the file is
+    an export's model.safetensors, whose data_crc32 must match its tensors."""
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
         header = json.loads(f.read(n).decode("utf-8"))
         data = f.read()
     meta = header.pop("__metadata__", {})
+    if checked and meta.get("data_crc32") != export_checksum(header, data):
+        raise ValueError(f"{path}: the tensors do not match the checksum in its metadata (data_crc32 "
+                         f"{meta.get('data_crc32', 'missing')}): the export is damaged; export the run again")
     out = {}
     for name, info in header.items():
         begin, end = info["data_offsets"]
@@ -161,13 +175,14 @@ def read_model(path):
     with open(os.path.join(path, "config.json")) as f:
         config = json.load(f)
     if config.get("format") == EXPORT_FORMAT:
-        tensors, _ = read_safetensors(os.path.join(path, "model.safetensors"))
+        tensors, _ = read_safetensors(os.path.join(path, "model.safetensors"), checked=True)
         optimizer = [n for n in tensors if n.startswith("optim.")]
         if optimizer:
             raise ValueError(f"{path}/model.safetensors holds optimizer state ({optimizer[0]}, ...): not an export")
         return config["model"], tensors
     if "format" in config:
-        raise ValueError(f"{path}/config.json has format {config['format']!r}; this loader reads {EXPORT_FORMAT}")
+        raise ValueError(f"{path}/config.json has format {config['format']!r}; this loader reads {EXPORT_FORMAT} "
+                         "(an older export has no checksum: export the run again)")
     tensors, _ = read_safetensors(os.path.join(path, "checkpoint.safetensors"))
     return config["model"], {n: t for n, t in tensors.items() if not n.startswith("optim.")}
 
@@ -350,7 +365,10 @@ def main():
     ap.add_argument("--check", metavar="FILE", help="`normlab eval --logits FILE` output to compare with")
     ap.add_argument("--tolerance", type=float, default=1e-5, help="largest relative L2 error of the logits")
     a = ap.parse_args()
-    cfg, weights = read_model(a.path)
+    try:
+        cfg, weights = read_model(a.path)
+    except (OSError, ValueError) as e:  # a missing, damaged or foreign export: one line, not a traceback
+        raise SystemExit(f"to_torch.py: error: {e}")
     model = TorchNNModel(cfg, weights) if a.nn else NormlabModel(cfg, weights, dtype=torch.float64)
     model.eval()
     print(describe(a.path, model.cfg if a.nn else model.config, len(weights),

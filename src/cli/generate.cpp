@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -22,23 +23,41 @@ namespace normlab::cli {
 namespace fs = std::filesystem;
 
 void add_inference_options(CLI::App* cmd, model::InferenceOptions& options) {
+  // Ranges are checked by apply_inference_options, not by CLI11's validators, whose message quotes a range up to
+  // 1.8e308.
   cmd->add_option("--attn-top-k", options.attn_top_k,
                   "approximate attention: each query keeps only its k largest logits (0 = every key)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->capture_default_str();
   cmd->add_option("--norm-sample", options.norm_sample,
                   "approximate LayerNorm/RMSNorm statistics from every s-th feature (1 = every feature)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->capture_default_str();
+}
+
+Progress::Progress(std::string what, int64_t total, int64_t quiet_below)
+    : what_(std::move(what)), total_(total), shown_(total >= quiet_below) {}
+
+void Progress::operator()(int64_t done) {
+  if (!shown_ || done * 10 / total_ <= tenth_) return;
+  tenth_ = done * 10 / total_;
+  std::cerr << fmt::format("{}: {} of {} ({}%)\n", what_, done, total_, tenth_ * 10) << std::flush;
 }
 
 void apply_inference_options(model::Model& m, const model::InferenceOptions& options, const std::string& run) {
+  if (options.attn_top_k < 0)
+    fail("--attn-top-k {}: give 0 (every key) or the number of keys each query keeps", options.attn_top_k);
+  if (options.norm_sample < 1)
+    fail("--norm-sample {}: give 1 (every feature) or the stride of the features sampled", options.norm_sample);
   const auto [attention, norms] = model::set_inference_options(m, options);
   if (options.norm_sample > 1 && norms == 0)
     fail("--norm-sample {}: run {} has no LayerNorm or RMSNorm (model.norm.type = {}), whose statistics it samples",
          options.norm_sample, run, m.config.norm.type);
   if (options.attn_top_k > 0 && attention == 0) fail("--attn-top-k: run {} has no attention", run);
 }
+
+// The most tokens one generate makes (at a few thousand tokens a second on 2 cores, minutes already), and the fewest
+// that show progress.
+constexpr int kMaxTokens = 1'000'000;
+constexpr int kQuietTokens = 2000;
 
 void add_generate(CLI::App& app) {
   struct Args {
@@ -62,7 +81,11 @@ void add_generate(CLI::App& app) {
                 "the context then always holds the last train.seq_len tokens)");
   add_inference_options(cmd, args->inference);
   cmd->callback([args] {
-    if (args->tokens < 1) fail("--tokens {}: give the number of tokens to generate, 1 or more", args->tokens);
+    if (args->tokens < 1 || args->tokens > kMaxTokens)
+      fail(
+          "--tokens {}: give the number of tokens to generate, 1 or more and at most {} (more would run for hours: "
+          "continue the text with it as --prompt)",
+          args->tokens, kMaxTokens);
     if (!(args->temperature >= 0) || !std::isfinite(args->temperature))
       fail("--temperature {}: give 0 (greedy) or a positive number (1 samples the model's distribution)",
            args->temperature);
@@ -101,9 +124,10 @@ void add_generate(CLI::App& app) {
       train::load_checkpoint(checkpoint, *decoder, nullptr);
       apply_inference_options(*decoder, args->inference, args->run);
     }
+    Progress progress("generate", args->tokens, kQuietTokens);
     const auto start = std::chrono::steady_clock::now();
-    if (run) model::generate_uncached(*run->model, ids, args->tokens, sampler);
-    else model::generate(*decoder, ids, args->tokens, sampler);
+    if (run) model::generate_uncached(*run->model, ids, args->tokens, sampler, std::ref(progress));
+    else model::generate(*decoder, ids, args->tokens, sampler, std::ref(progress));
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::cout << args->prompt << tok.decode(std::span(ids).subspan(prompt_tokens)) << "\n";
     std::cerr << fmt::format(

@@ -1,6 +1,8 @@
 // normlab train / normlab eval.
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <iostream>
 #include <vector>
 
@@ -52,7 +54,8 @@ void add_train(CLI::App& app) {
   cmd->add_option("-r,--run", args->run, "run directory")->capture_default_str();
   cmd->add_flag("--resume", args->resume,
                 "continue the run in --run from its checkpoint (its own config.json is used)");
-  cmd->add_option("--stop-after", args->stop_after, "stop after this step (checkpoint saved), e.g. to test resume");
+  CLI::Option* stop_after =
+      cmd->add_option("--stop-after", args->stop_after, "stop after this step (checkpoint saved), e.g. to test resume");
   cmd->add_flag("--probes", args->probes,
                 "record probes at step 1 and every 50 steps (same as --set train.probe_every=50; docs/probes.md)");
   cmd->add_flag("--dry-run", args->dry_run,
@@ -61,8 +64,9 @@ void add_train(CLI::App& app) {
   cmd->add_flag("--profile", args->profile,
                 "time every op kind (forward, backward) and the phases around them (AdamW, gradient norm, data, "
                 "evaluation, probes, checkpoints); prints the shares at the end and writes profile.json");
-  cmd->callback([args] {
-    if (args->stop_after != -1 && args->stop_after < 1)
+  cmd->callback([args, stop_after] {
+    // -1 stands for "not given" inside; given, it is refused like any other step below 1.
+    if (stop_after->count() > 0 && args->stop_after < 1)
       fail("--stop-after {}: give the step to stop after, 1 or more", args->stop_after);
     train::RunConfig config;
     if (args->resume) {
@@ -93,6 +97,9 @@ void add_train(CLI::App& app) {
   });
 }
 
+// The fewest evaluation batches that show progress.
+constexpr int kQuietBatches = 100;
+
 void add_eval(CLI::App& app) {
   struct Args {
     std::string run;
@@ -104,15 +111,29 @@ void add_eval(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("eval", "validation loss of a run's checkpoint");
   add_inference_options(cmd, args->inference);
   cmd->add_option("-r,--run", args->run, "run directory")->required();
-  cmd->add_option("--batches", args->batches, "evaluation batches")->capture_default_str();
+  CLI::Option* batches =
+      cmd->add_option("--batches", args->batches,
+                      "evaluation batches (at most the validation split's count; the default is 32 or that count "
+                      "when it is smaller)")
+          ->capture_default_str();
   cmd->add_option("--logits", args->logits,
                   "also write the first evaluation batch's tokens, targets and logits (fp32) to this safetensors file "
                   "(an encoder-decoder's also its source and source_lengths), e.g. to compare with the PyTorch module "
                   "of tools/to_torch.py");
-  cmd->callback([args] {
+  cmd->callback([args, batches] {
+    if (args->batches < 1) fail("--batches {}: give the number of evaluation batches, 1 or more", args->batches);
     train::Run run = train::open_run(args->run);
     apply_inference_options(*run.model, args->inference, args->run);
-    const train::Evaluation evaluation = train::evaluate(*run.model, *run.loader, args->batches);
+    const int available = run.loader->eval_batches_available();
+    if (batches->count() == 0) args->batches = std::min(args->batches, available);
+    if (args->batches > available)
+      fail(
+          "--batches {}: the validation split of {} holds {} batches of {} x {} tokens, and more would only repeat "
+          "them: give at most {}",
+          args->batches, run.config.data_dir, available, run.config.train.batch_size, run.config.train.seq_len,
+          available);
+    Progress progress("eval batches", args->batches, kQuietBatches);
+    const train::Evaluation evaluation = train::evaluate(*run.model, *run.loader, args->batches, std::ref(progress));
     const double loss = evaluation.loss;
     if (!args->logits.empty()) {
       model::Model& m = *run.model;

@@ -57,19 +57,19 @@ void add_translate(CLI::App& app) {
       "BLEU and chrF (sacreBLEU's definitions) into RUN/translation.json and RUN/translations.tsv");
   cmd->add_option("-r,--run", args->run, "run directory of an encoder_decoder model")->required();
   cmd->add_option("-i,--input", args->input, "source sentences, one per line; translations go to stdout");
+  // Ranges are checked in the callback, not by CLI11's validators, whose message quotes a range up to 1.8e308.
   cmd->add_option("-n,--count", args->count, "validation pairs to score, spread evenly over the split (0 = all)")
-      ->capture_default_str()
-      ->check(CLI::NonNegativeNumber);
+      ->capture_default_str();
   cmd->add_option("-b,--batch", args->batch, "rows decoded at once (each sentence takes --beam rows)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
-  cmd->add_option("--beam", args->beam, "beam size; 1 = greedy search")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->capture_default_str();
+  cmd->add_option("--beam", args->beam, "beam size; 1 = greedy search")->capture_default_str();
   cmd->add_option("--length-penalty", args->length_penalty,
                   "beam search ranks ended hypotheses by log p / (length + 1)^this (fairseq's lenpen)")
       ->capture_default_str();
   cmd->callback([args] {
+    if (args->count < 0) fail("--count {}: give the number of validation pairs to score, or 0 for all", args->count);
+    if (args->batch < 1) fail("--batch {}: give the rows decoded at once, 1 or more", args->batch);
+    if (args->beam < 1) fail("--beam {}: give the beam size, 1 (greedy search) or more", args->beam);
     if (!std::isfinite(args->length_penalty))
       fail("--length-penalty {}: give a finite number (1 is fairseq's default)", args->length_penalty);
     if (args->beam > args->batch)

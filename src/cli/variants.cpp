@@ -85,11 +85,55 @@ void print_added_parameters(const model::Model& m) {
   if (shown == 0) std::cout << "  none\n";
 }
 
+// The longest expression shown above a mistake with a caret under it; a longer one is quoted only in the message.
+constexpr size_t kPictureWidth = 200;
+
+// The fp64 gradient check of the formula on a tiny model of `shape`: prints its line and adds each parameter whose
+// gradient disagrees to `failed`. False when the formula states nothing for that shape (the line says why).
+bool check_shape(const model::Formula& formula, const std::string& shape, std::vector<std::string>& failed) {
+  Json section = model::gradient_check_section();
+  section["placement"] = formula.json();
+  section["shape"] = shape;
+  if (shape == "encoder_decoder") section["encoder_layers"] = 3;
+  model::ModelConfig config;
+  try {
+    config = model::read_model_config(section, "the check's model");
+  } catch (const model::formula::FormulaError&) {
+    throw;
+  } catch (const Error& e) {
+    std::cout << fmt::format("{}: not checked: {}\n", shape, e.what());
+    return false;
+  }
+  auto m = model::gradient_check_model(config);
+  if (shape == "decoder") print_added_parameters(*m);
+  const std::vector<model::GradientComparison> checked = model::compare_gradients(*m);
+  double worst = 0;
+  std::string worst_name, zero;
+  bool fails = false;
+  for (const model::GradientComparison& c : checked) {
+    if (c.zero()) {
+      zero += (zero.empty() ? "" : ", ") + c.name;
+      continue;
+    }
+    if (!c.agrees()) failed.push_back(fmt::format("{} {} (relative error {:.2g})", shape, c.name, c.relative()));
+    fails |= !c.agrees();
+    if (c.relative() >= worst) worst = c.relative(), worst_name = c.name;
+  }
+  std::cout << fmt::format(
+      "gradient check, {} (L = {}{}, d = 8, fp64, central differences): {} parameters, largest relative error "
+      "{:.2g} ({}): {}{}\n",
+      shape, config.n_layers, config.encoder_decoder() ? ", encoder 3" : "", checked.size(), worst, worst_name,
+      fails ? "FAIL" : "pass", zero.empty() ? "" : "; no gradient reaches " + zero);
+  return true;
+}
+
 // `normlab variants check`: the formula as understood, what it adds, and an fp64 gradient check of a tiny model of
 // every shape it states equations for.
 void check_formula(const std::string& given) {
-  // A file (with or without its '@'), else an expression: what is neither an existing file nor named *.json.
-  const bool file = !given.starts_with('@') && (fs::is_regular_file(given) || given.ends_with(".json"));
+  // A file (with or without its '@'), else an expression: what is neither an existing file nor named *.json. Asked
+  // without throwing: an expression longer than a file name may be (255 bytes) is no file, not an error.
+  std::error_code no_file;
+  const bool file = !given.starts_with('@') && (fs::is_regular_file(given, no_file) || given.ends_with(".json"));
   const std::string value = file ? fmt::format("@{}", given) : given;
   try {
     const auto formula = model::Formula::read(Json(value), "the formula");
@@ -97,45 +141,21 @@ void check_formula(const std::string& given) {
                              value.starts_with('@') ? fmt::format(" ({})", value.substr(1)) : " (an expression)");
     for (const std::string& line : formula->describe()) std::cout << "  " << line << "\n";
     std::vector<std::string> failed;
-    for (const char* shape : {"decoder", "encoder", "encoder_decoder"}) {
-      Json section = model::gradient_check_section();
-      section["placement"] = formula->json();
-      section["shape"] = shape;
-      if (std::string(shape) == "encoder_decoder") section["encoder_layers"] = 3;
-      model::ModelConfig config;
-      try {
-        config = model::read_model_config(section, "the check's model");
-      } catch (const model::formula::FormulaError&) {
-        throw;
-      } catch (const Error& e) {
-        std::cout << fmt::format("{}: not checked: {}\n", shape, e.what());
-        continue;
-      }
-      auto m = model::gradient_check_model(config);
-      if (std::string(shape) == "decoder") print_added_parameters(*m);
-      const std::vector<model::GradientComparison> checked = model::compare_gradients(*m);
-      double worst = 0;
-      std::string worst_name, zero;
-      for (const model::GradientComparison& c : checked) {
-        if (c.zero()) {
-          zero += (zero.empty() ? "" : ", ") + c.name;
-          continue;
-        }
-        if (!c.agrees()) failed.push_back(fmt::format("{} {} (relative error {:.2g})", shape, c.name, c.relative()));
-        if (c.relative() >= worst) worst = c.relative(), worst_name = c.name;
-      }
-      std::cout << fmt::format(
-          "gradient check, {} (L = {}{}, d = 8, fp64, central differences): {} parameters, largest relative error "
-          "{:.2g} ({}): {}{}\n",
-          shape, config.n_layers, config.encoder_decoder() ? ", encoder 3" : "", checked.size(), worst, worst_name,
-          failed.empty() ? "pass" : "FAIL", zero.empty() ? "" : "; no gradient reaches " + zero);
-    }
+    int checked = 0;
+    for (const char* shape : {"decoder", "encoder", "encoder_decoder"}) checked += check_shape(*formula, shape, failed);
+    // A check that checked nothing has not passed: each "not checked" line above says what the formula lacks.
+    if (checked == 0)
+      fail(
+          "formula {}: no shape could be checked (decoder, encoder and encoder_decoder each say why above): fix "
+          "what they name",
+          formula->name());
     if (!failed.empty())
       fail("formula {}: the analytic gradient differs from finite differences: {}", formula->name(),
            fmt::join(failed, "; "));
   } catch (const model::formula::FormulaError& e) {
-    // Where it is, as a picture; the one error line follows.
-    std::cerr << fmt::format("{}:\n  {}\n  {}^\n", e.field, e.text, std::string(e.column - 1, ' '));
+    // Where it is, as a picture, when the text fits a line; the one error line follows.
+    if (e.text.size() <= kPictureWidth)
+      std::cerr << fmt::format("{}:\n  {}\n  {}^\n", e.field, e.text, std::string(e.column - 1, ' '));
     throw;
   }
 }

@@ -1,5 +1,6 @@
 #include "common/config_reader.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -108,6 +109,36 @@ void ConfigReader::finish() const {
   }
 }
 
+int json_nesting(std::string_view text) {
+  int depth = 0, deepest = 0;
+  bool in_string = false, escaped = false;
+  for (char c : text) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
+void check_nesting(std::string_view text, const std::string& where) {
+  if (const int depth = json_nesting(text); depth > kMaxNesting)
+    fail("{}: arrays and objects nest {} levels deep, more than the {} normlab reads: flatten the file", where, depth,
+         kMaxNesting);
+}
+
+Json parse_json_or_discarded(std::string_view text) {
+  if (json_nesting(text) > kMaxNesting) return Json(Json::value_t::discarded);
+  return Json::parse(text, nullptr, false);
+}
+
 Json parse_config_json(std::string_view text, const std::string& where) {
   // The keys met so far in each object being read, and the key each one is reading now (for the path).
   struct Open {
@@ -134,6 +165,8 @@ Json parse_config_json(std::string_view text, const std::string& where) {
   } catch (const nlohmann::json::out_of_range&) {  // a number past a double's range, e.g. 1e999
     fail("{}: a number is too large for a double (at most about 1.8e308): fix the file", where);
   }
+  // The parser is iterative, but a document's later uses (a dump in a message, a copy) are not.
+  check_nesting(text, where);
   if (!duplicate.empty())
     fail("{}: the key '{}' appears twice in one object, and only one value can count: keep one", where,
          printable(duplicate));
@@ -152,6 +185,11 @@ void apply_override(Json& doc, const std::string& assignment) {
   std::string path = assignment.substr(0, eq), text = assignment.substr(eq + 1);
   Json value = Json::parse(text, nullptr, false);
   if (value.is_discarded()) value = text;
+  // The key's sections nest too: a.b.c=[1] is three objects and an array deep.
+  const auto sections = std::count(path.begin(), path.end(), '.') + 1;
+  if (const auto depth = sections + (value.is_string() ? 0 : json_nesting(text)); depth > kMaxNesting)
+    fail("override '{}': the key and value nest {} levels deep, more than the {} normlab reads: flatten it",
+         printable(assignment, 60), depth, kMaxNesting);
   Json* node = &doc;
   size_t start = 0;
   while (true) {

@@ -18,6 +18,22 @@ namespace normlab {
 
 using Json = nlohmann::ordered_json;
 
+// The one bound on nesting for every recursive reader: a JSON document normlab reads (a config, a sweep, a step
+// log, checkpoint metadata, a formula file) and a formula (its parentheses, operators and lets) may nest at most
+// kMaxNesting levels. Deeper input is refused where it is read, so that nothing later (a dump on an error path, a
+// copy, a type check, an evaluation) recurses without bound and overflows the stack. Real configs nest under 10
+// levels and real formulas under 30.
+inline constexpr int kMaxNesting = 200;
+
+// How deep arrays and objects nest in JSON text (0 for a scalar), counted in one pass without recursion; brackets
+// inside strings do not count.
+int json_nesting(std::string_view text);
+// Refuses JSON text that nests deeper than kMaxNesting, naming `where` (a file) and the depth.
+void check_nesting(std::string_view text, const std::string& where);
+// Json::parse(text) for readers that treat bad text as their own error: a discarded value (is_discarded()) when
+// the text is not JSON or nests deeper than kMaxNesting.
+Json parse_json_or_discarded(std::string_view text);
+
 // How an enumerated config value is spelled: one table per enum, the only place its names are written. A config is
 // read and written through it, so the rest of the code compares enums, never strings.
 template <typename E>
@@ -87,7 +103,7 @@ class ConfigReader {
 
 // A config document (a --config file, a sweep file, a run's config.json) from its text; `where` names it. Refused
 // when it is not JSON, or when an object holds a key twice (JSON leaves that undefined, and the parser would keep
-// the last silently), naming the key's path.
+// the last silently), naming the key's path, and when it nests deeper than kMaxNesting.
 Json parse_config_json(std::string_view text, const std::string& where);
 
 // Applies "a.b.c=value" overrides to a JSON document; the value is parsed as JSON if it can be

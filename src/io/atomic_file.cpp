@@ -2,10 +2,12 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -29,6 +31,8 @@ class Fd {
     if (fd_ >= 0) ::close(fd_);
   }
   int get() const { return fd_; }
+  // Hands the descriptor to the caller, who closes it.
+  int release() { return std::exchange(fd_, -1); }
   // Closes now and reports the close error (NFS and some filesystems report write errors here).
   int close_checked() {
     int rc = ::close(fd_);
@@ -215,13 +219,29 @@ void write_file_atomic(const std::filesystem::path& path, std::span<const std::s
 }
 
 LogFile::LogFile(const std::filesystem::path& path, Mode mode) : path_(path) {
-  // O_NOFOLLOW: a log that is a symbolic link would put the run's records outside its directory.
+  const auto not_regular = [&] {
+    fail(
+        "{} is a FIFO, socket or block device, not a file: a log written there would wait for a reader or vanish; "
+        "remove it and run again",
+        path_.string());
+  };
+  // O_NOFOLLOW: a log that is a symbolic link would put the run's records outside its directory. O_NONBLOCK: a FIFO
+  // at the log's path must not hold the open until a reader comes (without one it fails with ENXIO); it is refused
+  // like a socket or a block device. A character device stays allowed: /dev/null, or /dev/full in the tests.
   const int flags = O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | (mode == Mode::append ? O_APPEND : O_TRUNC);
-  fd_ = ::open(path_.c_str(), flags, 0644);
+  fd_ = ::open(path_.c_str(), flags | O_NONBLOCK, 0644);
   if (fd_ < 0) {
     const int err = errno;
+    if (err == ENXIO) not_regular();
     write_failed("cannot write {} (opening it failed: {}): {}", path_.string(), errno_text(err), fix_for(err));
   }
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !(S_ISREG(st.st_mode) || S_ISCHR(st.st_mode))) {
+    ::close(fd_);
+    fd_ = -1;
+    not_regular();
+  }
+  ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);  // blocking again, as the writes expect
 }
 
 LogFile::~LogFile() {
@@ -247,8 +267,33 @@ void LogFile::close() {
   }
 }
 
-std::string read_file(const std::filesystem::path& path, std::string_view what, std::string_view hint,
-                      std::uint64_t max_bytes) {
+std::uint32_t crc32(std::string_view bytes, std::uint32_t crc) {
+  static constexpr auto kTable = [] {
+    std::array<std::uint32_t, 256> table{};
+    for (std::uint32_t n = 0; n < 256; ++n) {
+      std::uint32_t c = n;
+      for (int k = 0; k < 8; ++k) c = (c & 1) ? 0xEDB88320U ^ (c >> 1) : c >> 1;
+      table[n] = c;
+    }
+    return table;
+  }();
+  crc = ~crc;
+  for (char b : bytes) crc = kTable[(crc ^ static_cast<unsigned char>(b)) & 0xFF] ^ (crc >> 8);
+  return ~crc;
+}
+
+namespace {
+
+[[noreturn]] void refuse_size(std::string_view what, const std::string& name, std::uint64_t bytes,
+                              std::uint64_t max_bytes) {
+  fail("{} {} holds {} bytes, more than the {} bytes a {} may have: give the right file", what, name, bytes, max_bytes,
+       what);
+}
+
+// Opens `path` for reading after checking that it is a regular file of at most `max_bytes` bytes; returns the
+// descriptor (the caller closes it) and its size in *size.
+int open_regular(const std::filesystem::path& path, std::string_view what, std::string_view hint,
+                 std::uint64_t max_bytes, std::uint64_t* size) {
   const std::string name = path.string();
   // O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below like any file that is not regular.
   int fd = ::open(name.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
@@ -266,16 +311,44 @@ std::string read_file(const std::filesystem::path& path, std::string_view what, 
   if (S_ISDIR(st.st_mode)) fail("{} {} is a directory, not a file: {}", what, name, hint);
   // A device, FIFO or socket has no end to trust (/dev/zero never ends, a FIFO waits for a writer).
   if (!S_ISREG(st.st_mode)) fail("{} {} is not a regular file (a device, FIFO or socket): give a file", what, name);
-  const auto too_big = [&](std::uint64_t bytes) {
-    fail("{} {} holds {} bytes, more than the {} bytes a {} may have: give the right file", what, name, bytes,
-         max_bytes, what);
-  };
-  if (static_cast<std::uint64_t>(st.st_size) > max_bytes) too_big(static_cast<std::uint64_t>(st.st_size));
+  *size = static_cast<std::uint64_t>(st.st_size);
+  if (*size > max_bytes) refuse_size(what, name, *size, max_bytes);
+  return file.release();
+}
+
+}  // namespace
+
+MappedFile::~MappedFile() {
+  if (size_ > 0) ::munmap(const_cast<char*>(data_), size_);
+}
+
+std::shared_ptr<const MappedFile> map_file(const std::filesystem::path& path, std::string_view what,
+                                           std::string_view hint) {
+  std::uint64_t size = 0;
+  Fd file(open_regular(path, what, hint, kMaxDataFileBytes, &size));
+  auto mapped = std::shared_ptr<MappedFile>(new MappedFile());
+  if (size == 0) return mapped;  // mmap refuses an empty range; an empty file is an empty view
+  void* data = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, file.get(), 0);
+  if (data == MAP_FAILED)
+    fail("cannot map {} {} into memory: {}: check the file and the free address space", what, path.string(),
+         errno_text(errno));
+  mapped->data_ = static_cast<const char*>(data);
+  mapped->size_ = size;
+  return mapped;
+}
+
+std::string read_file(const std::filesystem::path& path, std::string_view what, std::string_view hint,
+                      std::uint64_t max_bytes) {
+  const std::string name = path.string();
+  std::uint64_t file_size = 0;
+  Fd file(open_regular(path, what, hint, max_bytes, &file_size));
+  const int fd = file.get();
+  const auto too_big = [&](std::uint64_t bytes) { refuse_size(what, name, bytes, max_bytes); };
 
   // Read straight into the result; one extra byte lets the final read see end-of-file.
   std::string out;
   std::size_t size = 0;
-  out.resize(static_cast<std::size_t>(st.st_size) + 1);
+  out.resize(static_cast<std::size_t>(file_size) + 1);
   for (;;) {
     if (size == out.size()) {
       if (size > max_bytes) too_big(size);  // it grew while being read

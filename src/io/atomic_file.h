@@ -8,6 +8,7 @@
 // error, never a silently truncated file. Other errors are normlab::Error with a one-line message.
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <span>
 #include <string>
 #include <string_view>
@@ -73,6 +74,26 @@ inline constexpr std::uint64_t kMaxDataFileBytes = std::uint64_t{256} << 30;
 std::string read_file(const std::filesystem::path& path, std::string_view what = "file",
                       std::string_view hint = "check the path", std::uint64_t max_bytes = kMaxTextFileBytes);
 
+// A file mapped read-only into memory (for files too big to copy: a released model's shards); unmapped when the last
+// owner lets go.
+class MappedFile {
+ public:
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  ~MappedFile();
+  std::string_view bytes() const { return {data_, static_cast<std::size_t>(size_)}; }
+
+ private:
+  MappedFile() = default;
+  friend std::shared_ptr<const MappedFile> map_file(const std::filesystem::path&, std::string_view, std::string_view);
+  const char* data_ = nullptr;
+  std::uint64_t size_ = 0;
+};
+
+// Maps a whole regular file of at most kMaxDataFileBytes (checked as read_file does, with the same messages).
+std::shared_ptr<const MappedFile> map_file(const std::filesystem::path& path, std::string_view what = "file",
+                                           std::string_view hint = "check the path");
+
 // FNV-1a, 64-bit, over raw bytes; used to tie token files to their tokenizer.
 constexpr std::uint64_t fnv1a64(std::string_view bytes, std::uint64_t hash = 0xcbf29ce484222325ULL) {
   for (char c : bytes) {
@@ -81,6 +102,11 @@ constexpr std::uint64_t fnv1a64(std::string_view bytes, std::uint64_t hash = 0xc
   }
   return hash;
 }
+
+// CRC-32 (IEEE 802.3: zlib's crc32, Python's zlib.crc32) over raw bytes, continuing from `crc` (a previous call's
+// result; 0 to start). The export's checksum: its readers in Python compute it at C speed, where FNV-1a would be a
+// Python loop over every byte.
+std::uint32_t crc32(std::string_view bytes, std::uint32_t crc = 0);
 
 // Fault injection for the write-failure tests. While a FailWrites lives, write operations (one
 // write_file_atomic() or one LogFile::flush()) on paths that contain `path_part` fail with the OS

@@ -1,8 +1,10 @@
 #include "io/corpus.h"
 
 #include <sentencepiece_trainer.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -18,6 +20,7 @@
 #include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
+#include "common/config_reader.h"
 #include "common/error.h"
 #include "io/atomic_file.h"
 #include "io/json_error.h"
@@ -124,15 +127,37 @@ std::string train_tokenizer(std::span<const std::string_view> lines, const Prepa
   std::string model;
   auto status = sentencepiece::SentencePieceTrainer::Train(args, &it, &model);
   if (!status.ok()) {
-    fail("SentencePiece could not train a {} tokenizer with vocab_size {} on {} ({}): lower --vocab-size or add text",
-         options.model_type, options.vocab_size, join(options.inputs), sentencepiece_error_text(status.message()));
+    // SentencePiece fails both ways: a vocabulary too small for the text's characters, or too large for its words.
+    const std::string why = sentencepiece_error_text(status.message());
+    const bool too_small =
+        why.find("smaller than required") != std::string::npos || why.find("Increase vocab_size") != std::string::npos;
+    fail("SentencePiece could not train a {} tokenizer with vocab_size {} on {} ({}): {}", options.model_type,
+         options.vocab_size, join(options.inputs), why,
+         too_small ? "raise --vocab-size above the text's distinct characters, or lower --character-coverage"
+                   : "lower --vocab-size or add text");
   }
   return model;
+}
+
+// The output folder, checked before the tokenizer is trained (minutes on a big corpus): a path that is a file or lies
+// under one, or in a folder this process cannot write, is refused at once. Nothing is created yet.
+void check_out_dir(const fs::path& out) {
+  std::error_code ec;
+  fs::path existing = out;
+  while (!existing.empty() && !fs::exists(existing, ec)) existing = existing.parent_path();
+  if (existing.empty()) existing = ".";
+  if (!fs::is_directory(existing, ec))
+    fail("prepare: --out {}: {} is a file, not a folder: give a folder to write the tokens into", out.string(),
+         existing.string());
+  if (::access(existing.c_str(), W_OK) != 0)
+    fail("prepare: --out {}: cannot write into {} ({}): give a folder you can write", out.string(), existing.string(),
+         std::strerror(errno));
 }
 
 void check_options(const PrepareOptions& o) {
   if (o.inputs.empty()) fail("prepare: no input text files given: pass at least one with --input (e.g. data/kjv.txt)");
   if (o.out_dir.empty()) fail("prepare: no output directory given: pass one with --out (e.g. data/kjv)");
+  check_out_dir(o.out_dir);
   if (o.pairs && !(o.max_length_ratio >= 1.0))
     fail("prepare: max_length_ratio {} is below 1: give --max-length-ratio of at least 1 (e.g. 1.6)",
          o.max_length_ratio);
@@ -175,13 +200,13 @@ std::vector<std::string_view> pair_halves(std::span<const std::string_view> line
     }
     if (fields.size() != 2 && fields.size() != 3)
       fail(
-          "prepare --pairs: non-blank line {} has {} tab-separated fields ('{:.60}'): each line must be "
+          "prepare --pairs: non-blank line {} has {} tab-separated fields ('{}'): each line must be "
           "source<TAB>target or reference<TAB>source<TAB>target",
-          i + 1, fields.size(), lines[i]);
+          i + 1, fields.size(), printable(lines[i], 60));
     const std::string_view source = fields[fields.size() - 2], target = fields.back();
     if (is_blank(source) || is_blank(target))
-      fail("prepare --pairs: non-blank line {} has an empty {} ('{:.60}'): drop the line or fill it in", i + 1,
-           is_blank(source) ? "source" : "target", lines[i]);
+      fail("prepare --pairs: non-blank line {} has an empty {} ('{}'): drop the line or fill it in", i + 1,
+           is_blank(source) ? "source" : "target", printable(lines[i], 60));
     const double ratio = static_cast<double>(source.size()) / static_cast<double>(target.size());
     if (ratio > max_ratio || ratio < 1 / max_ratio) {
       ++dropped;
@@ -194,6 +219,17 @@ std::vector<std::string_view> pair_halves(std::span<const std::string_view> line
 }
 
 // The distinct characters (UTF-8 sequences) of the lines that the tokenizer encodes as <unk>.
+// Characters for a message, one space between: a control character (a raw byte of the corpus) shows as '?' rather
+// than reaching the terminal.
+std::string shown_characters(const std::vector<std::string>& characters) {
+  std::string out;
+  for (const std::string& c : characters) {
+    if (!out.empty()) out += ' ';
+    out += printable(c);
+  }
+  return out;
+}
+
 std::vector<std::string> unknown_characters(std::span<const std::string_view> lines, const Tokenizer& tokenizer) {
   std::set<std::string> characters;
   for (std::string_view line : lines)
@@ -359,7 +395,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
     const std::string only_val =
         val_only.empty() ? ""
                          : fmt::format("{} occur only in the validation lines and stay unknown at any coverage",
-                                       fmt::join(val_only, " "));
+                                       shown_characters(val_only));
     std::string why;
     if (!train) why = "the reused tokenizer lacks them";
     else if (in_train.empty()) why = "they occur only in the validation lines";
@@ -372,7 +408,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
     say(fmt::format(
         "note: {} distinct characters of the text are not in the tokenizer and become <unk> ({} train and {} val "
         "tokens): {}; {}",
-        unknown.size(), unk_tokens(train_ids), unk_tokens(val_ids), fmt::join(unknown, " "), why));
+        unknown.size(), unk_tokens(train_ids), unk_tokens(val_ids), shown_characters(unknown), why));
   }
   const UnigramStats stats = unigram_stats(train_ids, val_ids, vocab);
   say(fmt::format("unigram entropy {:.4f} nats (train), cross-entropy {:.4f} nats (val)", stats.entropy,
@@ -520,6 +556,7 @@ TokenData load_tokens(const fs::path& dir) {
   } catch (const nlohmann::json::exception& e) {
     fail("{} is not valid JSON ({}): {}", meta_name, detail::json_error_text(e), kRerun);
   }
+  if (json_nesting(text) > kMaxNesting) fail("{} nests deeper than {} levels: {}", meta_name, kMaxNesting, kRerun);
   if (!meta.is_object()) fail("{} is not a JSON object: {}", meta_name, kRerun);
 
   const int version = meta_field<int>(meta, meta_name, "format_version");

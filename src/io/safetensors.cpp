@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "common/config_reader.h"
 #include "common/error.h"
 #include "io/atomic_file.h"
 #include "io/json_error.h"
@@ -136,6 +137,9 @@ std::size_t dtype_size(Dtype dtype) {
       return 2;
     case Dtype::U32:
       return 4;
+    case Dtype::BF16:
+    case Dtype::F16:
+      return 2;
   }
   return 0;
 }
@@ -154,12 +158,16 @@ std::string_view dtype_name(Dtype dtype) {
       return "U16";
     case Dtype::U32:
       return "U32";
+    case Dtype::BF16:
+      return "BF16";
+    case Dtype::F16:
+      return "F16";
   }
   return "?";
 }
 
 std::optional<Dtype> parse_dtype(std::string_view name) {
-  for (Dtype d : {Dtype::F32, Dtype::F64, Dtype::I32, Dtype::I64, Dtype::U16, Dtype::U32}) {
+  for (Dtype d : {Dtype::F32, Dtype::F64, Dtype::I32, Dtype::I64, Dtype::U16, Dtype::U32, Dtype::BF16, Dtype::F16}) {
     if (dtype_name(d) == name) return d;
   }
   return std::nullopt;
@@ -187,39 +195,61 @@ void SafetensorsFile::Entry::copy_raw(void* out) const {
   if (!data.empty()) std::memcpy(out, data.data(), data.size());
 }
 
-std::vector<float> SafetensorsFile::Entry::to_f32_vector() const {
-  std::vector<float> out(static_cast<std::size_t>(numel()));
-  if (dtype == Dtype::F32) {
-    copy_raw(out.data());
-  } else if (dtype == Dtype::F64) {
-    for (std::size_t i = 0; i < out.size(); ++i) {
+namespace {
+
+// bfloat16 is the top half of a float: shifting its bits back is exact.
+float bf16_to_float(std::uint16_t bits) { return std::bit_cast<float>(static_cast<std::uint32_t>(bits) << 16); }
+
+// IEEE half → float, exactly (every half is a float): subnormal halves become normal floats, inf and NaN stay so.
+float f16_to_float(std::uint16_t bits) {
+  const std::uint32_t sign = static_cast<std::uint32_t>(bits & 0x8000u) << 16;
+  const std::uint32_t exponent = (bits >> 10) & 0x1fu, mantissa = bits & 0x3ffu;
+  if (exponent == 0x1f) return std::bit_cast<float>(sign | 0x7f800000u | (mantissa << 13));
+  if (exponent != 0) return std::bit_cast<float>(sign | ((exponent + 112) << 23) | (mantissa << 13));
+  const float magnitude = static_cast<float>(mantissa) * 0x1p-24f;  // 0 or subnormal: m · 2^−24
+  return sign ? -magnitude : magnitude;
+}
+
+// The i-th element of a floating-point tensor's bytes as T (F32, F64, BF16 or F16).
+template <typename T>
+T element(Dtype dtype, const std::byte* data, std::size_t i) {
+  switch (dtype) {
+    case Dtype::F64: {
       double v;
-      std::memcpy(&v, data.data() + i * 8, 8);
-      out[i] = static_cast<float>(v);
+      std::memcpy(&v, data + i * 8, 8);
+      return static_cast<T>(v);
     }
-  } else {
-    fail("tensor '{}' in {} has dtype {}, expected F32 or F64: save it as floating point", name, file,
-         dtype_name(dtype));
+    case Dtype::F32: {
+      float v;
+      std::memcpy(&v, data + i * 4, 4);
+      return v;
+    }
+    default: {
+      std::uint16_t bits;
+      std::memcpy(&bits, data + i * 2, 2);
+      return dtype == Dtype::BF16 ? bf16_to_float(bits) : f16_to_float(bits);
+    }
   }
+}
+
+}  // namespace
+
+template <typename T>
+std::vector<T> SafetensorsFile::Entry::floats() const {
+  if (dtype != Dtype::F32 && dtype != Dtype::F64 && dtype != Dtype::BF16 && dtype != Dtype::F16)
+    fail("tensor '{}' in {} has dtype {}, expected F32, F64, BF16 or F16: save it as floating point", name, file,
+         dtype_name(dtype));
+  std::vector<T> out(static_cast<std::size_t>(numel()));
+  if (dtype == DtypeOf<T>::value) {
+    copy_raw(out.data());
+    return out;
+  }
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = element<T>(dtype, data.data(), i);
   return out;
 }
 
-std::vector<double> SafetensorsFile::Entry::to_f64_vector() const {
-  std::vector<double> out(static_cast<std::size_t>(numel()));
-  if (dtype == Dtype::F64) {
-    copy_raw(out.data());
-  } else if (dtype == Dtype::F32) {
-    for (std::size_t i = 0; i < out.size(); ++i) {
-      float v;
-      std::memcpy(&v, data.data() + i * 4, 4);
-      out[i] = v;
-    }
-  } else {
-    fail("tensor '{}' in {} has dtype {}, expected F32 or F64: save it as floating point", name, file,
-         dtype_name(dtype));
-  }
-  return out;
-}
+std::vector<float> SafetensorsFile::Entry::to_f32_vector() const { return floats<float>(); }
+std::vector<double> SafetensorsFile::Entry::to_f64_vector() const { return floats<double>(); }
 
 // ---------------------------------------------------------------- reading
 
@@ -227,14 +257,31 @@ SafetensorsFile SafetensorsFile::read(const std::filesystem::path& path, std::st
   return parse(read_file(path, what, "check the path", kMaxDataFileBytes), path.string(), what);
 }
 
+std::string_view bytes_of(const TensorToWrite& t) {
+  std::int64_t n = 1;
+  for (std::int64_t d : t.shape) n *= d;
+  return {static_cast<const char*>(t.data), static_cast<std::size_t>(n) * dtype_size(t.dtype)};
+}
+
+SafetensorsFile SafetensorsFile::map(const std::filesystem::path& path, std::string_view what) {
+  std::shared_ptr<const MappedFile> mapped = map_file(path, what, "check the path");
+  const std::string_view bytes = mapped->bytes();
+  return parse_owned(std::move(mapped), bytes, path.string(), what);
+}
+
 SafetensorsFile SafetensorsFile::parse(std::string bytes, std::string source, std::string_view what) {
+  auto shared = std::make_shared<const std::string>(std::move(bytes));
+  const std::string_view view = *shared;
+  return parse_owned(std::move(shared), view, std::move(source), what);
+}
+
+SafetensorsFile SafetensorsFile::parse_owned(std::shared_ptr<const void> owner, std::string_view buf,
+                                             std::string source, std::string_view what) {
   SafetensorsFile file;
   file.source_ = std::move(source);
   file.what_ = what;
   const std::string src = fmt::format("{} {}", what, file.source_);
-  auto shared = std::make_shared<const std::string>(std::move(bytes));
-  file.bytes_ = shared;
-  const std::string& buf = *shared;
+  file.bytes_ = std::move(owner);
 
   if (buf.size() < 8) {
     fail("{} is truncated ({} bytes; even the 8-byte header length is missing): {}", src, buf.size(), kFix);
@@ -262,6 +309,8 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, std::string source, st
   } catch (const nlohmann::json::exception& e) {
     fail("{} has a damaged header (not valid JSON: {}): {}", src, detail::json_error_text(e), kFix);
   }
+  if (json_nesting(header_text) > kMaxNesting)
+    fail("{} has a damaged header (nested deeper than {} levels): {}", src, kMaxNesting, kFix);
   if (!header.is_object()) {
     fail("{} has a damaged header (JSON {} instead of an object): {}", src, header.type_name(), kFix);
   }
@@ -293,8 +342,8 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, std::string source, st
     std::optional<Dtype> dtype = parse_dtype(dtype_text);
     if (!dtype) {
       fail(
-          "{}: tensor '{}' has dtype {}, which normlab does not read (known: F32, F64, I32, "
-          "I64, U16, U32): convert it to F32",
+          "{}: tensor '{}' has dtype {}, which normlab does not read (known: F32, F64, BF16, "
+          "F16, I32, I64, U16, U32): convert it to F32",
           src, printable(key), printable(dtype_text));
     }
     entry.dtype = *dtype;

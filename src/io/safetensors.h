@@ -20,7 +20,8 @@
 
 namespace normlab::io {
 
-enum class Dtype { F32, F64, I32, I64, U16, U32 };
+// BF16 and F16 are read (released checkpoints hold them) and converted to F32 / F64 on the way into a model.
+enum class Dtype { F32, F64, I32, I64, U16, U32, BF16, F16 };
 
 std::size_t dtype_size(Dtype dtype);                      // bytes per element
 std::string_view dtype_name(Dtype dtype);                 // "F32", ...
@@ -64,7 +65,8 @@ class SafetensorsFile {
     std::string file;                 // path of the file, for error messages
 
     std::int64_t numel() const;
-    // Values converted to float / double; the tensor must be F32 or F64.
+    // Values converted to float / double (exactly: every BF16 and F16 value is a float); the tensor must be F32, F64,
+    // BF16 or F16.
     std::vector<float> to_f32_vector() const;
     std::vector<double> to_f64_vector() const;
     // Values copied out unconverted; the tensor's dtype must be exactly DtypeOf<T>.
@@ -77,6 +79,8 @@ class SafetensorsFile {
     }
 
    private:
+    template <typename T>
+    std::vector<T> floats() const;
     void check_dtype(Dtype wanted) const;
     void copy_raw(void* out) const;
   };
@@ -86,6 +90,9 @@ class SafetensorsFile {
   static SafetensorsFile read(const std::filesystem::path& path, std::string_view what = "safetensors file");
   // Validates bytes already in memory; `source` names them in error messages.
   static SafetensorsFile parse(std::string bytes, std::string source, std::string_view what = "safetensors file");
+  // Like read, but maps the file read-only instead of copying it: a released model's shards are read from the page
+  // cache, only the tensors a caller touches come into memory. The file must not be truncated while it is mapped.
+  static SafetensorsFile map(const std::filesystem::path& path, std::string_view what = "safetensors file");
 
   const std::string& path() const { return source_; }
   std::vector<std::string> names() const;                         // sorted
@@ -95,7 +102,11 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
-  std::shared_ptr<const std::string> bytes_;  // shared so that copies keep the spans valid
+  // Validates `bytes`, which `owner` keeps alive (a string read whole, or a mapping).
+  static SafetensorsFile parse_owned(std::shared_ptr<const void> owner, std::string_view bytes, std::string source,
+                                     std::string_view what);
+
+  std::shared_ptr<const void> bytes_;  // shared so that copies keep the spans valid
   std::string source_;
   std::string what_;
   std::vector<Entry> entries_;
@@ -109,6 +120,10 @@ struct TensorToWrite {
   std::vector<std::int64_t> shape;
   const void* data = nullptr;
 };
+
+// The bytes a TensorToWrite points at: its shape's element count times its dtype's size (the shape is trusted: the
+// caller built it from a tensor it holds).
+std::string_view bytes_of(const TensorToWrite& t);
 
 // Serializes to bytes: header keys sorted by name, header space-padded so the data section starts
 // 8-byte aligned, data laid out widest dtype first then by name (every tensor naturally aligned).

@@ -30,7 +30,7 @@ int step_of(StepLine& line, const std::string& file, StepLogFormat format) {
       return bad(fmt::format("starts with '{}', not a step", printable(field, 40)));
     return step;
   }
-  line.record = Json::parse(text, nullptr, false);
+  line.record = parse_json_or_discarded(text);
   if (line.record.is_discarded() || !line.record.is_object())
     return bad(fmt::format("is not a JSON object ('{}')", printable(text, 60)));
   const auto it = line.record.find("step");

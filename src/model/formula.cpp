@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <utility>
 
 #include "io/atomic_file.h"
 #include "model/formula_expr.h"
@@ -156,16 +157,34 @@ class Checker {
     throw FormulaError(src, e.at, message);
   }
 
+  // Every later pass over a formula (its evaluation, the sub-layer it builds) follows the lets it names, so the
+  // bound on nesting counts the levels with the lets written out.
+  void count_levels(const Source& src, const Expr& e, int levels) {
+    if (depth_ + levels > kMaxNesting)
+      error(src, e,
+            fmt::format("with its lets written out, the formula nests deeper than {} levels: use fewer lets "
+                        "inside lets, or shorter chains",
+                        kMaxNesting));
+    deepest_ = std::max(deepest_, depth_ + levels);
+  }
+
   Type type(const Expr& e, const Source& src) {
+    count_levels(src, e, 1);
+    ++depth_;
     const Type t = compute(e, src);
+    --depth_;
     f_.types[&e] = t;
     return t;
   }
 
   Type let_type(const Expr& use, const Source& src) {
     const std::string& name = use.name;
-    if (auto it = known_.find(name); it != known_.end()) return it->second;
+    if (auto it = known_.find(name); it != known_.end()) {
+      count_levels(src, use, let_levels_[name]);
+      return it->second;
+    }
     if (!open_.insert(name).second) error(src, use, fmt::format("let '{}' is defined through itself", name));
+    const int outer_deepest = std::exchange(deepest_, depth_);
     std::optional<Type> t;
     for (const auto& [stack, value] : f_.lets.at(name).by_stack) {
       const Type here = type(value);
@@ -175,6 +194,8 @@ class Checker {
       t = here;
     }
     open_.erase(name);
+    let_levels_[name] = deepest_ - depth_;
+    deepest_ = std::max(outer_deepest, deepest_);
     if (*t == Type::learned)
       error(src, use, fmt::format("let '{}' stands for a learned coefficient: use that name directly", name));
     if (*t == Type::tensor && !f_.lets.at(name).by_stack.contains(""))
@@ -287,7 +308,9 @@ class Checker {
 
   Formula::Impl& f_;
   std::map<std::string, Type> known_;
+  std::map<std::string, int> let_levels_;  // how many levels a let adds where it is used
   std::set<std::string> open_;
+  int depth_ = 0, deepest_ = 0;  // the levels open now, and the most open at once
 };
 
 }  // namespace
@@ -440,7 +463,7 @@ class SubLayerBuilder {
       if (t.learned != engine::kNoTensor) t = {materialize(t)};
       const double c = number(right, src);
       t.coef = e.name == "*" ? t.coef * c : t.coef / c;
-      return t;
+      return finite_scale(t, e, src);
     }
     if (lt == Type::learned) {
       const TensorId p = learned(left);
@@ -450,6 +473,16 @@ class SubLayerBuilder {
     Term t = eval(right, src);
     if (t.learned != engine::kNoTensor) t = {materialize(t)};
     t.coef = c * t.coef;
+    return finite_scale(t, e, src);
+  }
+
+  // A tensor scaled by an infinite or NaN number (x/0) would only show up as NaN gradients: refused at its column.
+  Term finite_scale(const Term& t, const Expr& e, const Source& src) const {
+    if (!std::isfinite(t.coef))
+      throw FormulaError(src, e.at,
+                         fmt::format("{} scales a tensor by {}, which is not finite, at L = {}, l = {}, d = {}: divide "
+                                     "by a number that is not 0",
+                                     formula::print(e), t.coef, vars_.L, vars_.l, vars_.d));
     return t;
   }
 
@@ -618,10 +651,17 @@ void read_norms(Formula::Impl& f, const Json& doc) {
           at);
     if (!type.is_string()) fail("{}: expected a norm type name, e.g. \"rmsnorm\"", at);
     const std::string name = type.get<std::string>();
-    const std::vector<std::string> types = norm_type_names();
-    if (name == "crmsnorm" || std::find(types.begin(), types.end(), name) == types.end())
-      fail("{}: unknown norm type '{}' (known: {}; crmsnorm needs placement pre_crms)", at, printable(name, 40),
-           fmt::join(types, ", "));
+    // crmsnorm reads the compressed stream that only placement pre_crms makes: not a type a formula's site takes,
+    // so it is not listed among them either.
+    std::vector<std::string> types = norm_type_names();
+    std::erase(types, "crmsnorm");
+    if (name == "crmsnorm")
+      fail(
+          "{}: crmsnorm needs the compressed stream of placement pre_crms, which a formula does not make; give one "
+          "of: {}",
+          at, fmt::join(types, ", "));
+    if (std::find(types.begin(), types.end(), name) == types.end())
+      fail("{}: unknown norm type '{}' (known: {})", at, printable(name, 40), fmt::join(types, ", "));
     f.norm_types.emplace(site, name);
   }
 }
@@ -891,11 +931,14 @@ Json document_of(const Json& value, std::string& where) {
   const std::string content = io::read_file(where, "formula file",
                                             "check the path after '@' (relative to the "
                                             "directory normlab runs in)");
+  Json doc;
   try {
-    return Json::parse(content);
+    doc = Json::parse(content);
   } catch (const Json::parse_error& e) {
     fail("{}: not valid JSON: {}", where, printable(e.what()));
   }
+  check_nesting(content, where);
+  return doc;
 }
 
 }  // namespace
@@ -962,8 +1005,33 @@ TensorId Formula::sublayer(const SubLayer& s, TensorId h) const {
   return SubLayerBuilder(*impl_, s, h).run(impl_->formula_of(s.kind()));
 }
 
+namespace {
+
+// A rule none of whose roles any parameter of the model has (gate alone on a model without a gated FFN, head with
+// tied embeddings) would do nothing without a word: refused, as an unused let is. A rule over several roles may name
+// some the model lacks ([v, o, fc1, gate, fc2] serves gated and plain FFNs alike).
+void check_rules_apply(const Formula::Impl& f, const Model& m) {
+  std::set<engine::Role> present;
+  for (engine::TensorId p : m.graph.parameters()) present.insert(m.graph.spec(p).role);
+  present.erase(engine::Role::none);
+  for (size_t i = 0; i < f.init.size(); ++i) {
+    const std::vector<engine::Role>& roles = f.init[i].roles;
+    if (std::any_of(roles.begin(), roles.end(), [&](engine::Role r) { return present.contains(r); })) continue;
+    std::vector<std::string> named, have;
+    for (engine::Role r : roles) named.emplace_back(engine::role_name(r));
+    for (engine::Role r : present) have.emplace_back(engine::role_name(r));
+    fail(
+        "{}: init[{}].roles: no parameter of this model has the role{} {} (its roles: {}), so the rule would do "
+        "nothing: drop the rule or name a role the model has",
+        f.where, i, named.size() == 1 ? "" : "s", fmt::join(named, ", "), fmt::join(have, ", "));
+  }
+}
+
+}  // namespace
+
 void Formula::initialize(InitContext& ctx) const {
   Model& m = ctx.model;
+  check_rules_apply(*impl_, m);
   for (const Rule& r : impl_->init)
     for (const StackSpec& t : stacks(m.config)) {
       Vars v = vars_of(m.config, t);

@@ -1,5 +1,6 @@
 #include "model/formula_expr.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 
@@ -36,6 +37,28 @@ class Parser {
 
  private:
   [[noreturn]] void error(const std::string& message) const { throw FormulaError(source_, token_.at, message); }
+  [[noreturn]] static void too_deep(const Source& source, size_t at) {
+    throw FormulaError(source, at,
+                       fmt::format("the expression nests deeper than {} levels (parentheses, calls, minuses, powers or "
+                                   "a chain of operators): split it into lets",
+                                   kMaxNesting));
+  }
+
+  // Every recursion of the grammar passes through expression() (parentheses, a call's arguments, the arms of
+  // c ? a : b) or through unary() after '-' or '^': counting those open calls bounds the recursion before any node
+  // exists to measure.
+  class Nested {
+   public:
+    explicit Nested(Parser& p) : p_(p) {
+      if (++p_.depth_ > kMaxNesting) too_deep(p_.source_, p_.token_.at);
+    }
+    ~Nested() { --p_.depth_; }
+    Nested(const Nested&) = delete;
+    Nested& operator=(const Nested&) = delete;
+
+   private:
+    Parser& p_;
+  };
 
   void advance() {
     const std::string& t = source_.text;
@@ -99,14 +122,19 @@ class Parser {
     advance();
   }
 
-  static Expr node(Expr::Kind kind, size_t at, std::string name, std::vector<Expr> args) {
+  // A node above its arguments; a left-associative chain deepens the tree without recursion, so its height is
+  // checked here.
+  Expr node(Expr::Kind kind, size_t at, std::string name, std::vector<Expr> args) const {
     Expr e;
     e.kind = kind, e.at = at, e.name = std::move(name), e.args = std::move(args);
+    for (const Expr& a : e.args) e.height = std::max(e.height, a.height + 1);
+    if (e.height > kMaxNesting) too_deep(source_, at);
     return e;
   }
 
   // expression := comparison ('?' expression ':' expression)?
   Expr expression() {
+    const Nested nested(*this);
     Expr condition = comparison();
     if (!at_symbol("?")) return condition;
     const size_t at = token_.at;
@@ -147,12 +175,14 @@ class Parser {
   // unary := '-' unary | power;  power := primary ('^' unary)?   (so -2^2 = -(2^2) and 2^-0.25 reads)
   Expr unary() {
     if (at_symbol("-")) {
+      const Nested nested(*this);
       const size_t at = token_.at;
       advance();
       return node(Expr::Kind::negate, at, "-", {unary()});
     }
     Expr base = primary();
     if (!at_symbol("^")) return base;
+    const Nested nested(*this);
     const size_t at = token_.at;
     advance();
     return node(Expr::Kind::binary, at, "^", {std::move(base), unary()});
@@ -179,7 +209,7 @@ class Parser {
         e.args.push_back(expression());
       }
       expect(")", fmt::format("to close {}(", e.name));
-      return e;
+      return node(Expr::Kind::call, e.at, std::move(e.name), std::move(e.args));
     }
     if (at_symbol("(")) {
       advance();
@@ -194,6 +224,7 @@ class Parser {
   const Source& source_;
   size_t pos_ = 0;
   Token token_;
+  int depth_ = 0;  // expression() and unary() calls open
 };
 
 bool needs_parentheses(const Expr& operand) {

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/config_reader.h"
 #include "common/error.h"
 
 namespace normlab::model::formula {
@@ -34,6 +35,7 @@ struct Expr {
   double value = 0;        // number
   std::string name;        // name; call: the function; binary: the operator (+ - * / ^ < <= > >= == !=)
   std::vector<Expr> args;  // negate: 1, binary: 2, ternary: condition and the two arms, call: its arguments
+  int height = 1;          // the longest path from here to a leaf, counting both ends: at most kMaxNesting
 };
 
 // An expression with its source, as a formula holds it.
@@ -42,7 +44,9 @@ struct Parsed {
   Expr root;
 };
 
-// Parses source.text; throws FormulaError at the first token that does not fit the grammar.
+// Parses source.text; throws FormulaError at the first token that does not fit the grammar, and where the
+// expression nests deeper than kMaxNesting (common/config_reader.h): through parentheses, calls, unary minuses,
+// powers, or a long chain of + - * / (a + b + c is two levels).
 Parsed parse(Source source);
 // The expression as it was understood: every operand that is itself an operation is parenthesized, and a norm(...)
 // call found in `sites` is shown with its site.

@@ -43,7 +43,8 @@ const float* logits_row(const Model& m, size_t row) {
 }
 }  // namespace
 
-void generate(Model& m, std::vector<int32_t>& ids, int count, Sampler& sampler) {
+void generate(Model& m, std::vector<int32_t>& ids, int count, Sampler& sampler,
+              const std::function<void(int64_t)>& done) {
   if (m.batch != 1 || m.seq != 1 || m.cache_capacity < 1)
     fail("internal: generate needs a decoding model for batch 1 and chunk 1");
   if (ids.empty()) fail("internal: generate needs at least one token to continue");
@@ -59,10 +60,12 @@ void generate(Model& m, std::vector<int32_t>& ids, int count, Sampler& sampler) 
       m.forward(false);
     }
     ids.push_back(sampler.next(logits_row(m, 0)));
+    if (done) done(n + 1);
   }
 }
 
-void generate_uncached(Model& m, std::vector<int32_t>& ids, int count, Sampler& sampler) {
+void generate_uncached(Model& m, std::vector<int32_t>& ids, int count, Sampler& sampler,
+                       const std::function<void(int64_t)>& done) {
   if (m.batch != 1) fail("internal: generate needs a model built for batch 1, got {}", m.batch);
   const size_t window = static_cast<size_t>(m.seq);
   std::vector<int32_t> input(window), unused(window, 0);
@@ -73,6 +76,7 @@ void generate_uncached(Model& m, std::vector<int32_t>& ids, int count, Sampler& 
     m.set_batch(input.data(), unused.data());
     m.forward(false);
     ids.push_back(sampler.next(logits_row(m, context - 1)));
+    if (done) done(n + 1);
   }
 }
 

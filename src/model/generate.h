@@ -1,6 +1,7 @@
 #pragma once
 // Sampling text from a model, kept beside the model as nanoGPT keeps generate() by its GPT.
 #include <cstdint>
+#include <functional>
 #include <utility>
 #include <vector>
 
@@ -29,11 +30,14 @@ class Sampler {
 // so a new token costs one pass over one position. The context is the last m.cache_capacity tokens; absolute
 // positions cannot slide, so when the cache is full the last half of it is fed again from position 0 (the context
 // then holds between half and all of the window; generate_uncached always holds the whole window).
-void generate(Model& m, std::vector<int32_t>& ids, int count, Sampler& sampler);
+// `done`, when given, is called with the number of tokens made so far after each one.
+void generate(Model& m, std::vector<int32_t>& ids, int count, Sampler& sampler,
+              const std::function<void(int64_t)>& done = {});
 
 // The same by rerunning a model built for batch 1 on the last m.seq tokens for every new token (the tail padding of
 // the window cannot reach the last real position because the model is causal): `normlab generate --no-cache`, and
 // the reference the cached path is tested against.
-void generate_uncached(Model& m, std::vector<int32_t>& ids, int count, Sampler& sampler);
+void generate_uncached(Model& m, std::vector<int32_t>& ids, int count, Sampler& sampler,
+                       const std::function<void(int64_t)>& done = {});
 
 }  // namespace normlab::model

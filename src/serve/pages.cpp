@@ -23,6 +23,9 @@ figure { display: inline-block; margin: .5em 1em .5em 0; vertical-align: top; }
 figure button { display: block; margin-top: 2px; font-size: .8em; }
 canvas { border: 1px solid #eee; }
 .muted { color: #777; } #slider { width: 500px; vertical-align: middle; }
+td.path { overflow-wrap: anywhere; min-width: 10em; } td.message { max-width: 30em; } .status { white-space: nowrap; }
+tr.group td { background: #f4f4f4; font-weight: bold; }
+tr.arm button { font-size: .8em; padding: 0 4px; } tr.in-arm td.path { padding-left: 2em; }
 )";
 
 // Error counting comes first so that it sees errors in everything after it, Chart.js included.
@@ -44,6 +47,16 @@ Chart.register({id: 'whiteBackground', beforeDraw(c) {
   x.fillStyle = '#fff'; x.fillRect(0, 0, c.width, c.height); x.restore();
 }});
 const charts = [];
+// Chart.js 3.9 (Debian's) sets a flat series on an axis of ±1 around its value: a constant learning rate of 1e-3
+// was drawn as a line at 0 on −1…1.5. A flat linear axis spans 0 to twice the value instead.
+function flatAxis(scale) {
+  if (scale.type !== 'linear') return;
+  const ys = scale.chart.data.datasets.flatMap(d => d.data.map(p => p !== null && typeof p === 'object' ? p.y : p))
+                                      .filter(Number.isFinite);
+  if (!ys.length || ys[0] === 0 || !ys.every(v => v === ys[0])) return;
+  scale.min = Math.min(0, 2 * ys[0]);
+  scale.max = Math.max(0, 2 * ys[0]);
+}
 function addChart(parent, id, title, xTitle, yTitle, opts = {}) {
   const fig = document.createElement('figure');
   const canvas = document.createElement('canvas');
@@ -60,7 +73,8 @@ function addChart(parent, id, title, xTitle, yTitle, opts = {}) {
               plugins: {title: {display: true, text: title}},
               scales: {x: {type: category ? 'category' : 'linear', title: {display: true, text: xTitle},
                            ticks: category ? {autoSkip: true, maxRotation: 60} : {}},
-                       y: {type: opts.logY ? 'logarithmic' : 'linear', title: {display: true, text: yTitle}}}}});
+                       y: {type: opts.logY ? 'logarithmic' : 'linear', title: {display: true, text: yTitle},
+                           afterDataLimits: flatAxis}}}});
   save.onclick = () => {
     const a = document.createElement('a');
     a.href = chart.toBase64Image('image/png');
@@ -107,10 +121,19 @@ function cell(row, content, cls) {
   if (cls) td.className = cls;
   return td;
 }
-function link(href, text) {
+function link(href, content) {
   const a = document.createElement('a');
-  a.href = href; a.textContent = text;
+  a.href = href; a.append(content);
   return a;
+}
+// A folder path that may wrap after each '/': a deep one would otherwise push a table's other columns off screen.
+function pathText(path) {
+  const f = document.createDocumentFragment();
+  path.split('/').forEach((part, i) => {
+    if (i) f.append('/', document.createElement('wbr'));
+    f.append(part);
+  });
+  return f;
 }
 function filesUrl(path) { return '/files/' + path.split('/').map(encodeURIComponent).join('/'); }
 // Records the page's state on the body element for a headless browser; `extra` adds page-specific attributes.
@@ -127,6 +150,8 @@ function selfCheck(extra = {}) {
   b.setAttribute('data-charts', charts.length);
   b.setAttribute('data-charts-drawn', drawn);
   b.setAttribute('data-png', charts.length && charts[0].toBase64Image('image/png').startsWith('data:image/png;base64,') ? 1 : 0);
+  b.setAttribute('data-y-ranges', charts.map(c => c.canvas.id + ':' + c.scales.y.min + ':' + c.scales.y.max).join(' '));
+  b.setAttribute('data-overflow', document.documentElement.scrollWidth > document.documentElement.clientWidth ? 1 : 0);
   for (const [k, v] of Object.entries(extra)) b.setAttribute('data-' + k, v);
   b.setAttribute('data-errors', window.__errors);
 }
@@ -168,70 +193,140 @@ std::string plain_page(const std::string& title, const std::string& body_html) {
          "\n</body></html>\n";
 }
 
-std::string index_page() {
-  return page("runs", R"(
+namespace {
+
+constexpr const char* kIndexBody = R"(
 <h1>Runs and studies</h1>
 <h2>Studies</h2>
 <table id="studies"><thead><tr><th>study</th><th>status</th><th>runs done</th><th>running</th><th>verdict</th><th>report</th></tr></thead><tbody></tbody></table>
 <h2>Runs</h2>
-<p><button id="compare">Compare selected</button> <span class="muted">tick two or more runs</span></p>
+<p><button id="compare">Compare selected</button> <span class="muted">tick two or more runs; a study's runs are grouped
+by arm (the runs that differ only in their seed), with the mean final loss of those that ended: ▸ shows them</span></p>
 <table id="runs"><thead><tr><th></th><th>run</th><th>study</th><th>status</th><th>placement</th><th>depth</th><th>steps</th>
-<th>last loss</th><th>val loss</th><th>tokens/s</th><th>probes</th><th>files</th></tr></thead><tbody></tbody></table>)",
-              R"(
+<th>last loss</th><th>val loss</th><th>tokens/s</th><th>probes</th><th>files</th></tr></thead><tbody></tbody></table>)";
+
+// The studies table, and the run rows: a run of its own, or one of an arm's (hidden while its arm is closed).
+constexpr const char* kIndexRowsJs = R"(
 const picked = new Set();
+const opened = new Set();  // the arms shown open, as study + '\n' + arm: kept from one refresh to the next
 document.getElementById('compare').onclick = () => {
   location.href = '/compare?' + [...picked].map(p => 'runs=' + encodeURIComponent(p)).join('&');
 };
-async function refresh() {
-  const r = await fetch('/api/index');
-  if (!r.ok) throw new Error('/api/index: ' + r.status);
-  const index = await r.json();
-  document.getElementById('root').textContent = index.root;
-  const studies = document.querySelector('#studies tbody');
-  studies.replaceChildren();
-  if (!index.studies.length) cell(studies.insertRow(), 'none yet: normlab study NAME writes one into runs/study-NAME', 'muted').colSpan = 6;
-  for (const s of index.studies) {
-    const row = studies.insertRow();
-    cell(row, s.status === 'unreadable' ? s.path : link(filesUrl(s.path) + '/', s.path || '(this folder)'));
+function studyRows(tbody, studies) {
+  tbody.replaceChildren();
+  if (!studies.length) cell(tbody.insertRow(), 'none yet: normlab study NAME writes one into runs/study-NAME', 'muted').colSpan = 6;
+  for (const s of studies) {
+    const row = tbody.insertRow();
+    cell(row, s.status === 'unreadable' ? s.path : link(filesUrl(s.path) + '/', s.path ? pathText(s.path) : '(this folder)'), 'path');
     cell(row, statusBadge(s.status)).title = s.message;
     cell(row, s.done + ' / ' + s.runs, 'num');
     cell(row, s.running, 'num');
     cell(row, s.verdict, s.verdict.replace(' ', '-'));
     cell(row, s.report ? link(filesUrl(s.report), 'report.html') : '');
   }
+}
+function runRow(tbody, run) {
+  const row = tbody.insertRow();
+  const box = document.createElement('input');
+  box.type = 'checkbox'; box.checked = picked.has(run.path);
+  box.onchange = () => box.checked ? picked.add(run.path) : picked.delete(run.path);
+  cell(row, box);
+  cell(row, run.viewable ? link('/run?path=' + encodeURIComponent(run.path), pathText(run.path)) : run.path, 'path');
+  cell(row, run.study === null ? '' : run.study ? pathText(run.study) : '(this folder)', 'path');
+  // Why a run cannot be read is shown in full: it names the file and field to fix.
+  const status = cell(row, statusBadge(run.status), 'message');
+  if (run.status === 'unreadable') status.append(' ' + run.message); else status.title = run.message;
+  cell(row, run.placement);
+  cell(row, run.n_layers, 'num');
+  cell(row, run[F.step] + ' / ' + run[F.steps] + (run.kind === 'analysis' ? ' analyses' : ''), 'num');
+  cell(row, fmtNum(run[F.loss]), 'num');
+  cell(row, fmtNum(run[F.val_loss]), 'num');
+  cell(row, fmtNum(run[F.tokens_per_s], 3), 'num');
+  cell(row, run.probes ? 'yes' : '');
+  cell(row, run.viewable ? link(filesUrl(run.path) + '/', 'files') : '');
+  return row;
+}
+)";
+
+// A study's group in the runs table: its heading, and a row per arm with its runs' statuses and mean final losses,
+// closed at first (56 runs once filled the page flat).
+constexpr const char* kIndexArmsJs = R"(
+// The value all `runs` share for `key`, or '' when they differ.
+function shared(runs, key) { return runs.every(r => r[key] === runs[0][key]) ? runs[0][key] : ''; }
+function armRow(tbody, study, arm, runs) {
+  const key = study.path + '\n' + arm.arm;
+  const row = tbody.insertRow();
+  row.className = 'arm';
+  const toggle = document.createElement('button');
+  const show = open => {
+    toggle.textContent = open ? '▾' : '▸';
+    toggle.title = (open ? 'hide' : 'show') + ' its runs';
+    tbody.querySelectorAll('tr.in-arm').forEach(r => { if (r.dataset.arm === key) r.hidden = !open; });
+  };
+  toggle.onclick = () => { opened.has(key) ? opened.delete(key) : opened.add(key); show(opened.has(key)); };
+  cell(row, toggle);
+  cell(row, pathText(arm.arm + ' × ' + arm.runs), 'path');
+  cell(row, study.path ? pathText(study.path) : '(this folder)', 'path');
+  const statuses = cell(row, '');
+  for (const st of [...new Set(runs.map(r => r.status))]) {
+    const badge = statusBadge(st);
+    badge.textContent += ' × ' + runs.filter(r => r.status === st).length;
+    statuses.append(badge, ' ');
+  }
+  cell(row, shared(runs, 'placement'));
+  cell(row, shared(runs, 'n_layers'), 'num');
+  cell(row, runs.every(r => r.kind === 'analysis') ? '' : arm.ended + ' / ' + arm.runs + ' ended', 'num');
+  cell(row, fmtNum(arm[F.loss]), 'num').title = 'mean over the runs that ended';
+  cell(row, fmtNum(arm[F.val_loss]), 'num').title = 'mean over the runs that ended';
+  cell(row, '').colSpan = 3;
+  for (const run of runs) {
+    const r = runRow(tbody, run);
+    r.className = 'in-arm';
+    r.dataset.arm = key;
+  }
+  show(opened.has(key));
+}
+function studyGroup(tbody, study, runs) {
+  const head = cell(tbody.insertRow(), study.path ? pathText(study.path) : '(this folder)', 'path');
+  head.parentNode.className = 'group';
+  head.colSpan = 12;
+  head.append(` — ${runs.length} runs in ${study.arms.length} arms`);
+  for (const arm of study.arms) armRow(tbody, study, arm, runs.filter(r => r.arm === arm.arm));
+}
+)";
+
+constexpr const char* kIndexRefreshJs = R"(
+async function refresh() {
+  const r = await fetch('/api/index');
+  if (!r.ok) throw new Error('/api/index: ' + r.status);
+  const index = await r.json();
+  document.getElementById('root').textContent = index.root;
+  studyRows(document.querySelector('#studies tbody'), index.studies);
   const runs = document.querySelector('#runs tbody');
   runs.replaceChildren();
   if (!index.runs.length) cell(runs.insertRow(), 'none yet: normlab train --run ' + index.root + '/NAME starts one', 'muted').colSpan = 12;
-  for (const run of index.runs) {
-    const row = runs.insertRow();
-    const box = document.createElement('input');
-    box.type = 'checkbox'; box.checked = picked.has(run.path);
-    box.onchange = () => box.checked ? picked.add(run.path) : picked.delete(run.path);
-    cell(row, box);
-    cell(row, run.viewable ? link('/run?path=' + encodeURIComponent(run.path), run.path) : run.path);
-    cell(row, run.study === null ? '' : run.study || '(this folder)');
-    // Why a run cannot be read is shown in full: it names the file and field to fix.
-    const status = cell(row, statusBadge(run.status));
-    if (run.status === 'unreadable') status.append(' ' + run.message); else status.title = run.message;
-    cell(row, run.placement);
-    cell(row, run.n_layers, 'num');
-    cell(row, run[F.step] + ' / ' + run[F.steps] + (run.kind === 'analysis' ? ' analyses' : ''), 'num');
-    cell(row, fmtNum(run[F.loss]), 'num');
-    cell(row, fmtNum(run[F.val_loss]), 'num');
-    cell(row, fmtNum(run[F.tokens_per_s], 3), 'num');
-    cell(row, run.probes ? 'yes' : '');
-    cell(row, run.viewable ? link(filesUrl(run.path) + '/', 'files') : '');
-  }
+  const grouped = new Set(index.studies.map(s => s.path));
+  for (const run of index.runs) if (!grouped.has(run.study)) runRow(runs, run);
+  for (const s of index.studies) studyGroup(runs, s, index.runs.filter(run => run.study === s.path));
+  const rows = [...runs.rows];
   selfCheck({runs: index.runs.length, studies: index.studies.length, 'study-statuses': index.studies.map(s => s.status).join(' '),
-             'run-statuses': index.runs.map(r => r.status).join(' ')});
+             'run-statuses': index.runs.map(r => r.status).join(' '), arms: rows.filter(r => r.className === 'arm').length,
+             'shown-runs': rows.filter(r => r.querySelector('input') && !r.hidden).length,
+             'arm-losses': rows.filter(r => r.className === 'arm').map(r => r.cells[7].textContent).join(' ')});
   return true;
 }
 poll(refresh, 5000);
-)");
+)";
+
+}  // namespace
+
+std::string index_page() {
+  return page("runs", kIndexBody, std::string(kIndexRowsJs) + kIndexArmsJs + kIndexRefreshJs);
 }
 
-std::string run_page() {
-  return page("run", R"(
+namespace {
+
+constexpr const char* kRunBody = R"(
 <h1 id="title"></h1>
 <p id="summary"></p>
 <details><summary>config</summary><pre id="config"></pre></details>
@@ -244,8 +339,10 @@ std::string run_page() {
 </div>
 <div id="analyses" hidden>
 <h2>Analyses (normlab probe)</h2>
-</div>)",
-              R"(
+</div>)";
+
+// The run's per-step charts (loss, learning rate, gradient norm, throughput) fed from metrics.jsonl.
+constexpr const char* kRunCurvesJs = R"(
 const runPath = new URLSearchParams(location.search).get('path');
 document.getElementById('title').textContent = runPath;
 document.title = runPath + ' — normlab';
@@ -262,6 +359,10 @@ function addCurves() {
   perStep.slice(1).forEach(([c, key]) => c.data.datasets.push(dataset(key, 0)));
 }
 
+)";
+
+// The per-layer profiles of probes.jsonl, at the step the slider picks, with the init step dashed.
+constexpr const char* kRunProfilesJs = R"(
 // The probe families drawn, each a profile over layers (stream) or over tensors (norm, update).
 const profileSpecs = [
   {family: P.families.stream, x: P.layer, y: P.mean_square, title: 'Residual stream E[x²] entering each layer', xTitle: 'layer', logY: true},
@@ -308,6 +409,10 @@ function drawProfiles() {
     spec.chart.update();
   }
 }
+)";
+
+// The analyses of `normlab probe` (analysis.jsonl).
+constexpr const char* kRunAnalysesJs = R"(
 // analysis.jsonl (normlab probe writes it whole when it ends): one record per analysis, {"analysis", "result"}
 // with the result's columns as arrays; each numeric column is drawn against the first (layers or tensor names).
 let analysisCharts = 0;
@@ -334,6 +439,10 @@ async function showAnalyses(path) {
   }
 }
 
+)";
+
+// Each poll: the run's index entry, new lines of its files, the summary line and the self-check.
+constexpr const char* kRunRefreshJs = R"(
 let metrics = null, probes = null, configShown = false, analysesShown = false;
 async function refresh() {
   const r = await fetch('/api/run?path=' + encodeURIComponent(runPath));
@@ -372,17 +481,25 @@ async function refresh() {
   return run.status === 'running' || run.status === 'queued';  // a run that ended no longer changes
 }
 poll(refresh, 2000);
-)");
+)";
+
+}  // namespace
+
+std::string run_page() {
+  return page("run", kRunBody, std::string(kRunCurvesJs) + kRunProfilesJs + kRunAnalysesJs + kRunRefreshJs);
 }
 
-std::string compare_page() {
-  return page("compare", R"(
+namespace {
+
+constexpr const char* kCompareBody = R"(
 <h1>Compare runs</h1>
 <p>x axis: <select id="axis"><option value="step">step</option><option value="tokens">tokens</option></select>
 <span class="muted">tick runs below; the address keeps the choice, so a comparison can be bookmarked</span></p>
 <div id="charts"></div>
-<table id="runs"><thead><tr><th></th><th>run</th><th>status</th><th>placement</th><th>depth</th><th>last loss</th></tr></thead><tbody></tbody></table>)",
-              R"(
+<table id="runs"><thead><tr><th></th><th>run</th><th>status</th><th>placement</th><th>depth</th><th>last loss</th></tr></thead><tbody></tbody></table>)";
+
+// The two charts, and following each chosen run's metrics.jsonl.
+constexpr const char* kCompareFollowJs = R"(
 const chosen = new URLSearchParams(location.search).getAll('runs');
 const axis = document.getElementById('axis');
 const box = document.getElementById('charts');
@@ -404,6 +521,10 @@ async function follow(run, i) {
   });
   followed.set(run.path, f);
 }
+)";
+
+// Drawing every followed run against step or tokens.
+constexpr const char* kCompareDrawJs = R"(
 function draw() {
   trainLoss.data.datasets = []; valLoss.data.datasets = [];
   for (const [path, f] of followed) {
@@ -417,6 +538,10 @@ function draw() {
   selfCheck({series: trainLoss.data.datasets.filter(d => d.data.length).length});
 }
 axis.onchange = draw;
+)";
+
+// The first poll lists the runs to tick and follows the chosen; each poll then reads their new lines and draws.
+constexpr const char* kCompareRefreshJs = R"(
 let listed = false;
 async function refresh() {
   if (!listed) {
@@ -433,7 +558,7 @@ async function refresh() {
         location.search = next.map(p => 'runs=' + encodeURIComponent(p)).join('&');
       };
       cell(row, tick);
-      cell(row, link('/run?path=' + encodeURIComponent(run.path), run.path));
+      cell(row, link('/run?path=' + encodeURIComponent(run.path), pathText(run.path)), 'path');
       cell(row, statusBadge(run.status));
       cell(row, run.placement);
       cell(row, run.n_layers, 'num');
@@ -451,7 +576,12 @@ async function refresh() {
   return true;
 }
 poll(refresh, 3000);
-)");
+)";
+
+}  // namespace
+
+std::string compare_page() {
+  return page("compare", kCompareBody, std::string(kCompareFollowJs) + kCompareDrawJs + kCompareRefreshJs);
 }
 
 }  // namespace normlab::serve

@@ -3,18 +3,19 @@
 // files while the server reads them, so every read takes complete lines only (a line without its '\n'
 // is still being appended) and copes with a file that shrank (a resumed run cuts metrics.jsonl back
 // to its checkpoint's step). A file that cannot be read (not JSON, a field of the wrong type, not a
-// regular file, a folder name that is not UTF-8) marks its run "unreadable" with the reason; the rest
-// of the index is shown all the same.
+// regular file, a folder name that is not UTF-8, a symlink that leads out of the served folder) marks its run
+// "unreadable" with the reason; the rest of the index is shown all the same. The index reads a path only where
+// /files/ would serve it (resolve_under, safe_path.h).
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/config_reader.h"
-#include "train/outcome.h"
 
 namespace normlab::serve {
 
@@ -50,8 +51,10 @@ class RunIndex {
   // of its own), viewable (false when its path cannot be written in JSON: a folder name that is not UTF-8), status
   // (running | finished | stalled | diverged | failed | stopped | queued | unreadable), message, placement, n_layers,
   // step, steps (for an analysis-only run: analyses written and requested), loss, val_loss, tokens_per_s, probes,
-  // age_s. A study: path, status (running | finished | stopped | unreadable), message, runs, done, running, verdict,
-  // report.
+  // age_s, arm (a study's run: its id without the seed, "-s<seed>"; null otherwise). A study: path, status (running
+  // | finished | stopped | unreadable), message, runs, done, running, verdict, report, arms (each arm's name, runs,
+  // ended: the runs finished or stalled, and loss, val_loss: the mean over those of the last logged training loss
+  // and the final validation loss; null when none ended).
   Json scan();
   // One run's entry (as in scan); `dir` lies under the root and is a run (is_run); a study's run/ subfolder stands
   // for its study run.
@@ -59,23 +62,31 @@ class RunIndex {
   // Whether `dir` is a run directory: a training run's or a study run's folder.
   static bool is_run(const std::filesystem::path& dir);
 
-  struct Metrics {  // what the index shows from metrics.jsonl
+  // What the index keeps of a metrics.jsonl: a few numbers, however long the file (it is read as a stream; a
+  // 200 MB file once left the server holding 600 MB).
+  struct Metrics {
     int64_t step = 0;
     double loss = NAN, val_loss = NAN, tokens_per_s = NAN;
     std::string non_finite;  // the first non-finite tensor of a diverged run ("" if none)
     bool diverged = false;
-    train::TrainCurve curve;  // the training losses, to classify a finished run (train::finished_outcome)
-    std::string problem;      // why a line cannot be read ("" when every line can)
+    bool stalled = false;  // by train::finished_outcome, when read for a finished run (`unigram` given)
+    std::string problem;   // why a line cannot be read ("" when every line can)
   };
 
  private:
-  // `name` names the file in a problem's message (metrics.jsonl, run/metrics.jsonl).
-  Metrics metrics_of(const std::filesystem::path& file, const std::string& name);
+  // The run folders under the root, in the walk's order; the study folders go to `study_dirs`.
+  std::vector<std::filesystem::path> walk(std::vector<std::filesystem::path>& study_dirs);
+  // A study's entry (as in scan), from its folder and the index's runs.
+  Json study(const std::filesystem::path& dir, const Json& runs);
+  // `name` names the file in a problem's message (metrics.jsonl, run/metrics.jsonl); `unigram`, the corpus's unigram
+  // entropy from summary.json, is given for a finished run, whose training losses are then judged stalled or not.
+  Metrics metrics_of(const std::filesystem::path& file, const std::string& name, std::optional<double> unigram);
 
   std::filesystem::path root_;
   struct Cached {
     uintmax_t size;
     std::filesystem::file_time_type time;
+    std::optional<double> unigram;
     Metrics metrics;
   };
   std::mutex mutex_;

@@ -81,13 +81,15 @@ class DeadlineStream final : public httplib::Stream {
   bool timed_out() const { return timed_out_; }
   // Waits for the first byte of the next request until the read deadline; false when it passed, the client left
   // or the server is stopping (then the wait ends within a tenth of a second).
+  // A request that arrived before the deadline is read even when the server comes to it later (see ready()).
   bool wait_for_request(const std::atomic<socket_t>& server_socket) {
-    while (server_socket != INVALID_SOCKET && Clock::now() < deadline_) {
+    while (server_socket != INVALID_SOCKET) {
       if (buffered() > 0) return true;
       pollfd p{sock_, POLLIN, 0};
-      const int ready = ::poll(&p, 1, 100);
+      const int ready = ::poll(&p, 1, static_cast<int>(std::clamp<int64_t>(millis_left(deadline_), 0, 100)));
       if (ready < 0 && errno != EINTR) return false;
       if (ready > 0) return (p.revents & POLLIN) != 0;
+      if (ready == 0 && Clock::now() >= deadline_) return false;
     }
     return false;
   }
@@ -116,15 +118,19 @@ class DeadlineStream final : public httplib::Stream {
 
  private:
   size_t buffered() const { return end_ - begin_; }
-  // Whether the socket is ready for `events` before `deadline`.
+  static int64_t millis_left(Clock::time_point deadline) {
+    return std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  }
+  // Whether the socket is ready for `events` before `deadline`. Past it, what the client has sent already is still
+  // read, without waiting for more: a connection that waited in the queue behind slow ones may have sent its whole
+  // request in time, and a slow one's partial request ends in a 400 at once.
   bool ready(short events, Clock::time_point deadline) const {
     for (;;) {
-      const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0) return false;
+      const int64_t left = std::max<int64_t>(millis_left(deadline), 0);
       pollfd p{sock_, events, 0};
       const int n = ::poll(&p, 1, static_cast<int>(left));
       if (n > 0) return (p.revents & events) != 0;
-      if (n < 0 && errno != EINTR) return false;
+      if (n == 0 || errno != EINTR) return false;
     }
   }
   void address(int (*get)(int, sockaddr*, socklen_t*), std::string& ip, int& port) const {
@@ -150,17 +156,35 @@ class DeadlineStream final : public httplib::Stream {
   size_t begin_ = 0, end_ = 0;
 };
 
+// When the connection a worker thread answers was accepted. httplib queues each accepted connection as one task of
+// its pool; StampedPool stamps the task when it is queued and sets this as the task starts.
+thread_local Clock::time_point accepted_at;
+
+class StampedPool final : public httplib::ThreadPool {
+ public:
+  using ThreadPool::ThreadPool;
+  void enqueue(std::function<void()> fn) override {
+    ThreadPool::enqueue([fn = std::move(fn), at = Clock::now()] {
+      accepted_at = at;
+      fn();
+    });
+  }
+};
+
 // httplib 0.11.4 (Debian 12) bounds each read of a request by its read timeout but not the request: a client that
 // sends a header line every 2 s keeps its thread for ever, and eight such clients held every thread of its pool,
 // so no one else was answered. Here a request must arrive whole within kRequestSeconds of the moment the server
 // is ready for it (the connection's opening, or the previous answer on a kept-alive connection), and a connection
 // idle that long is closed; a client that stops reading an answer is dropped after the write timeout. The pool
 // has more threads than a few browsers open connections, so slow clients cannot starve the others even
-// before their deadline.
+// before their deadline. A first request's time counts from the connection's acceptance, not from the moment a
+// thread takes it: with more slow clients than threads, the ones that waited in the queue are past their
+// deadline when a thread frees, and are let go at once, so no one waits more than about kRequestSeconds (100 slow
+// clients delayed a request by 13 s when each deadline counted from its thread).
 class BoundedServer final : public httplib::Server {
  public:
   BoundedServer() {
-    new_task_queue = [] { return new httplib::ThreadPool(kServeThreads); };
+    new_task_queue = [] { return new StampedPool(kServeThreads); };
     set_keep_alive_max_count(kKeepAliveRequests);
     set_keep_alive_timeout(kRequestSeconds);  // what the Keep-Alive header announces
   }
@@ -170,8 +194,9 @@ class BoundedServer final : public httplib::Server {
   bool process_and_close_socket(socket_t sock) override {
     DeadlineStream stream(sock, std::chrono::seconds(write_timeout_sec_));
     bool served = false;
-    for (size_t left = keep_alive_max_count_; left > 0; --left) {
-      stream.set_read_deadline(Clock::now() + std::chrono::seconds(kRequestSeconds));
+    Clock::time_point since = accepted_at;
+    for (size_t left = keep_alive_max_count_; left > 0; --left, since = Clock::now()) {
+      stream.set_read_deadline(since + std::chrono::seconds(kRequestSeconds));
       if (!stream.wait_for_request(svr_sock_)) break;
       bool closed = false;
       served = process_request(stream, left == 1, closed, [](httplib::Request& req) {
@@ -208,6 +233,9 @@ struct Server::Impl {
   }
 
   void routes();
+  void guards();  // the socket options, the method and Host checks, error and exception pages
+  void pages();   // the HTML pages and Chart.js
+  void api();     // the JSON endpoints and /files
   void tail(const httplib::Request& req, httplib::Response& res);
   void files(const httplib::Request& req, httplib::Response& res);
   // 416, with the file's size as RFC 9110 asks.
@@ -219,6 +247,12 @@ struct Server::Impl {
 };
 
 void Server::Impl::routes() {
+  guards();
+  pages();
+  api();
+}
+
+void Server::Impl::guards() {
   http.set_default_headers({{"X-Content-Type-Options", "nosniff"}});
   // httplib's default also sets SO_REUSEPORT, with which a second server binds a port already in use
   // and the two share its requests; SO_REUSEADDR alone still allows a restart right after a stop.
@@ -261,7 +295,9 @@ void Server::Impl::routes() {
     }
     error(res, 500, "the server could not answer this request (its terminal shows why)");
   });
+}
 
+void Server::Impl::pages() {
   http.Get("/", [](const httplib::Request&, httplib::Response& res) {
     res.set_content(index_page(), "text/html; charset=utf-8");
   });
@@ -278,6 +314,9 @@ void Server::Impl::routes() {
     res.set_header("Cache-Control", "max-age=3600");
     res.set_content(chart_js, "text/javascript");
   });
+}
+
+void Server::Impl::api() {
   http.Get("/api/index",
            [this](const httplib::Request&, httplib::Response& res) { json_reply(res, index.scan().dump()); });
   http.Get("/api/run", [this](const httplib::Request& req, httplib::Response& res) {

@@ -261,7 +261,7 @@ double unigram_of(const RunOutcome* run, const TrainResult& r) {
   const fs::path meta = fs::path(run->config["data"]["dir"].get<std::string>()) / "meta.json";
   std::error_code ec;
   if (!fs::is_regular_file(meta, ec)) return NAN;
-  return number(Json::parse(io::read_file(meta, "corpus meta"), nullptr, false), "unigram_entropy_nats");
+  return number(parse_json_or_discarded(io::read_file(meta, "corpus meta")), "unigram_entropy_nats");
 }
 
 }  // namespace
@@ -303,7 +303,7 @@ std::vector<Json> probe_records(const fs::path& run_dir, const std::string& fami
   std::vector<Json> out;
   std::ifstream in(run_dir / "probes.jsonl");
   for (std::string line; std::getline(in, line);) {
-    Json j = Json::parse(line, nullptr, false);
+    Json j = parse_json_or_discarded(line);
     if (!j.is_discarded() && j.value(probe::field::family, "") == family) out.push_back(std::move(j));
   }
   return out;

@@ -372,7 +372,7 @@ fs::path write_report(const fs::path& dir, const Report& r) {
 std::optional<ReportEntry> read_report_entry(const fs::path& dir) {
   std::error_code ec;
   if (!fs::is_regular_file(dir / "report.json", ec)) return std::nullopt;
-  const Json j = Json::parse(io::read_file(dir / "report.json", "report summary"), nullptr, false);
+  const Json j = parse_json_or_discarded(io::read_file(dir / "report.json", "report summary"));
   if (!j.is_object()) return std::nullopt;
   const auto text = [&](const char* key) {
     return j.contains(key) && j[key].is_string() ? j[key].get<std::string>() : "";

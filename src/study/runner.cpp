@@ -55,7 +55,7 @@ namespace {
 // A JSON file's contents, or null if it is missing or unreadable.
 Json read_json(const fs::path& file) {
   if (!fs::exists(file)) return Json();
-  Json j = Json::parse(io::read_file(file), nullptr, false);
+  Json j = parse_json_or_discarded(io::read_file(file));
   return j.is_discarded() ? Json() : j;
 }
 

@@ -585,7 +585,7 @@ Json last_probe(const fs::path& run_dir, const std::string& family) {
   std::ifstream in(run_dir / "probes.jsonl");
   Json last;
   for (std::string line; std::getline(in, line);) {
-    Json j = Json::parse(line, nullptr, false);
+    Json j = parse_json_or_discarded(line);
     if (!j.is_discarded() && j.value(probe::field::family, "") == family) last = j;
   }
   return last;
@@ -594,7 +594,7 @@ Json last_probe(const fs::path& run_dir, const std::string& family) {
 Json read_analysis(const fs::path& dir, const std::string& analysis) {
   std::ifstream in(dir / "analysis.jsonl");
   for (std::string line; std::getline(in, line);) {
-    Json j = Json::parse(line, nullptr, false);
+    Json j = parse_json_or_discarded(line);
     if (!j.is_discarded() && j.value("analysis", "") == analysis) return j["result"];
   }
   return Json();

@@ -4,6 +4,7 @@
 #include <charconv>
 #include <map>
 #include <type_traits>
+#include <utility>
 
 #include "common/error.h"
 #include "io/atomic_file.h"
@@ -16,7 +17,10 @@ namespace fs = std::filesystem;
 namespace eng = normlab::engine;
 
 namespace {
-constexpr const char* kFormat = "normlab-checkpoint-v1";
+// v2 checkpoints always carry metadata_fnv1a64; v1 was written both before it existed and after, so a v1 file alone
+// may lack it. A missing checksum is excused only where the format says v1.
+constexpr const char* kFormat = "normlab-checkpoint-v2";
+constexpr const char* kFormatBeforeMetadataChecksum = "normlab-checkpoint-v1";
 
 std::vector<int64_t> dims(const eng::Shape& s) { return {s.dims.begin(), s.dims.begin() + s.rank}; }
 
@@ -36,7 +40,8 @@ constexpr const char* kMetadataChecksum = "metadata_fnv1a64";
 io::SafetensorsFile open_checkpoint(const fs::path& file) {
   auto f = io::SafetensorsFile::read(file, "checkpoint");
   auto it = f.metadata().find("format");
-  if (it == f.metadata().end() || it->second != kFormat)
+  const bool v1 = it != f.metadata().end() && it->second == kFormatBeforeMetadataChecksum;
+  if (it == f.metadata().end() || (it->second != kFormat && !v1))
     fail("{}: not a normlab checkpoint (metadata.format is missing or not {})", file.string(), kFormat);
   auto sum = f.metadata().find("data_fnv1a64");
   const std::string actual = checksum(f.entries(), [](const io::SafetensorsFile::Entry& e) {
@@ -45,8 +50,12 @@ io::SafetensorsFile open_checkpoint(const fs::path& file) {
   if (sum == f.metadata().end() || sum->second != actual)
     fail("{}: the checkpoint is corrupted (data checksum mismatch); resume from an earlier copy or train anew",
          file.string());
-  // Checkpoints written before metadata_fnv1a64 existed have none; every newer one must match it.
   const auto meta_sum = f.metadata().find(kMetadataChecksum);
+  if (meta_sum == f.metadata().end() && !v1)
+    fail(
+        "{}: the checkpoint is corrupted (metadata.{} is missing, and its format {} always has it); resume from an "
+        "earlier copy or train anew",
+        file.string(), kMetadataChecksum, kFormat);
   if (meta_sum != f.metadata().end() && meta_sum->second != metadata_checksum(f.metadata()))
     fail(
         "{}: the checkpoint is corrupted (its metadata, the step or the config, does not match its checksum); resume "
@@ -66,11 +75,7 @@ std::string metadata_checksum(const std::map<std::string, std::string>& metadata
 }
 
 std::string data_checksum(std::span<const io::TensorToWrite> entries) {
-  return checksum(entries, [](const io::TensorToWrite& e) {
-    int64_t n = 1;
-    for (int64_t d : e.shape) n *= d;
-    return std::string_view(static_cast<const char*>(e.data), static_cast<size_t>(n) * io::dtype_size(e.dtype));
-  });
+  return checksum(entries, [](const io::TensorToWrite& e) { return io::bytes_of(e); });
 }
 
 void save_checkpoint(const fs::path& run_dir, const model::Model& m, AdamW& opt, const RunConfig& config, int step,
@@ -85,11 +90,17 @@ void save_checkpoint(const fs::path& run_dir, const model::Model& m, AdamW& opt,
       entries.push_back({"optim.v." + p.name, dtype, dims(p.shape), opt.second_moment<T>(i).data()});
     }
   });
-  const Json cfg = to_json(config);
-  const std::string sum = data_checksum(entries);
-  std::map<std::string, std::string> metadata{
-      {"format", kFormat}, {"step", std::to_string(step)}, {"config", cfg.dump()}, {"data_fnv1a64", sum}};
-  if (!trainer_state.empty()) metadata["trainer_state"] = trainer_state.dump();
+  std::map<std::string, std::string> extra;
+  if (!trainer_state.empty()) extra["trainer_state"] = trainer_state.dump();
+  write_checkpoint(run_dir, entries, config, step, std::move(extra));
+}
+
+void write_checkpoint(const fs::path& run_dir, std::span<const io::TensorToWrite> entries, const RunConfig& config,
+                      int step, std::map<std::string, std::string> metadata) {
+  metadata["format"] = kFormat;
+  metadata["step"] = std::to_string(step);
+  metadata["config"] = to_json(config).dump();
+  metadata["data_fnv1a64"] = data_checksum(entries);
   metadata[kMetadataChecksum] = metadata_checksum(metadata);
   io::write_safetensors(run_dir / kCheckpointFile, entries, metadata);
 }
@@ -110,7 +121,7 @@ namespace {
 Json trainer_state_of(const io::SafetensorsFile& f, const fs::path& file) {
   auto it = f.metadata().find("trainer_state");
   if (it == f.metadata().end()) return Json::object();
-  Json state = Json::parse(it->second, nullptr, false);
+  Json state = parse_json_or_discarded(it->second);
   if (!state.is_object())
     fail("{}: metadata.trainer_state is not a JSON object; the checkpoint is corrupted", file.string());
   return state;
@@ -180,7 +191,7 @@ RunConfig checkpoint_config(const CheckpointFile& checkpoint) {
   const fs::path& file = checkpoint.path;
   auto it = f.metadata().find("config");
   if (it == f.metadata().end()) fail("{}: metadata.config is missing; the checkpoint is corrupted", file.string());
-  Json doc = Json::parse(it->second, nullptr, false);
+  Json doc = parse_json_or_discarded(it->second);
   if (doc.is_discarded()) fail("{}: metadata.config is not valid JSON; the checkpoint is corrupted", file.string());
   return read_run_config(doc, file.string() + " (stored config)");
 }

@@ -24,6 +24,11 @@ inline constexpr const char* kCheckpointJson = "checkpoint.json";
 // step, config, trainer state, data checksum) is covered by metadata.metadata_fnv1a64.
 void save_checkpoint(const std::filesystem::path& run_dir, const model::Model& m, AdamW& opt, const RunConfig& config,
                      int step, const Json& trainer_state = Json::object());
+// Writes checkpoint.safetensors from `entries` (the weights, and the moments when there are any) with the metadata a
+// checkpoint carries (format, step, config, the checksums) added to `metadata`. save_checkpoint and an imported
+// model's run (train/hf_import.h) both write through it.
+void write_checkpoint(const std::filesystem::path& run_dir, std::span<const io::TensorToWrite> entries,
+                      const RunConfig& config, int step, std::map<std::string, std::string> metadata = {});
 // Writes checkpoint.json beside it: the same step and config for people and tools (the run resumes from the
 // safetensors file alone).
 void save_checkpoint_summary(const std::filesystem::path& run_dir, const RunConfig& config, int step);

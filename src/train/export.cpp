@@ -1,9 +1,11 @@
 #include "train/export.h"
 
 #include <fmt/core.h>
+#include <algorithm>
 #include <cmath>
 
 #include "io/atomic_file.h"
+#include "io/folder_lock.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
 #include "model/placement.h"
@@ -45,6 +47,20 @@ std::string positions_equation(const model::ModelConfig& c) {
          "no parameters)";
 }
 
+// An encoder-decoder's decoder layer: the placement's equation names F, but not which sub-layers a decoder layer has,
+// in what order, or what cross-attention reads.
+std::string cross_attention_equation(const model::ModelConfig& c) {
+  const bool qk_norm = model::option(c, "qk_norm").get<std::string>() != "none";
+  return fmt::format(
+      "each decoder layer runs three sub-layers in order: self-attention (causal), cross-attention, FFN; each is "
+      "placed by the placement equation (a formula states cross's own when it has one), the cross sub-layer's "
+      "parameters under decoder.layers.{{i}}.cross.*. In it F(x) = W_O · attention(q = x W_Q, k = m W_K, v = m W_V): "
+      "queries from the decoder's stream x as the placement hands it to F, keys and values from the encoder's output m "
+      "({}), the source's padded positions masked as keys, no positional rotation{}",
+      c.has_final_norm() ? "after encoder.final_norm" : "its last layer's, with no final norm",
+      qk_norm ? "; QK-norm normalizes q and k as in self-attention" : "");
+}
+
 // The DeepNorm pair of each stack, by name ("" for a one-stack model's).
 Json deepnorm_pairs(const model::ModelConfig& c) {
   Json alpha = Json::object(), beta = Json::object();
@@ -82,6 +98,20 @@ Json batches(const RunConfig& config, const Vocabulary& v) {
               {"targets", "the window shifted by one: the next token at every position"}};
 }
 
+// An export writes config.json and model.safetensors, names a run's folder holds too: into a run's folder it would
+// replace the run's config.json, and the run could no longer resume.
+void refuse_run_folder(const fs::path& run_dir, const fs::path& out_dir) {
+  std::error_code ec;
+  if (fs::equivalent(run_dir, out_dir, ec))
+    fail(
+        "--out {} is the run's own folder: the export would replace its config.json and the run could not resume; "
+        "give another folder, e.g. --out exports/{}",
+        out_dir.string(), fs::weakly_canonical(run_dir, ec).filename().string());
+  if (fs::exists(out_dir / kCheckpointFile, ec))
+    fail("--out {} holds a run ({}): the export would replace that run's config.json; give a new or empty folder",
+         out_dir.string(), kCheckpointFile);
+}
+
 }  // namespace
 
 Json export_config(const RunConfig& config, const Vocabulary& vocab, int step) {
@@ -112,7 +142,8 @@ Json export_config(const RunConfig& config, const Vocabulary& vocab, int step) {
         {"placement_paper", placement.paper},
         {"ffn", activation_equation(c.activation)},
         {"positions", positions_equation(c)},
-        {"logits", c.tied_embeddings ? "h · Eᵀ, E = embed.tokens.weight (tied)" : "h · lm_head.weightᵀ"}}},
+        {"logits", c.tied_embeddings ? "h · Eᵀ, E = embed.tokens.weight (tied)" : "h · lm_head.weightᵀ"},
+        {"cross_attention", c.encoder_decoder() ? Json(cross_attention_equation(c)) : Json()}}},
       {"vocab",
        {{"size", c.vocab_size},
         {"tokenizer_size", vocab.tokenizer_size},
@@ -126,6 +157,15 @@ Json export_config(const RunConfig& config, const Vocabulary& vocab, int step) {
        {{"file", "model.safetensors"},
         {"names", "docs/model.md, Parameter names (linear weights [out, in], y = x Wᵀ + b)"}}},
   };
+}
+
+std::string export_checksum(std::span<const io::TensorToWrite> tensors) {
+  std::vector<const io::TensorToWrite*> sorted;
+  for (const auto& t : tensors) sorted.push_back(&t);
+  std::sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->name < b->name; });
+  std::uint32_t crc = 0;
+  for (const io::TensorToWrite* t : sorted) crc = io::crc32(io::bytes_of(*t), crc);
+  return fmt::format("{:08x}", crc);
 }
 
 ExportSummary export_run(const fs::path& run_dir, const fs::path& out_dir, const fs::path& data_dir) {
@@ -171,10 +211,12 @@ ExportSummary export_run(const fs::path& run_dir, const fs::path& out_dir, const
   const int step = std::stoi(step_text);
   summary.step = step;
   summary.tensors = weights.size();
-  std::error_code error;
-  fs::create_directories(out_dir, error);
-  if (error) fail("cannot create the export directory {}: {}", out_dir.string(), error.message());
-  io::write_safetensors(out_dir / "model.safetensors", weights, {{"format", kExportFormat}});
+  refuse_run_folder(run_dir, out_dir);
+  // Held while writing: a folder that a trainer or a study is writing is refused, naming its process, and none can
+  // start writing there until the export is done.
+  const io::FolderLock lock(out_dir, "export folder");
+  io::write_safetensors(out_dir / "model.safetensors", weights,
+                        {{"format", kExportFormat}, {"data_crc32", export_checksum(weights)}});
   io::write_file_atomic(out_dir / "config.json", export_config(config, vocab, step).dump(2) + "\n");
   io::write_file_atomic(out_dir / "tokenizer.model", io::read_file(tokenizer_file, "tokenizer"));
   return summary;

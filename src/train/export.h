@@ -7,14 +7,17 @@
 //   tokenizer.model    the run's SentencePiece model.
 // tools/to_torch.py builds the PyTorch model from that directory alone (docs/model.md, "Export").
 #include <filesystem>
+#include <span>
 #include <string>
 
 #include "common/config_reader.h"
+#include "io/safetensors.h"
 #include "train/train_config.h"
 
 namespace normlab::train {
 
-inline constexpr const char* kExportFormat = "normlab-export-v1";
+// v2: model.safetensors carries data_crc32 (export_checksum), which tools/to_torch.py checks; v1 had no checksum.
+inline constexpr const char* kExportFormat = "normlab-export-v2";
 
 struct ExportSummary {
   int step = 0;
@@ -30,6 +33,10 @@ struct Vocabulary {
 
 // The config.json of an export: the model, the constants its forward uses that are not weights, the vocabulary.
 Json export_config(const RunConfig& config, const Vocabulary& vocab, int step);
+
+// The metadata value `data_crc32` of an export's model.safetensors: CRC-32 over every tensor's bytes, one after
+// another in name order, as 8 lowercase hex digits.
+std::string export_checksum(std::span<const io::TensorToWrite> tensors);
 
 // Writes the export of run_dir (its checkpoint) into out_dir (created if missing). The tokenizer comes from
 // data_dir, or from the run's data.dir when data_dir is empty.

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 
 #include "common/error.h"
 #include "common/rng.h"
@@ -139,6 +140,12 @@ void Loader::train_batch(int step, int micro, Batch& out) const {
   const uint64_t starts = train_.size() - static_cast<size_t>(seq_);
   for (int b = 0; b < batch_; ++b) fill(train_, b, static_cast<int64_t>(rng.next() % starts), out);
   finish(rng.next(), out);
+}
+
+int Loader::eval_batches_available() const {
+  const int64_t units = objective_.pairs ? static_cast<int64_t>(val_pairs_.size())
+                                         : (static_cast<int64_t>(val_.size()) - 1) / std::max(seq_, 1);
+  return static_cast<int>(std::clamp<int64_t>(units / std::max(batch_, 1), 1, std::numeric_limits<int>::max()));
 }
 
 void Loader::eval_batch(int index, int count, Batch& out) const {

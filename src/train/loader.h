@@ -59,7 +59,10 @@ class Loader {
          Shard shard = {}, Objective objective = {});
   void train_batch(int step, int micro, Batch& out) const;
   void eval_batch(int index, int count, Batch& out) const;  // index-th of `count` eval batches
-  int rows() const { return shard_.rows; }                  // per batch, in this shard
+  // How many evaluation batches the validation split holds without reading any window or pair twice: more would
+  // only repeat it (at least 1).
+  int eval_batches_available() const;
+  int rows() const { return shard_.rows; }  // per batch, in this shard
   // Translation: the validation pairs that fit, in corpus order (normlab translate scores them).
   const std::vector<Pair>& val_pairs() const { return val_pairs_; }
   std::span<const int32_t> val() const { return val_; }

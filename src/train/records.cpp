@@ -143,7 +143,7 @@ template <typename F>
 void each_record(const std::filesystem::path& run_dir, const char* type, F take) {
   std::ifstream in(run_dir / "metrics.jsonl");
   for (std::string line; std::getline(in, line);) {
-    const Json j = Json::parse(line, nullptr, false);
+    const Json j = parse_json_or_discarded(line);
     try {
       if (record_type_of(j) == type) take(j);
     } catch (const RecordError&) {
@@ -158,7 +158,7 @@ std::optional<RunSummary> read_run_summary(const std::filesystem::path& run_dir)
   std::error_code ec;
   if (!std::filesystem::is_regular_file(file, ec)) return std::nullopt;
   try {
-    return RunSummary::from_json(Json::parse(io::read_file(file), nullptr, false));
+    return RunSummary::from_json(parse_json_or_discarded(io::read_file(file)));
   } catch (const RecordError&) {
     return std::nullopt;
   }

@@ -40,7 +40,7 @@ std::pair<int64_t, int64_t> correct_predictions(const model::Model& m, const std
 
 }  // namespace
 
-Evaluation evaluate(model::Model& m, const Loader& loader, int batches) {
+Evaluation evaluate(model::Model& m, const Loader& loader, int batches, const std::function<void(int64_t)>& done) {
   if (batches < 1) fail("the number of evaluation batches must be at least 1, got {}", batches);
   Batch batch;
   Evaluation total;
@@ -50,6 +50,7 @@ Evaluation evaluate(model::Model& m, const Loader& loader, int batches) {
     total.loss += batch.weight * m.forward(false);
     const auto [correct, counted] = correct_predictions(m, batch.targets);
     if (counted) total.accuracy += batch.weight * double(correct) / double(counted);
+    if (done) done(i + 1);
   }
   return {total.loss / batches, total.accuracy / batches};
 }

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <optional>
@@ -119,6 +120,7 @@ MemoryNeeds training_needs(const RunConfig& config, const std::filesystem::path&
 struct Evaluation {
   double loss = 0, accuracy = 0;
 };
-Evaluation evaluate(model::Model& m, const Loader& loader, int batches);
+// `done`, when given, is called with the number of batches evaluated so far after each one.
+Evaluation evaluate(model::Model& m, const Loader& loader, int batches, const std::function<void(int64_t)>& done = {});
 
 }  // namespace normlab::train

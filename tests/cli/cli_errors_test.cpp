@@ -106,6 +106,34 @@ TEST_F(CliErrors, PrepareEmptyCorpusFile) {
   EXPECT_FALSE(fs::exists(tmp_ / "out" / "meta.json"));
 }
 
+// Issue 47.8: prepare's messages. A vocabulary too small for the text's characters gets SentencePiece's own advice
+// (raise it), not "lower --vocab-size"; a damaged --pairs line is quoted without its raw control bytes; an --out that
+// is a file is refused before the tokenizer is trained.
+TEST_F(CliErrors, PrepareMessagesAgreeWithSentencePieceAndTheTerminal) {
+  std::string text;
+  for (char c = 'a'; c <= 'z'; ++c)
+    text += fmt::format("{} {}\n", std::string(3, c), std::string(2, static_cast<char>(c - 32)));
+  spit(tmp_ / "letters.txt", text);
+  const CliResult small =
+      cli({"prepare", "-i", (tmp_ / "letters.txt").string(), "-o", (tmp_ / "small").string(), "--vocab-size", "8"});
+  expect_cli_error(small, {"vocab_size 8", "raise --vocab-size"});
+  EXPECT_EQ(small.err.find("lower --vocab-size"), std::string::npos) << small.err;
+
+  spit(tmp_ / "pairs.tsv", "a\tb\nno tab \x1b[31m here\x07\n");
+  const CliResult pairs =
+      cli({"prepare", "--pairs", "-i", (tmp_ / "pairs.tsv").string(), "-o", (tmp_ / "pairs").string()});
+  expect_cli_error(pairs, {"line 2 has 1 tab-separated fields", "'no tab ?[31m here?'"});
+  EXPECT_EQ(pairs.err.find('\x1b'), std::string::npos) << pairs.err;
+
+  spit(tmp_ / "a_file", "x");
+  for (const fs::path& out : {tmp_ / "a_file", tmp_ / "a_file" / "under"}) {
+    const CliResult r = cli({"prepare", "-i", (tmp_ / "letters.txt").string(), "-o", out.string()});
+    expect_cli_error(r, {fmt::format("--out {}", out.string()),
+                         fmt::format("{} is a file, not a folder", (tmp_ / "a_file").string())});
+    EXPECT_EQ(r.err.find("training a"), std::string::npos) << "the tokenizer was trained first\n" << r.err;
+  }
+}
+
 // --- damaged checkpoints ---
 
 TEST_F(CliErrors, TruncatedCheckpoint) {
@@ -167,7 +195,7 @@ TEST_F(CliErrors, CorruptedCheckpointHeaderOffsets) {
 TEST_F(CliErrors, CorruptedCheckpointFormatTag) {
   const fs::path run = copy_run();
   Header h(slurp(run / train::kCheckpointFile));
-  const size_t at = h.find("normlab-checkpoint-v1");
+  const size_t at = h.find("normlab-checkpoint-v2");
   h.bytes[at + std::strlen("normlab-checkpoint-v")] = '9';
   spit(run / train::kCheckpointFile, h.bytes);
   expect_damaged_run_refused(run, {train::kCheckpointFile, "not a normlab checkpoint"});
@@ -352,7 +380,8 @@ TEST_F(CliErrors, TamperedCheckpointStep) {
     edit_checkpoint_metadata(run, "step", step, true);
     expect_damaged_run_refused(run, {train::kCheckpointFile, named});
     run = copy_run(fmt::format("run{}", copy++));
-    edit_checkpoint_metadata(run, "metadata_fnv1a64", "", false);  // as an older normlab wrote it
+    edit_checkpoint_metadata(run, "format", "normlab-checkpoint-v1", false);  // as an older normlab wrote it
+    edit_checkpoint_metadata(run, "metadata_fnv1a64", "", false);
     edit_checkpoint_metadata(run, "step", step, false);
     expect_damaged_run_refused(run, {train::kCheckpointFile, named});
   }
@@ -362,6 +391,26 @@ TEST_F(CliErrors, TamperedCheckpointStep) {
   config["train"]["lr"] = 0.5;
   edit_checkpoint_metadata(run, "config", config.dump(), false);
   expect_damaged_run_refused(run, {train::kCheckpointFile, "checksum"});
+}
+
+// Issue 47.5: a checkpoint may lack metadata_fnv1a64 only where its format says it was written before the checksum
+// existed (v1). Deleting the checksum from a current (v2) checkpoint, its step edited or not, is refused; a v1
+// checkpoint without one still loads.
+TEST_F(CliErrors, AMissingMetadataChecksumIsExcusedOnlyByTheOldFormat) {
+  fs::path run = copy_run("no_checksum");
+  edit_checkpoint_metadata(run, "metadata_fnv1a64", "", false);
+  expect_damaged_run_refused(run, {train::kCheckpointFile, "metadata.metadata_fnv1a64 is missing",
+                                   "its format normlab-checkpoint-v2 always has it"});
+  run = copy_run("no_checksum_step_edited");
+  edit_checkpoint_metadata(run, "metadata_fnv1a64", "", false);
+  edit_checkpoint_metadata(run, "step", "2", false);
+  expect_damaged_run_refused(run, {train::kCheckpointFile, "metadata.metadata_fnv1a64 is missing"});
+  run = copy_run("v1");
+  edit_checkpoint_metadata(run, "format", "normlab-checkpoint-v1", false);
+  edit_checkpoint_metadata(run, "metadata_fnv1a64", "", false);
+  const CliResult eval = cli({"eval", "--run", run.string(), "--batches", "1"});
+  EXPECT_EQ(eval.exit_code, 0) << describe(eval);
+  EXPECT_NE(eval.out.find("step 3: validation loss"), std::string::npos) << describe(eval);
 }
 
 // --- enumerated switches and config files (issue 35.2) ---
@@ -425,6 +474,27 @@ TEST_F(CliErrors, ConfigThatIsNotARegularFileOrTooBig) {
   EXPECT_FALSE(fs::exists(tmp_ / "s"));
 }
 
+// Issue 47.1: input nested past kMaxNesting (a config, a --set value or key, a formula through --set) is one sentence
+// naming where it is, not a stack overflow (exit 139) in a recursive pass over it.
+TEST_F(CliErrors, NestingPastTheBoundIsRefused) {
+  const fs::path file = tmp_ / "deep.json";
+  spit(file, fmt::format("{{\"train\":{}{}}}", std::string(100000, '['), std::string(100000, ']')));
+  expect_cli_error(cli({"train", "--run", (tmp_ / "r").string(), "--config", file.string(), "--dry-run"}),
+                   {file.string(), "nest 100001 levels deep", fmt::format("more than the {}", kMaxNesting)});
+  expect_cli_error(train_with({fmt::format("train.lr={}{}", std::string(50000, '['), std::string(50000, ']'))}),
+                   {"override 'train.lr=[[[", "levels deep"});
+  std::string key = "a";
+  for (int i = 0; i < 5000; ++i) key += ".a";
+  expect_cli_error(train_with({fmt::format("{}=1", key)}), {"override 'a.a.a", "levels deep"});
+  expect_cli_error(train_with({fmt::format("model.placement=x + branch(norm(x))*{}1", std::string(40000, '-'))}),
+                   {"model.placement", "nests deeper than"});
+  expect_cli_error(cli({"variants", "check",
+                        fmt::format("x + branch(norm(x))*{}1{}", std::string(5000, '('), std::string(5000, ')'))}),
+                   {"sublayer", "nests deeper than"});
+  EXPECT_FALSE(fs::exists(tmp_ / "r"));
+  EXPECT_FALSE(fs::exists(tmp_ / "new_run"));
+}
+
 TEST_F(CliErrors, ZeroTrainingSteps) {
   expect_cli_error(train_with({"train.steps=0"}), {"train.steps", "0 is out of range [1,"});
 }
@@ -448,14 +518,73 @@ TEST_F(CliErrors, GenerateOptionsOutOfRange) {
   EXPECT_EQ(fine.exit_code, 0) << describe(fine);
 }
 
+// Issue 47.3: counts that would run for hours are refused naming the real limit (eval: the validation split's
+// batches, the largest of which still runs), and a long generate shows its progress at each tenth.
+TEST_F(CliErrors, GenerateAndEvalCountsAreBoundedAndLongOnesShowProgress) {
+  const fs::path run = copy_run();
+  expect_cli_error(cli({"generate", "--run", run.string(), "--tokens", "2000000000"}),
+                   {"--tokens 2000000000", "at most 1000000", "--prompt"});
+  expect_cli_error(cli({"eval", "--run", run.string(), "--batches", "0"}), {"--batches 0", "1 or more"});
+  const CliResult many = cli({"eval", "--run", run.string(), "--batches", "2000000000"});
+  expect_cli_error(many, {"--batches 2000000000", "the validation split of", "batches of 4 x 16 tokens"});
+  const size_t at = many.err.find("give at most ");
+  ASSERT_NE(at, std::string::npos) << many.err;
+  const std::string most = many.err.substr(at + 13, many.err.find_first_not_of("0123456789", at + 13) - at - 13);
+  const CliResult all = cli({"eval", "--run", run.string(), "--batches", most});
+  EXPECT_EQ(all.exit_code, 0) << describe(all);
+  expect_cli_error(cli({"eval", "--run", run.string(), "--batches", std::to_string(std::stoi(most) + 1)}),
+                   {fmt::format("give at most {}", most)});
+
+  const CliResult long_run = cli({"generate", "--run", run.string(), "--tokens", "2000", "--temperature", "0"});
+  ASSERT_EQ(long_run.exit_code, 0) << describe(long_run);
+  size_t lines = 0;
+  for (size_t p = 0; (p = long_run.err.find("generate: ", p)) != std::string::npos; ++p) ++lines;
+  EXPECT_EQ(lines, 10u) << long_run.err;
+  EXPECT_NE(long_run.err.find("generate: 200 of 2000 (10%)\n"), std::string::npos) << long_run.err;
+  EXPECT_NE(long_run.err.find("generate: 2000 of 2000 (100%)\n"), std::string::npos) << long_run.err;
+  const CliResult short_run = cli({"generate", "--run", run.string(), "--tokens", "20"});
+  ASSERT_EQ(short_run.exit_code, 0) << describe(short_run);
+  EXPECT_EQ(short_run.err.find("generate: "), std::string::npos) << short_run.err;
+}
+
+// Issue 47.3: a FIFO in place of a run's metrics.jsonl is refused at once instead of blocking train in open().
+TEST_F(CliErrors, AFifoInPlaceOfTheMetricsLogIsRefused) {
+  const fs::path run = tmp_ / "new_run";
+  fs::create_directories(run);
+  ASSERT_EQ(::mkfifo((run / "metrics.jsonl").c_str(), 0644), 0);
+  expect_cli_error(train_with({}), {(run / "metrics.jsonl").string(), "FIFO", "remove it"});
+}
+
 TEST_F(CliErrors, StopAfterMustBeAStep) {
-  for (const char* step : {"-5", "0", "-2"}) {
+  for (const char* step : {"-5", "0", "-2", "-1"}) {  // -1 too, though it stands for "not given" inside
     SCOPED_TRACE(step);
     expect_cli_error(
         cli({"train", "-c", config().string(), "--run", (tmp_ / "new_run").string(), "--stop-after", step}),
         {fmt::format("--stop-after {}", step), "1 or more"});
   }
   EXPECT_FALSE(fs::exists(tmp_ / "new_run"));
+}
+
+// Issue 47.8: options below their range are one sentence of normlab's, not CLI11's "Value 0 not in range 0.000000
+// to 1797693...", and an unknown command is named with the commands there are.
+TEST_F(CliErrors, OptionsOutOfRangeAndUnknownCommandsAreOneSentence) {
+  const fs::path run = copy_run();
+  const std::vector<std::pair<std::vector<std::string>, std::vector<std::string>>> cases = {
+      {{"translate", "--run", run.string(), "--beam", "0"}, {"--beam 0", "1 (greedy search) or more"}},
+      {{"translate", "--run", run.string(), "--count", "-1"}, {"--count -1", "or 0 for all"}},
+      {{"translate", "--run", run.string(), "--batch", "0"}, {"--batch 0", "1 or more"}},
+      {{"eval", "--run", run.string(), "--norm-sample", "0"}, {"--norm-sample 0", "1 (every feature)"}},
+      {{"eval", "--run", run.string(), "--attn-top-k", "-1"}, {"--attn-top-k -1", "0 (every key)"}},
+      {{"generate", "--run", run.string(), "--norm-sample", "0"}, {"--norm-sample 0"}},
+      {{"frobnicate"}, {"unknown command 'frobnicate'", "prepare, train, eval, generate", "normlab --help"}},
+  };
+  for (const auto& [args, fragments] : cases) {
+    SCOPED_TRACE(fmt::format("{} {}", args[0], args.back()));
+    const CliResult r = cli(args);
+    train::testing::expect_cli_error(r, {});
+    for (const std::string& f : fragments) EXPECT_NE(r.err.find(f), std::string::npos) << f << "\n" << r.err;
+    EXPECT_EQ(r.err.find("not in range"), std::string::npos) << r.err;
+  }
 }
 
 // meta.json must agree with its tokenizer: a vocab_size that differs would size the model for another vocabulary,

@@ -184,6 +184,37 @@ TEST(CliVariantsCheck, RefusesEachKindOfMistakeWithItsPosition) {
   train::testing::expect_cli_error(missing, {"formula file no-such.json does not exist"});
 }
 
+// Issue 47.6: what the formula checks used to let through or say too little about. A division by zero is "not finite"
+// at its column (not a gradient check failing on NaN); a check that could check no shape exits non-zero; an init
+// rule's role that no parameter has is refused; an expression longer than a file name is read as an expression.
+TEST(CliVariantsCheck, RefusesWhatUsedToPassOrSayTooLittle) {
+  TempDir tmp("cli");
+  const auto divided = run_cli({"variants", "check", "x + branch(norm(x))/0"}, tmp.path());
+  train::testing::expect_cli_error(divided, {"column 20", "scales a tensor by inf, which is not finite"});
+  EXPECT_EQ(divided.err.find("gradient check"), std::string::npos) << divided.err;
+  EXPECT_EQ(divided.out.find("FAIL"), std::string::npos) << divided.out;
+
+  const std::string only_encoder = (tmp / "only_encoder.json").string();
+  train::testing::spit(only_encoder,
+                       R"j({"name": "f", "sublayer": "x + a*branch(norm(x))", "let": {"a": {"encoder": "2"}}})j");
+  const auto unchecked = run_cli({"variants", "check", only_encoder}, tmp.path());
+  train::testing::expect_cli_error(unchecked, {"formula f: no shape could be checked"});
+  EXPECT_NE(unchecked.out.find("decoder: not checked"), std::string::npos) << unchecked.out;
+
+  const std::string gate = (tmp / "gate.json").string();
+  train::testing::spit(gate, R"j({"name": "f", "sublayer": "x + branch(norm(x))",
+                                  "init": [{"roles": ["gate"], "scale": "0.5"}]})j");
+  train::testing::expect_cli_error(
+      run_cli({"variants", "check", gate}, tmp.path()),
+      {"init[0].roles: no parameter of this model has the role gate (its roles:", "drop the rule"});
+
+  std::string long_expression = "x + branch(norm(x))";
+  while (long_expression.size() < 300) long_expression += "*1";
+  const auto long_one = run_cli({"variants", "check", long_expression}, tmp.path());
+  EXPECT_EQ(long_one.exit_code, 0) << long_one.out << long_one.err;
+  EXPECT_EQ(long_one.err.find("File name too long"), std::string::npos) << long_one.err;
+}
+
 // A run made from a formula records the formula itself, so rerunning needs no file.
 TEST(CliVariantsCheck, TrainingFromAFormulaRecordsIt) {
   TempDir tmp("cli");

@@ -1,8 +1,10 @@
 #include "io/atomic_file.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
@@ -217,6 +219,20 @@ TEST(IoLogFile, RefusesSymlinksAndUnwritablePaths) {
                {"metrics.jsonl", "symbolic link", "remove the link"});
   EXPECT_FALSE(std::filesystem::exists(outside / "elsewhere.jsonl"));
   expect_error([&] { LogFile(dir / "no" / "log", LogFile::Mode::append); }, {"no/log", "opening it failed"});
+}
+
+// Issue 47.3: a FIFO at a log's path is refused at once, with or without a reader, instead of blocking the open
+// until one comes (for ever, in a run folder nobody reads).
+TEST(IoLogFile, RefusesAFifoWithoutWaitingForAReader) {
+  TempDir dir;
+  const auto path = dir / "metrics.jsonl";
+  ASSERT_EQ(::mkfifo(path.c_str(), 0644), 0);
+  for (const auto mode : {LogFile::Mode::append, LogFile::Mode::truncate})
+    expect_error([&] { LogFile(path, mode); }, {"metrics.jsonl is a FIFO, socket or block device", "remove it"});
+  const int reader = ::open(path.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  expect_error([&] { LogFile(path, LogFile::Mode::append); }, {"metrics.jsonl is a FIFO"});
+  ::close(reader);
 }
 
 TEST(IoAtomicFile, ReadErrorsNameTheFile) {

@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
@@ -122,6 +123,46 @@ TEST(IoSafetensors, ReadsHandWrittenFile) {
       "mem.safetensors");
   EXPECT_EQ(file.at("w").to_f32_vector(), (std::vector<float>{1.5f, -2.0f}));
   EXPECT_EQ(file.metadata().at("format"), "pt");
+}
+
+// Released checkpoints hold BF16 and F16; every value of either is a float, so both widen exactly: normal and
+// subnormal halves, the largest half, signed zero and infinities.
+TEST(IoSafetensors, Bf16AndF16AreWidenedExactly) {
+  const std::uint16_t bf16[] = {0x3F80, 0xC020, 0x3EAB, 0x0001, 0x7F80};
+  const std::vector<float> bf16_values = {1.0f, -2.5f, 0.333984375f, 0x1p-133f, INFINITY};
+  const std::uint16_t f16[] = {0x3C00, 0xC100, 0x7BFF, 0x0001, 0x03FF, 0x8000, 0xFC00};
+  const std::vector<float> f16_values = {1.0f, -2.5f, 65504.0f, 0x1p-24f, 1023 * 0x1p-24f, -0.0f, -INFINITY};
+  TempDir dir;
+  write_safetensors(dir / "half.safetensors",
+                    std::vector<TensorToWrite>{{"b", Dtype::BF16, {5}, bf16}, {"h", Dtype::F16, {7}, f16}});
+  const auto file = SafetensorsFile::read(dir / "half.safetensors");
+  EXPECT_EQ(file.at("b").to_f32_vector(), bf16_values);
+  EXPECT_EQ(file.at("h").to_f32_vector(), f16_values);
+  EXPECT_TRUE(std::signbit(file.at("h").to_f32_vector()[5]));
+  const std::vector<double> wide = file.at("h").to_f64_vector();
+  EXPECT_EQ(wide, std::vector<double>(f16_values.begin(), f16_values.end()));
+}
+
+// map() shares the file with the page cache instead of copying it, and checks it as read() does.
+TEST(IoSafetensors, MapGivesWhatReadGivesAndChecksTheSame) {
+  TempDir dir;
+  const std::vector<float> a = iota_values<float>(6, 0.5f);
+  const std::vector<std::int64_t> b = iota_values<std::int64_t>(3, -1);
+  write_safetensors(dir / "x.safetensors",
+                    std::vector<TensorToWrite>{{"a", Dtype::F32, {2, 3}, a.data()}, {"b", Dtype::I64, {3}, b.data()}},
+                    {{"k", "v"}});
+  const auto mapped = SafetensorsFile::map(dir / "x.safetensors");
+  EXPECT_EQ(mapped.names(), (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(mapped.at("a").to_f32_vector(), a);
+  EXPECT_EQ(mapped.at("b").copy_as<std::int64_t>(), b);
+  EXPECT_EQ(mapped.metadata().at("k"), "v");
+  const std::string good = slurp(dir / "x.safetensors");
+  spit(dir / "x.safetensors", good.substr(0, good.size() - 1));
+  expect_error([&] { SafetensorsFile::map(dir / "x.safetensors", "shard"); },
+               {"shard " + (dir / "x.safetensors").string() + " is truncated"});
+  spit(dir / "x.safetensors", "");
+  expect_error([&] { SafetensorsFile::map(dir / "x.safetensors"); }, {"is truncated (0 bytes"});
+  expect_error([&] { SafetensorsFile::map(dir / "absent.safetensors"); }, {"absent.safetensors", "does not exist"});
 }
 
 class IoSafetensorsCorruption : public ::testing::Test {

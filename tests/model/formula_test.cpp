@@ -87,6 +87,51 @@ TEST(FormulaExpr, RefusesMalformedTextAtItsColumn) {
   expect_at("   ", 1, "empty expression");
 }
 
+// Issue 47.1: an expression nests at most kMaxNesting levels, or it would overflow the stack of the recursive
+// parser and of every pass after it; deeper text is refused with the bound, the depth just under it reads.
+TEST(FormulaExpr, RefusesNestingDeeperThanTheBound) {
+  const auto parse = [](const std::string& text) { return formula::parse({"t", "f", text}); };
+  const auto nested = [](int n) { return fmt::format("{}1{}", std::string(n, '('), std::string(n, ')')); };
+  const auto chain = [](int n, const std::string& op) {
+    std::string text = "1";
+    for (int i = 1; i < n; ++i) text.append(op).append("1");
+    return text;
+  };
+  const int fits = kMaxNesting - 10;
+  EXPECT_NO_THROW(parse(nested(fits)));
+  EXPECT_NO_THROW(parse(fmt::format("{}1", std::string(fits, '-'))));
+  EXPECT_NO_THROW(parse(chain(fits, "+")));
+  EXPECT_NO_THROW(parse(chain(fits, "^")));
+  for (const std::string& text :
+       {nested(5000), fmt::format("{}1", std::string(40000, '-')), chain(20000, "^"), chain(20000, "+"),
+        chain(20000, "*"), fmt::format("sqrt({}) + {}", chain(fits, "+"), chain(fits, "+"))}) {
+    SCOPED_TRACE(text.substr(0, 40));
+    try {
+      parse(text);
+      ADD_FAILURE() << "parsed";
+    } catch (const FormulaError& e) {
+      EXPECT_NE(std::string(e.what()).find(fmt::format("nests deeper than {} levels", kMaxNesting)), std::string::npos)
+          << e.what();
+    }
+  }
+}
+
+// The same bound holds with the lets written out: each let is short, but a chain of them is as deep as one long
+// expression to every pass that follows them.
+TEST(Formula, RefusesLetsThatNestDeeperThanTheBoundWrittenOut) {
+  const auto lets = [](int n) {
+    Json let = Json::object();
+    for (int i = 0; i < n; ++i) let[fmt::format("a{}", i)] = i + 1 < n ? fmt::format("a{} + 1", i + 1) : "1";
+    return with(kPre, {{"sublayer", "x + a0*branch(norm(x))"}, {"let", let}});
+  };
+  EXPECT_NO_THROW(read(lets(kMaxNesting / 4)));
+  const Refusal deep = refused(lets(kMaxNesting));
+  EXPECT_NE(
+      deep.message.find(fmt::format("with its lets written out, the formula nests deeper than {} levels", kMaxNesting)),
+      std::string::npos)
+      << deep.message;
+}
+
 TEST(Formula, RefusesUnknownVerbsNamesAndSitesAtTheirColumn) {
   expect_at("x + brnch(norm(x))", 5, "unknown verb 'brnch' (verbs: branch, norm;");
   expect_at("x + beta*branch(x)", 5, "unknown name 'beta'");
@@ -157,6 +202,15 @@ TEST(Formula, RefusesMalformedDocuments) {
             std::string::npos);
   EXPECT_NE(refused(with(kPre, {{"norms", {{"in_norm", "batchnorm"}}}})).message.find("unknown norm type 'batchnorm'"),
             std::string::npos);
+  // Issue 47.8: crmsnorm is refused for what it needs, and not offered in the list of the types a site takes.
+  const Refusal crms = refused(with(kPre, {{"norms", {{"in_norm", "crmsnorm"}}}}));
+  EXPECT_NE(crms.message.find("norms.in_norm: crmsnorm needs the compressed stream of placement pre_crms"),
+            std::string::npos)
+      << crms.message;
+  EXPECT_EQ(crms.message.find("crmsnorm", crms.message.find("give one of")), std::string::npos) << crms.message;
+  const Refusal unknown = refused(with(kPre, {{"norms", {{"in_norm", "batchnorm"}}}}));
+  EXPECT_NE(unknown.message.find("rmsnorm"), std::string::npos) << unknown.message;
+  EXPECT_EQ(unknown.message.find("crmsnorm"), std::string::npos) << unknown.message;
   EXPECT_NE(refused(with(kPre, {{"norms", {{"out_norm", "rmsnorm"}}}}))
                 .message.find("norms.out_norm: no norm(...) of the formula has this site (its sites: in_norm)"),
             std::string::npos);

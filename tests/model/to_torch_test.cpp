@@ -16,11 +16,6 @@
 namespace normlab::train::testing {
 namespace {
 
-bool torch_available() { return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0; }
-constexpr const char* kNoTorch =
-    "python3-torch is not installed, so /usr/bin/python3 cannot import torch: install it with "
-    "scripts/setup.sh --with-torch (scripts/test.sh does)";
-
 // `to_torch.py PATH --check LOGITS`, PATH a run or an export; nn: in torch.nn.Transformer* (--nn).
 CliResult check_logits(const fs::path& path, const fs::path& logits, const fs::path& scratch, bool nn = false) {
   return run_captured("/usr/bin/python3 " + shell_quote(NORMLAB_SOURCE_DIR "/tools/to_torch.py") + " " +
@@ -183,6 +178,49 @@ void expect_torch_nn_matches(const std::string& shape, const std::string& torch_
     EXPECT_EQ(wrong.exit_code, 1) << "GELU instead of ReLU went unnoticed\n" << describe(wrong);
     EXPECT_GT(printed_error(wrong), 1e-5) << describe(wrong);
   }
+}
+
+// Issue 47.5: an export carries a checksum of its tensors (data_crc32), and to_torch.py refuses an export whose
+// tensors do not match it, or that has none, with one line rather than loading flipped weights silently.
+TEST(ToTorch, ATamperedExportFailsToLoadWithAMessage) {
+  ASSERT_TRUE(torch_available()) << kNoTorch;
+  TempDir tmp("to_torch_tampered");
+  const fs::path run = tmp / "run", exported = tmp / "export";
+  std::vector<std::string> args = {"train", "--run", run.string(), "--set", "data.dir=" + tiny_data_dir().string()};
+  for (const char* s : {"model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64",
+                        "model.max_seq_len=16", "train.seq_len=16", "train.batch_size=4", "train.steps=2"})
+    args.insert(args.end(), {"--set", s});
+  ASSERT_EQ(run_cli(args, tmp.path()).exit_code, 0);
+  ASSERT_EQ(run_cli({"export", "--run", run.string(), "--out", exported.string()}, tmp.path()).exit_code, 0);
+  const auto load = [&] {
+    return run_captured("/usr/bin/python3 " + shell_quote(NORMLAB_SOURCE_DIR "/tools/to_torch.py") + " " +
+                            shell_quote(exported.string()),
+                        tmp.path());
+  };
+  const CliResult fine = load();
+  ASSERT_EQ(fine.exit_code, 0) << describe(fine);
+
+  const fs::path file = exported / "model.safetensors";
+  const std::string original = slurp(file);
+  std::string flipped = original;
+  flipped[flipped.size() - 3] = static_cast<char>(flipped[flipped.size() - 3] ^ 0x10);  // in the last tensor's data
+  spit(file, flipped);
+  const CliResult tampered = load();
+  EXPECT_EQ(tampered.exit_code, 1) << describe(tampered);
+  EXPECT_NE(tampered.err.find("model.safetensors: the tensors do not match the checksum in its metadata"),
+            std::string::npos)
+      << describe(tampered);
+  EXPECT_EQ(tampered.err.find("Traceback"), std::string::npos) << describe(tampered);
+
+  // Without the checksum: rewritten with the same tensors and only the format in its metadata.
+  spit(file, original);
+  const io::SafetensorsFile f = io::SafetensorsFile::read(file);
+  std::vector<io::TensorToWrite> tensors;
+  for (const auto& e : f.entries()) tensors.push_back({e.name, e.dtype, e.shape, e.data.data()});
+  io::write_safetensors(file, tensors, {{"format", f.metadata().at("format")}});
+  const CliResult unchecked = load();
+  EXPECT_EQ(unchecked.exit_code, 1) << describe(unchecked);
+  EXPECT_NE(unchecked.err.find("data_crc32 missing"), std::string::npos) << describe(unchecked);
 }
 
 TEST(ToTorch, ExportedPostAndPreLnEncoderDecodersGiveNormlabsLogitsInTorchNnTransformer) {

@@ -116,18 +116,23 @@ inline void fake_run(const fs::path& dir, const std::vector<double>& losses, con
   spit(dir / "metrics.jsonl", metrics + tail);
 }
 
-// The trainer's summary.json at the end of a run.
+// The trainer's summary.json at the end of a run, written as the trainer writes it (RunSummary::to_json).
+inline std::string summary_text(double train_loss, double val_loss, double unigram_entropy_nats = 5.95) {
+  return train::RunSummary{.steps = 20,
+                           .train_loss = train_loss,
+                           .val_loss = val_loss,
+                           .val_accuracy = 0.12,
+                           .unigram_entropy_nats = unigram_entropy_nats,
+                           .seconds = 94.5,
+                           .tokens_per_s = 221.8,
+                           .parameters = 566272,
+                           .precision = "fp32"}
+             .to_json()
+             .dump(2) +
+         "\n";
+}
 inline void write_summary(const fs::path& dir, double train_loss, double val_loss) {
-  spit(dir / "summary.json", Json{{"steps", 20},
-                                  {"train_loss", train_loss},
-                                  {normlab::train::field::val_loss, val_loss},
-                                  {"unigram_entropy_nats", 5.95},
-                                  {"seconds", 94.5},
-                                  {"tokens_per_s", 221.8},
-                                  {"parameters", 566272},
-                                  {"precision", "fp32"}}
-                                     .dump(2) +
-                                 "\n");
+  spit(dir / "summary.json", summary_text(train_loss, val_loss));
 }
 
 // A study's run folder <study>/runs/<id>/ as the runner writes it for every run of its plan before the first

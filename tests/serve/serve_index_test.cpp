@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <malloc.h>
+
 #include <map>
 
 #include "serve/run_index.h"
@@ -261,6 +263,142 @@ TEST(ServeUnreadable, AFifoForARunsFile) {
   expect_unreadable(runs, "summary.json", "summary.json is not a regular file");
   expect_unreadable(runs, "metrics.jsonl", "metrics.jsonl is not a regular file");
   EXPECT_FALSE(runs.contains("config.json")) << "without a config.json a folder is no run";
+}
+
+// summary.json says a run reached its last step. Cut short at any byte it is no JSON; cut at a field (JSON again,
+// but without the fields the trainer writes last) it once showed the run as finished.
+TEST(ServeUnreadable, ASummaryJsonCutShort) {
+  TempDir tmp("serve");
+  const std::string whole = summary_text(6.0, 6.1);
+  for (size_t cut = 0; cut + 1 < whole.size(); ++cut) {  // the last byte is the '\n' after the object
+    fake_run(tmp / fmt::format("cut-{}", cut), {7.0, 6.0});
+    spit(tmp / fmt::format("cut-{}", cut) / "summary.json", whole.substr(0, cut));
+  }
+  Json fields = Json::parse(whole);
+  std::vector<std::string> keys;
+  for (auto field = fields.begin(); field != fields.end(); ++field) keys.push_back(field.key());
+  for (size_t n = keys.size(); n-- > 0;) {  // the fields the trainer writes last go first
+    fields.erase(keys[n]);
+    fake_run(tmp / ("without-" + keys[n]), {7.0, 6.0});
+    spit(tmp / ("without-" + keys[n]) / "summary.json", fields.dump(2));
+  }
+  fake_run(tmp / "whole", {7.0, 6.0});
+  spit(tmp / "whole" / "summary.json", whole);
+  std::map<std::string, Json> runs = by_path(RunIndex(fs::canonical(tmp.path())).scan()["runs"]);
+  for (size_t cut = 0; cut + 1 < whole.size(); ++cut)
+    expect_unreadable(runs, fmt::format("cut-{}", cut), "summary.json");
+  for (const std::string& key : keys) expect_unreadable(runs, "without-" + key, "summary.json lacks ");
+  EXPECT_NE(runs["without-precision"]["message"].get<std::string>().find("summary.json lacks precision"),
+            std::string::npos)
+      << runs["without-precision"];
+  EXPECT_EQ(runs["whole"]["status"], "finished") << runs["whole"];
+}
+
+// The glibc heap in use, in bytes.
+size_t heap_in_use() {
+  const struct mallinfo2 m = mallinfo2();
+  return m.uordblks + m.hblkhd;
+}
+
+// A 200 MB metrics.jsonl once left the server holding about 600 MB: the file was read whole, split into lines and
+// its losses kept. It is read as a stream now, and what the index keeps of it does not grow with its length. The
+// file here is 100 000 steps (10 MB), whose losses alone would hold 1.6 MB; each step's loss is flat, so a run
+// whose summary is written reads as stalled, by the rule that needs every logged loss while it is read.
+TEST(ServeIndex, KeepsAFewNumbersOfAMetricsFileHoweverLong) {
+  TempDir tmp("serve");
+  constexpr int kSteps = 100000;
+  {
+    fake_run(tmp / "long", {});
+    std::string metrics;
+    for (int step = 1; step <= kSteps; ++step)
+      metrics +=
+          fmt::format(R"({{"type":"train","step":{},"loss":6.5,"lr":0.001,"grad_norm":1.0,"tokens_per_s":1000.0}})"
+                      "\n",
+                      step);
+    spit(tmp / "long" / "metrics.jsonl", metrics);
+    write_summary(tmp / "long", 6.5, 6.6);
+  }
+  RunIndex index(fs::canonical(tmp.path()));
+  const size_t before = heap_in_use();
+  {
+    const Json run = index.scan()["runs"][0];
+    EXPECT_EQ(run["status"], "stalled") << run;
+    EXPECT_EQ(run["step"], kSteps);
+    EXPECT_EQ(run["loss"], 6.5);
+  }
+  const size_t kept = heap_in_use() - std::min(before, heap_in_use());
+  EXPECT_LT(kept, 64u << 10) << "the index keeps " << kept << " bytes after reading a metrics.jsonl of " << kSteps
+                             << " steps";
+}
+
+// The index reads a path only where /files/ would serve it: a symlink out of the served folder is refused alike
+// (its run unreadable, nothing of the file shown, or a folder not listed), one that stays inside is read.
+TEST(ServeIndex, ResolvesSymlinksAsFilesDoes) {
+  TempDir tmp("serve");
+  const fs::path root = tmp / "root", outside = tmp / "outside";
+  fake_run(outside / "run", {7.0, 6.0, 5.0});
+  train_study_run(study_run(outside, "train-pre-L6-s9", "train", true), true);
+  fake_run(root / "own", {7.0});  // its metrics.jsonl leads out: the outside run's 3 steps
+  fs::remove(root / "own" / "metrics.jsonl");
+  fs::create_symlink(outside / "run" / "metrics.jsonl", root / "own" / "metrics.jsonl");
+  fake_run(root / "target", {7.0, 6.0});
+  fake_run(root / "alias", {7.0});  // its metrics.jsonl leads to another run's inside the folder
+  fs::remove(root / "alias" / "metrics.jsonl");
+  fs::create_symlink(root / "target" / "metrics.jsonl", root / "alias" / "metrics.jsonl");
+  const fs::path slot = study_run(root / "study", "train-pre-L6-s1", "train", true);  // its training leads out
+  fs::create_symlink(outside / "runs" / "train-pre-L6-s9" / "run", slot / "run");
+  fs::create_symlink(outside / "runs" / "train-pre-L6-s9", root / "study" / "runs" / "train-pre-L6-s9");
+  fs::create_symlink(outside / "run", root / "linked");
+  std::map<std::string, Json> runs = served_runs(root);
+
+  expect_unreadable(runs, "own", "metrics.jsonl is a symlink that leads out of the served folder");
+  EXPECT_EQ(runs["own"]["step"], 0) << "nothing of the file outside is shown";
+  EXPECT_TRUE(runs["own"]["loss"].is_null());
+  expect_unreadable(runs, "study/runs/train-pre-L6-s1", "run/ is a symlink that leads out of the served folder");
+  EXPECT_EQ(runs["study/runs/train-pre-L6-s1"]["step"], 0);
+  EXPECT_FALSE(runs.contains("study/runs/train-pre-L6-s9")) << "a study run's folder that leads out";
+  EXPECT_FALSE(runs.contains("linked")) << "a run folder that leads out";
+  EXPECT_EQ(runs["alias"]["step"], 2) << "a symlink inside the folder is read, as /files/ serves it";
+  EXPECT_EQ(runs["alias"]["status"], "running") << runs["alias"];
+  const Json index = RunIndex(fs::canonical(root)).scan();
+  ASSERT_EQ(index["studies"].size(), 1u);
+  EXPECT_EQ(index["studies"][0]["runs"], 1) << "a study run's folder that leads out is not counted";
+
+  LiveServer server(root);
+  for (const char* path : {"own/metrics.jsonl", "study/runs/train-pre-L6-s1/run/metrics.jsonl",
+                           "study/runs/train-pre-L6-s9/request.json", "linked/config.json"})
+    EXPECT_EQ(status_of(get(server.port(), std::string("/files/") + path)), 403) << path;
+  EXPECT_EQ(status_of(get(server.port(), "/files/alias/metrics.jsonl")), 200);
+}
+
+// A study's runs are grouped by arm, the runs that differ only in their seed: each arm with its runs, those that
+// ended, and the mean of their final losses.
+TEST(ServeIndex, GroupsAStudysRunsByArm) {
+  TempDir tmp("serve");
+  const fs::path study = finished_study(tmp / "study", std::chrono::hours(1));
+  const fs::path second = study_run(study, "train-pre-L6-w0-s2", "train", true);
+  fake_run(second / "run", {8.0, 7.0});
+  write_summary(second / "run", 7.0, 6.9);
+  end_study_run(second, "finished");
+  fake_run(tmp / "own", {7.0});
+  const Json index = RunIndex(fs::canonical(tmp.path())).scan();
+  std::map<std::string, Json> runs = by_path(index["runs"]);
+  EXPECT_EQ(runs["study/runs/train-pre-L6-w0-s2"]["arm"], "train-pre-L6-w0");
+  EXPECT_EQ(runs["study/runs/init-pre-L2-s1"]["arm"], "init-pre-L2");
+  EXPECT_TRUE(runs["own"]["arm"].is_null());
+  ASSERT_EQ(index["studies"].size(), 1u);
+  std::map<std::string, Json> arms;
+  for (const Json& a : index["studies"][0]["arms"]) arms[a["arm"].get<std::string>()] = a;
+  ASSERT_EQ(arms.size(), 4u) << index["studies"][0].dump(2);
+  const Json& pre = arms["train-pre-L6-w0"];
+  EXPECT_EQ(pre["runs"], 2);
+  EXPECT_EQ(pre["ended"], 2);
+  EXPECT_NEAR(pre["loss"].get<double>(), (7.30 + 7.0) / 2, 1e-9);
+  EXPECT_NEAR(pre[normlab::train::field::val_loss].get<double>(), (7.29 + 6.9) / 2, 1e-9);
+  EXPECT_EQ(arms["train-post-L6-w0"]["ended"], 1);
+  EXPECT_EQ(arms["xavier-post-L6-w10"]["ended"], 0) << "a diverged run has no final loss";
+  EXPECT_TRUE(arms["xavier-post-L6-w10"]["loss"].is_null());
+  EXPECT_TRUE(arms["init-pre-L2"]["loss"].is_null()) << "an analysis-only arm has none";
 }
 
 }  // namespace

@@ -96,7 +96,7 @@ TEST(ServeIndex, ClassifiesRunsAndStudies) {
   const fs::path root = tmp.path();
   std::vector<double> falling, flat;
   for (int i = 0; i < 40; ++i) falling.push_back(6.0 - 0.1 * i), flat.push_back(i < 4 ? 7.0 - 0.3 * i : 5.9);
-  const std::string summary = Json{{normlab::train::field::val_loss, 4.0}, {"unigram_entropy_nats", 6.0}}.dump();
+  const std::string summary = testing::summary_text(5.0, 4.0, 6.0);
   fake_run(root / "done", falling);
   spit(root / "done" / "summary.json", summary);
   fake_run(root / "flat", flat);  // ends above the unigram entropy − 0.25 on a plateau
@@ -407,6 +407,54 @@ TEST(ServeBrowser, AFinishedAndARunningStudy) {
   expect_clean_page(probed, "analysis-only study run");
   EXPECT_EQ(body_attribute(probed, "status"), "finished") << probed;
   EXPECT_EQ(body_attribute(probed, "analyses"), "1") << "grad-init's gradient norms: " << probed;
+}
+
+// "lr:min:max" in a page's data-y-ranges: the y axis each chart drew.
+std::pair<double, double> y_range(const std::string& body, const std::string& chart) {
+  std::smatch m;
+  const std::string ranges = body_attribute(body, "y-ranges");
+  if (!std::regex_search(ranges, m, std::regex("(^| )" + chart + ":([^: ]+):([^: ]+)"))) return {NAN, NAN};
+  return {std::stod(m[2].str()), std::stod(m[3].str())};
+}
+
+// A constant learning rate of 1e-3 was drawn as a flat line at 0 on an axis of −1…1.5 (Chart.js's range for a
+// flat series): its axis now holds the value well inside it.
+TEST(ServeBrowser, AConstantLearningRateIsDrawnAtItsValue) {
+  TempDir tmp("serve");
+  fake_run(tmp / "runs" / "constant", {8.0, 7.5, 7.2, 7.0});  // lr 1e-3 at every step
+  testing::write_summary(tmp / "runs" / "constant", 7.0, 7.1);
+  LiveServer server(tmp / "runs");
+  const std::string page = render_in_chromium(server.url("/run?path=constant"), "serve-constant-lr");
+  expect_clean_page(page, "run page");
+  const auto [low, high] = y_range(page, "lr");
+  EXPECT_LE(low, 1e-3) << page;
+  EXPECT_GE(high, 1e-3) << page;
+  EXPECT_LT(high - low, 1e-2) << "the axis is too wide to tell 1e-3 from 0: " << page;
+}
+
+// A deep folder path pushed the status and loss columns off screen: it wraps now, and the page is no wider than
+// the window. A study's runs (56 once, listed flat) are grouped by arm, closed, each arm with its mean final loss.
+TEST(ServeBrowser, TheIndexFitsTheWindowAndGroupsAStudysRunsByArm) {
+  TempDir tmp("serve");
+  const fs::path root = tmp / "runs";
+  fs::path deep = root;
+  for (int i = 0; i < 12; ++i) deep /= fmt::format("a-rather-long-folder-name-{:02}", i);
+  fake_run(deep, {7.0, 6.5});
+  const fs::path study = finished_study(root / "study-why-pre-ln", std::chrono::hours(1));
+  const fs::path second = study_run(study, "train-pre-L6-w0-s2", "train", true);
+  fake_run(second / "run", {8.0, 7.0});
+  testing::write_summary(second / "run", 7.0, 6.9);
+  testing::end_study_run(second, "finished");
+  LiveServer server(root);
+  const std::string index = render_in_chromium(server.url("/"), "serve-index-arms");
+  expect_clean_page(index, "index");
+  EXPECT_EQ(body_attribute(index, "overflow"), "0") << "the page is wider than the window: " << index;
+  EXPECT_EQ(body_attribute(index, "runs"), "6") << index;
+  EXPECT_EQ(body_attribute(index, "arms"), "4") << index;
+  EXPECT_EQ(body_attribute(index, "shown-runs"), "1") << "only the run of its own; the study's are closed: " << index;
+  // In the arms' order (init-pre-L2, train-post-L6-w0, train-pre-L6-w0, xavier-post-L6-w10): the analysis-only arm
+  // and the diverged one have no final loss; train-pre-L6-w0's is the mean of its two seeds' (7.30 and 7.00).
+  EXPECT_EQ(body_attribute(index, "arm-losses"), " 7.300 7.150 ") << index;
 }
 
 }  // namespace

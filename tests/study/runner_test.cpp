@@ -121,6 +121,36 @@ TEST(StudyRunner, ASweepWithAFailedRunExitsNonZero) {
   EXPECT_NE(slurp(tmp / "sweep" / "summary.csv").find("placement-pre_s1,train,failed"), std::string::npos);
 }
 
+// Issue 47.2: under a file size limit a sweep's trainer fails with its own message (File too large, the checkpoint),
+// which the sweep reports, rather than dying of SIGXFSZ and being reported as killed by signal 25.
+TEST(StudyRunner, AFileSizeLimitIsReportedAsTheRunsWriteFailure) {
+  TempDir tmp("runner");
+  // d 128: a checkpoint several times the size of the sweep's own biggest file (its report), so that one limit
+  // stops the trainer and lets the sweep report it.
+  Json base = tiny_config_doc(2);
+  base["model"]["d_model"] = 128;
+  base["model"]["d_ff"] = 256;
+  spit(tmp / "sweep.json", Json{{"base", base}, {"grid", {{"model.placement", {"pre"}}}}}.dump());
+  const std::vector<std::string> args = {"sweep", (tmp / "sweep.json").string(), "--out", (tmp / "sweep").string()};
+  const auto sized = run_cli(args, tmp.path());  // unlimited, for the sizes of its files
+  ASSERT_EQ(sized.exit_code, 0) << train::testing::describe(sized);
+  std::uintmax_t checkpoint = 0, others = 0;
+  for (const auto& e : fs::recursive_directory_iterator(tmp / "sweep"))
+    if (e.path().filename() == "checkpoint.safetensors") checkpoint = e.file_size();
+    else if (e.is_regular_file()) others = std::max(others, e.file_size());
+  // ulimit -f counts blocks of 512 bytes in dash and of 1024 in bash: between the two sizes either way.
+  const std::uintmax_t blocks = checkpoint * 3 / 4 / 1024;
+  ASSERT_GT(blocks * 512, others) << "the checkpoint is too small against the sweep's other files";
+  fs::remove_all(tmp / "sweep");
+  std::string command =
+      fmt::format("ulimit -f {} && OMP_NUM_THREADS=2 {}", blocks, train::testing::shell_quote(NORMLAB_BINARY));
+  for (const std::string& a : args) command.append(" ").append(train::testing::shell_quote(a));
+  const auto r = train::testing::run_captured(command, tmp.path());
+  expect_cli_error(r, {"1 of the sweep's 1 runs failed"});
+  EXPECT_NE(r.err.find("File too large"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("signal"), std::string::npos) << r.err;
+}
+
 // A grid key names one field: a key naming a section, or a value that is an object, would replace the whole section.
 TEST(StudyRunner, AGridKeyMustNameOneField) {
   const auto expand = [](const Json& grid) {

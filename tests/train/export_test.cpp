@@ -6,6 +6,9 @@
 #include <cmath>
 #include <cstring>
 
+#include <unistd.h>
+
+#include "io/folder_lock.h"
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
 #include "model/placements/deepnorm.h"
@@ -14,16 +17,21 @@
 namespace normlab::train::testing {
 namespace {
 
-// Trains `steps` steps of the tiny model with `sets` (--set assignments) on `data` into `run`, then exports it.
-Json train_and_export(const fs::path& run, const fs::path& out, const fs::path& data,
-                      const std::vector<std::string>& sets, const fs::path& scratch) {
+// `normlab train` of 3 steps of the tiny model with `sets` (--set assignments) on `data` into `run`.
+std::vector<std::string> train_args(const fs::path& run, const fs::path& data, const std::vector<std::string>& sets) {
   std::vector<std::string> args = {"train", "--run", run.string(), "--set", "data.dir=" + data.string()};
   for (const char* s :
        {"model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64", "model.max_seq_len=16",
         "train.seq_len=16", "train.batch_size=4", "train.steps=3", "train.eval_batches=1", "train.bleu_pairs=2"})
     args.insert(args.end(), {"--set", s});
   for (const std::string& s : sets) args.insert(args.end(), {"--set", s});
-  const CliResult trained = run_cli(args, scratch);
+  return args;
+}
+
+// Trains the tiny model (train_args) into `run`, then exports it.
+Json train_and_export(const fs::path& run, const fs::path& out, const fs::path& data,
+                      const std::vector<std::string>& sets, const fs::path& scratch) {
+  const CliResult trained = run_cli(train_args(run, data, sets), scratch);
   EXPECT_EQ(trained.exit_code, 0) << describe(trained);
   const CliResult exported = run_cli({"export", "--run", run.string(), "--out", out.string()}, scratch);
   EXPECT_EQ(exported.exit_code, 0) << describe(exported);
@@ -50,11 +58,11 @@ TEST(Export, WritesTheWeightsWithoutOptimizerStateTheConstantsAndTheTokenizer) {
     EXPECT_TRUE(a.data.size() == b.data.size() && std::memcmp(a.data.data(), b.data.data(), a.data.size()) == 0)
         << name << ": not the checkpoint's bytes";
   }
-  EXPECT_EQ(weights.metadata().at("format"), "normlab-export-v1");
+  EXPECT_EQ(weights.metadata().at("format"), "normlab-export-v2");
   EXPECT_EQ(slurp(out / "tokenizer.model"), slurp(tiny_data_dir() / "tokenizer.model"));
 
   const Json run_model = Json::parse(slurp(run / "config.json"))["model"];
-  EXPECT_EQ(config["format"], "normlab-export-v1");
+  EXPECT_EQ(config["format"], "normlab-export-v2");
   EXPECT_EQ(config["step"], 3);
   EXPECT_EQ(config["model"], run_model) << "the run's resolved model config, its vocabulary included";
   const io::Tokenizer tokenizer = io::Tokenizer::load(tiny_data_dir() / "tokenizer.model");
@@ -65,6 +73,7 @@ TEST(Export, WritesTheWeightsWithoutOptimizerStateTheConstantsAndTheTokenizer) {
   EXPECT_EQ(vocab["unk_id"], tokenizer.unk_id());
   EXPECT_EQ(vocab["bos_id"], tokenizer.bos_id());
   EXPECT_TRUE(vocab["mask_id"].is_null()) << "a decoder has no [MASK]";
+  EXPECT_TRUE(config["equations"]["cross_attention"].is_null()) << "a decoder has no cross-attention";
   const Json& constants = config["constants"];
   EXPECT_EQ(constants["norm_eps"], 1e-5);
   EXPECT_EQ(constants["embedding_scale"], 1.0);
@@ -109,6 +118,11 @@ TEST(Export, StatesAnEncoderDecodersBatchConventionsAndEachStacksConstants) {
   EXPECT_DOUBLE_EQ(config["constants"]["deepnorm_beta"]["encoder.layers"].get<double>(), enc.beta);
   EXPECT_DOUBLE_EQ(config["constants"]["deepnorm_alpha"]["decoder.layers"].get<double>(), dec.alpha);
   EXPECT_DOUBLE_EQ(config["constants"]["deepnorm_beta"]["decoder.layers"].get<double>(), dec.beta);
+  // Issue 47.9: the decoder's cross-attention sub-layer is described, not left to the tensor names.
+  const std::string cross = config["equations"]["cross_attention"].get<std::string>();
+  for (const char* part : {"self-attention (causal), cross-attention, FFN", "decoder.layers.{i}.cross.*",
+                           "keys and values from the encoder's output", "masked"})
+    EXPECT_NE(cross.find(part), std::string::npos) << part << " in " << cross;
 }
 
 TEST(Export, RefusesWhatItCannotExportWithAClearMessage) {
@@ -126,6 +140,43 @@ TEST(Export, RefusesWhatItCannotExportWithAClearMessage) {
       run_cli({"export", "--run", run.string(), "--out", (tmp / "e3").string(), "--data", tiny_pairs_dir().string()},
               tmp.path()),
       {"pieces", "rows", "--data DIR"});
+}
+
+// Issue 47.4: an export never writes into a run. Its own run's folder would have its config.json replaced (and
+// then could not resume), another run's likewise; a folder that a trainer or a study holds locked is refused naming
+// the holder. The refused run resumes afterwards.
+TEST(Export, RefusesARunsFolderAndALockedFolderAndTheRunStillResumes) {
+  TempDir tmp("export");
+  const fs::path run = tmp / "run";
+  std::vector<std::string> args = train_args(run, tiny_data_dir(), {});
+  args.insert(args.end(), {"--stop-after", "2"});
+  const CliResult trained = run_cli(args, tmp.path());
+  ASSERT_EQ(trained.exit_code, 0) << describe(trained);
+  const std::string config = slurp(run / "config.json");
+  const auto exported_to = [&](const fs::path& out) {
+    return run_cli({"export", "--run", run.string(), "--out", out.string()}, tmp.path());
+  };
+  expect_cli_error(exported_to(run), {fmt::format("--out {} is the run's own folder", run.string()), "config.json"});
+  fs::create_directory_symlink(run, tmp / "link");
+  expect_cli_error(exported_to(tmp / "link"), {"the run's own folder"});
+  expect_cli_error(exported_to(fmt::format("{}/", run.string())), {"the run's own folder"});
+  const fs::path other = tmp / "other";
+  fs::create_directories(other);
+  fs::copy_file(run / "checkpoint.safetensors", other / "checkpoint.safetensors");
+  expect_cli_error(exported_to(other), {fmt::format("--out {} holds a run", other.string())});
+  EXPECT_FALSE(fs::exists(other / "config.json"));
+  {
+    const io::FolderLock held(tmp / "locked", "run folder");
+    expect_cli_error(exported_to(tmp / "locked"),
+                     {"export folder", "being written by another normlab process", std::to_string(::getpid())});
+    EXPECT_FALSE(fs::exists(tmp / "locked" / "config.json"));
+  }
+  EXPECT_EQ(slurp(run / "config.json"), config);
+  const CliResult resumed = run_cli({"train", "--run", run.string(), "--resume"}, tmp.path());
+  EXPECT_EQ(resumed.exit_code, 0) << describe(resumed);
+  const CliResult exported = exported_to(tmp / "fine");
+  EXPECT_EQ(exported.exit_code, 0) << describe(exported);
+  EXPECT_NE(exported.out.find("exported step 3"), std::string::npos) << describe(exported);
 }
 
 }  // namespace

@@ -284,6 +284,13 @@ inline CliResult run_cli(const std::vector<std::string>& args, const fs::path& s
   return run_captured(command, scratch);
 }
 
+// The PyTorch oracles (tools/to_torch.py, tools/make_hf_checkpoints.py) need Debian's python3-torch; without it their
+// tests fail and say so, so that no run of the suite passes without them.
+inline bool torch_available() { return std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0; }
+inline constexpr const char* kNoTorch =
+    "python3-torch is not installed, so /usr/bin/python3 cannot import torch: install it with "
+    "scripts/setup.sh --with-torch (scripts/test.sh does)";
+
 inline std::string describe(const CliResult& r) {
   return "exit " + std::to_string(r.exit_code) + "\n--- stdout ---\n" + r.out + "--- stderr ---\n" + r.err;
 }

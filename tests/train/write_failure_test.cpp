@@ -188,6 +188,31 @@ TEST(WriteFailure, EverySweepAndPrepareWriteIsChecked) {
   }
 }
 
+// Issue 47.2: a file size limit (ulimit -f) is a write failure like a full disk. SIGXFSZ is ignored, so the write
+// returns EFBIG and the run stops with the usual message and no temporary file, rather than dying of the signal;
+// the checkpoint before it resumes to the uninterrupted run.
+TEST(TrainWriteFailure, FileSizeLimitStopsTheRunWithTheMessage) {
+  Fixture f;
+  const auto first =
+      run_cli({"train", "--config", f.config.string(), "--run", f.run.string(), "--stop-after", "2"}, f.tmp.path());
+  ASSERT_EQ(first.exit_code, 0) << describe(first);
+  // ulimit -f counts blocks of 512 bytes in dash and of 1024 in bash: either way below the checkpoint's size and
+  // far above every other file's.
+  const auto blocks = fs::file_size(f.run / kCheckpointFile) / 2 / 1024;
+  ASSERT_GT(blocks, 8u);
+  const auto limited =
+      testing::run_captured(fmt::format("ulimit -f {} && OMP_NUM_THREADS=2 {} train --run {} --resume", blocks,
+                                        testing::shell_quote(NORMLAB_BINARY), testing::shell_quote(f.run.string())),
+                            f.tmp.path());
+  expect_cli_error(limited, {kCheckpointFile, "File too large", "the checkpoint of step 2", "is intact"});
+  for (const auto& e : fs::directory_iterator(f.run))
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path() << " was left behind";
+  EXPECT_EQ(f.checkpoint_step(), 2);
+  const auto resumed = f.resume();
+  ASSERT_EQ(resumed.exit_code, 0) << describe(resumed);
+  expect_identical_records(straight_records(), train_records(f.run));
+}
+
 TEST(TrainWriteFailure, MalformedFaultRuleIsRefused) {
   Fixture f;
   expect_cli_error(f.train("metrics.jsonl"), {"NORMLAB_FAIL_WRITES", "<path part>:<errno>"});
