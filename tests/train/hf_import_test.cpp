@@ -352,6 +352,8 @@ TEST(Import, TokenIdsFromAFileAreTheRunsData) {
   EXPECT_EQ(data.train[1], 37);
   EXPECT_EQ(data.val.back(), (1999 * 37) % 120);
   expect_eval_runs(run, tmp);
+  expect_cli_error(run_cli({"generate", "--run", run.string(), "--prompt", "the"}, tmp.path()),
+                   {(run / "data").string() + " has no tokenizer.model", "eval and probe run on it"});
   const CliResult both = run_cli(
       {"import", dir.string(), "--out", (tmp / "run2").string(), "--token-ids", ids.string(), "--text", ids.string()},
       tmp.path());
