@@ -44,9 +44,23 @@ Char decode_utf8(std::string_view s, std::size_t at) {
 // digits of the common scripts and the usual numeric symbols. An approximation: digits of scripts not listed here
 // count as letters (glibc's alpha class holds them).
 constexpr std::array<std::pair<char32_t, char32_t>, 17> kNumberRanges{{
-    {0x00B2, 0x00B3}, {0x00B9, 0x00B9}, {0x00BC, 0x00BE}, {0x0660, 0x0669}, {0x06F0, 0x06F9}, {0x0966, 0x096F},
-    {0x09E6, 0x09EF}, {0x0E50, 0x0E59}, {0x2070, 0x2070}, {0x2074, 0x2079}, {0x2080, 0x2089}, {0x2150, 0x2189},
-    {0x2460, 0x249B}, {0x24EA, 0x24FF}, {0x2776, 0x2793}, {0x3007, 0x3007}, {0xFF10, 0xFF19},
+    {0x00B2, 0x00B3},
+    {0x00B9, 0x00B9},
+    {0x00BC, 0x00BE},
+    {0x0660, 0x0669},
+    {0x06F0, 0x06F9},
+    {0x0966, 0x096F},
+    {0x09E6, 0x09EF},
+    {0x0E50, 0x0E59},
+    {0x2070, 0x2070},
+    {0x2074, 0x2079},
+    {0x2080, 0x2089},
+    {0x2150, 0x2189},
+    {0x2460, 0x249B},
+    {0x24EA, 0x24FF},
+    {0x2776, 0x2793},
+    {0x3007, 0x3007},
+    {0xFF10, 0xFF19},
 }};
 
 // glibc's C.UTF-8 classes stand in for Unicode's: alpha is \p{L} plus the combining marks of some scripts (Thai
@@ -123,9 +137,9 @@ const std::array<std::string, 256>& byte_symbols() {
     for (int b = 0; b < 256; ++b) {
       const bool printable = (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
       const char32_t cp = printable ? static_cast<char32_t>(b) : next++;
-      t[static_cast<std::size_t>(b)] = cp < 0x80 ? std::string(1, static_cast<char>(cp))
-                                                 : std::string{static_cast<char>(0xC0 | (cp >> 6)),
-                                                               static_cast<char>(0x80 | (cp & 0x3F))};
+      t[static_cast<std::size_t>(b)] =
+          cp < 0x80 ? std::string(1, static_cast<char>(cp))
+                    : std::string{static_cast<char>(0xC0 | (cp >> 6)), static_cast<char>(0x80 | (cp & 0x3F))};
     }
     return t;
   }();
@@ -191,9 +205,10 @@ Gpt2Bpe Gpt2Bpe::parse(std::string_view vocab_json, std::string_view merges_txt,
     const std::size_t space = line.find(' ');
     if (space == 0 || space == std::string_view::npos || space + 1 == line.size() ||
         line.find(' ', space + 1) != std::string_view::npos)
-      fail("{} line {} is \"{}\", not two symbols separated by one space: use the merges.txt the model was released "
-           "with",
-           merges_name, line_no, printable(line, 60));
+      fail(
+          "{} line {} is \"{}\", not two symbols separated by one space: use the merges.txt the model was released "
+          "with",
+          merges_name, line_no, printable(line, 60));
     bpe.ranks_.emplace(std::string(line), static_cast<int>(bpe.ranks_.size()));
   }
   return bpe;
@@ -247,9 +262,10 @@ std::vector<std::int32_t> Gpt2Bpe::encode(std::string_view text) const {
       for (const std::string& symbol : merge_word(piece)) {
         const std::int32_t n = id(symbol);
         if (n < 0)
-          fail("{} has no entry for \"{}\" (from the text \"{}\"): the vocabulary must hold every byte's symbol, as "
-               "GPT-2's does; use the vocab.json the model was released with",
-               vocab_name_, printable(symbol, 40), printable(piece, 40));
+          fail(
+              "{} has no entry for \"{}\" (from the text \"{}\"): the vocabulary must hold every byte's symbol, as "
+              "GPT-2's does; use the vocab.json the model was released with",
+              vocab_name_, printable(symbol, 40), printable(piece, 40));
         it->second.push_back(n);
       }
     }

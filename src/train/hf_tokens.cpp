@@ -41,9 +41,10 @@ void check_sentencepiece(const fs::path& model, int vocab_size) {
 HfTokens bpe_tokens(const fs::path& dir, int vocab_size, const fs::path& text) {
   const io::Gpt2Bpe bpe = io::Gpt2Bpe::load(dir);
   if (bpe.id_bound() > vocab_size)
-    fail("{} holds id {} but config.json's vocab_size is {}: the vocabulary is not this model's; use the files "
-         "released with it",
-         (dir / "vocab.json").string(), bpe.id_bound() - 1, vocab_size);
+    fail(
+        "{} holds id {} but config.json's vocab_size is {}: the vocabulary is not this model's; use the files "
+        "released with it",
+        (dir / "vocab.json").string(), bpe.id_bound() - 1, vocab_size);
   HfTokens t{.kind = "gpt2-bpe", .source = fmt::format("{} through {}", text.string(), dir.string())};
   t.eos_id = bpe.id("<|endoftext|>");
   if (t.eos_id < 0)
@@ -97,9 +98,10 @@ std::vector<std::int32_t> read_token_ids(const fs::path& file, int vocab_size) {
     std::int64_t id = -1;
     const auto [ptr, ec] = std::from_chars(word.data(), word.data() + word.size(), id);
     if (ec != std::errc() || ptr != word.data() + word.size() || id < 0 || id >= vocab_size)
-      fail("{}: token {} is '{}', not one of the model's ids 0..{} (config.json's vocab_size {}): give the ids its own "
-           "tokenizer makes, separated by white space",
-           file.string(), ids.size() + 1, printable(word, 40), vocab_size - 1, vocab_size);
+      fail(
+          "{}: token {} is '{}', not one of the model's ids 0..{} (config.json's vocab_size {}): give the ids its own "
+          "tokenizer makes, separated by white space",
+          file.string(), ids.size() + 1, printable(word, 40), vocab_size - 1, vocab_size);
     ids.push_back(static_cast<std::int32_t>(id));
     at = end;
   }
@@ -144,8 +146,7 @@ io::PrepareSummary write_hf_tokens(const HfTokens& tokens, int vocab_size, const
     options.val_fraction = kValFraction;
     return io::prepare_corpus(options);
   }
-  return io::write_token_ids(data_dir, tokens.train, tokens.val, vocab_size, tokens.eos_id, tokens.kind,
-                             tokens.source);
+  return io::write_token_ids(data_dir, tokens.train, tokens.val, vocab_size, tokens.eos_id, tokens.kind, tokens.source);
 }
 
 }  // namespace normlab::train

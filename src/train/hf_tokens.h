@@ -16,9 +16,9 @@
 namespace normlab::train {
 
 struct HfTokens {
-  std::filesystem::path text;           // --text through tokenizer.model: tokenized when written
-  std::filesystem::path sentencepiece;  // that tokenizer.model
-  std::string kind;                     // "sentencepiece", "gpt2-bpe" or "token-ids"
+  std::filesystem::path text;            // --text through tokenizer.model: tokenized when written
+  std::filesystem::path sentencepiece;   // that tokenizer.model
+  std::string kind;                      // "sentencepiece", "gpt2-bpe" or "token-ids"
   std::vector<std::int32_t> train, val;  // the ids of the other two kinds
   int eos_id = 0;
   std::string source;  // where the ids come from, for meta.json

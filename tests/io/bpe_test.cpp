@@ -16,10 +16,10 @@ using Ids = std::vector<std::int32_t>;
 using Pieces = std::vector<std::string_view>;
 
 TEST(Bpe, BytesMapToGpt2sPrintableSymbols) {
-  EXPECT_EQ(gpt2_byte_symbols("a~!"), "a~!");  // printable ASCII stands for itself
-  EXPECT_EQ(gpt2_byte_symbols(" "), "Ġ");      // byte 32, the 33rd unprintable byte: U+0100 + 32
-  EXPECT_EQ(gpt2_byte_symbols("\n"), "Ċ");     // byte 10: U+010A
-  EXPECT_EQ(gpt2_byte_symbols("\xAD"), "Ń");   // the soft hyphen, the last unprintable byte: U+0143
+  EXPECT_EQ(gpt2_byte_symbols("a~!"), "a~!");      // printable ASCII stands for itself
+  EXPECT_EQ(gpt2_byte_symbols(" "), "Ġ");          // byte 32, the 33rd unprintable byte: U+0100 + 32
+  EXPECT_EQ(gpt2_byte_symbols("\n"), "Ċ");         // byte 10: U+010A
+  EXPECT_EQ(gpt2_byte_symbols("\xAD"), "Ń");       // the soft hyphen, the last unprintable byte: U+0143
   EXPECT_EQ(gpt2_byte_symbols("\xC3\xA9"), "Ã©");  // é's two UTF-8 bytes, each printable Latin-1
 }
 
