@@ -8,6 +8,7 @@ For each family (gpt2, llama, qwen2, mistral, gemma2, olmo2) it writes OUT/<fami
     config.json                          the keys the family's transformers config class reads
     model.safetensors                    or model-0000X-of-0000Y.safetensors + model.safetensors.index.json
     reference.safetensors                "tokens" I32 [T] and "logits" F64 [T, V]: this script's forward pass
+    vocab.json, merges.txt               gpt2 only: a byte-level BPE vocabulary of its 120 ids (gpt2_tokenizer)
 
 No weights are downloaded: every tensor is drawn at random (seeded), under the names, shapes and dtypes that the
 families' modeling code saves (GPT-2's Conv1D weights as [in, out], its q, k, v fused in c_attn; grouped-query k and v
@@ -318,6 +319,26 @@ def families():
     }
 
 
+# A GPT-2 tokenizer in the released files' format for the 120-id gpt2 checkpoint, so that a test can go from text to
+# the imported model's loss. GPT-2's byte-to-unicode map writes a printable ASCII byte as itself, space as "Ġ" and
+# newline as "Ċ"; only those 96 bytes are in this vocabulary (the released one has all 256), so it takes ASCII text.
+# The merges join syllables of the tests' pseudo-English (tests/train/tiny_corpus.h); <|endoftext|> is the last id, as
+# GPT-2's 50256 is.
+GPT2_MERGES = ["t h", "th e", "Ġ the", "a n", "Ġ an", "l o", "r a", "m i", "k e", "s t", "st o", "v e", "ve r", "u n",
+               "d e", "de r", "i n", "in g", "a l", "p o", "t e", "te s", "n d"]
+
+
+def gpt2_tokenizer(folder, vocab_size):
+    symbols = [chr(b) for b in range(33, 127)] + ["Ġ", "Ċ"] + ["".join(m.split(" ")) for m in GPT2_MERGES]
+    vocab = {s: i for i, s in enumerate(symbols)}
+    vocab["<|endoftext|>"] = len(symbols)
+    assert len(vocab) == vocab_size == len(symbols) + 1
+    with open(os.path.join(folder, "vocab.json"), "w", encoding="utf-8") as f:
+        json.dump(vocab, f, ensure_ascii=False)
+    with open(os.path.join(folder, "merges.txt"), "w", encoding="utf-8") as f:
+        f.write("#version: 0.2\n" + "\n".join(GPT2_MERGES) + "\n")
+
+
 def make(out, name, seed):
     config, make_tensors, forward, dtype, shards = families()[name]
     folder = os.path.join(out, name)
@@ -326,6 +347,8 @@ def make(out, name, seed):
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
     save_checkpoint(folder, stored, shards)
+    if name == "gpt2":
+        gpt2_tokenizer(folder, config["vocab_size"])
     tokens = torch.tensor(TOKENS, dtype=torch.int64)
     logits = forward({n: t.to(torch.float64) for n, t in stored.items()}, config, tokens)
     write_safetensors(os.path.join(folder, "reference.safetensors"),

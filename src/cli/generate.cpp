@@ -103,6 +103,13 @@ void add_generate(CLI::App& app) {
       fail("{} is an encoder-decoder (a translation model): `normlab translate --run {} --input FILE` translates",
            args->run, args->run);
     const fs::path tokenizer = fs::path(config.data_dir) / "tokenizer.model";
+    // An imported run's ids may come from GPT-2's BPE or another tokenizer (normlab import --token-ids): generate
+    // reads and writes text only through SentencePiece.
+    if (!fs::exists(tokenizer) && fs::exists(fs::path(config.data_dir) / "meta.json"))
+      fail(
+          "{} has no tokenizer.model: its token data was not made with SentencePiece (see its meta.json's "
+          "tokenizer_kind), and generate turns a prompt into ids only through one; eval and probe run on it",
+          config.data_dir);
     io::Tokenizer tok = io::Tokenizer::load(tokenizer);
     if (tok.vocab_size() != config.model.vocab_size)
       fail(

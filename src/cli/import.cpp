@@ -11,7 +11,7 @@ namespace normlab::cli {
 
 void add_import(CLI::App& app) {
   struct Args {
-    std::string dir, out, text;
+    std::string dir, out, text, token_ids;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -22,10 +22,14 @@ void add_import(CLI::App& app) {
   cmd->add_option("dir", args->dir, "the checkpoint's folder (config.json and its safetensors files)")->required();
   cmd->add_option("-o,--out", args->out, "the run folder to write (created; must not hold a checkpoint)")->required();
   cmd->add_option("--text", args->text,
-                  "also tokenize this text file with the checkpoint's tokenizer.model into RUN/data, the run's token "
-                  "data (SentencePiece checkpoints: Llama 2, Mistral, Gemma 2)");
+                  "also tokenize this text file into RUN/data, the run's token data, with the checkpoint's "
+                  "tokenizer.model (SentencePiece: Llama 2, Mistral, Gemma 2) or vocab.json and merges.txt (GPT-2's "
+                  "byte-level BPE)");
+  cmd->add_option("--token-ids", args->token_ids,
+                  "the run's token data from this file of white-space-separated token ids instead, for any other "
+                  "tokenizer (each must be below config.json's vocab_size)");
   cmd->callback([args] {
-    const train::HfImportSummary s = train::import_hf_checkpoint(args->dir, args->out, args->text);
+    const train::HfImportSummary s = train::import_hf_checkpoint(args->dir, args->out, args->text, args->token_ids);
     std::string dtypes;
     for (const auto& [dtype, n] : s.parameters_by_dtype)
       dtypes += fmt::format("{}{} {}", dtypes.empty() ? "" : ", ", n, dtype);
@@ -40,9 +44,14 @@ void add_import(CLI::App& app) {
     std::cout << fmt::format(
         "opening it (eval, generate, probe) needs an estimated {} ({}); {} is available now ({})\n",
         train::human_bytes(s.open_bytes), s.open_breakdown, train::human_bytes(available.bytes), available.source);
-    if (s.tokens)
-      std::cout << fmt::format("tokenized {} with its tokenizer.model: {} training and {} validation tokens in {}\n",
-                               args->text, s.tokens->train_tokens, s.tokens->val_tokens, s.tokens->out_dir);
+    if (s.tokens) {
+      const std::string how = s.tokenizer == "token-ids" ? "read the token ids of " + args->token_ids
+                              : s.tokenizer == "gpt2-bpe"
+                                  ? "tokenized " + args->text + " with its vocab.json and merges.txt"
+                                  : "tokenized " + args->text + " with its tokenizer.model";
+      std::cout << fmt::format("{}: {} training and {} validation tokens in {}\n", how, s.tokens->train_tokens,
+                               s.tokens->val_tokens, s.tokens->out_dir);
+    }
   });
 }
 

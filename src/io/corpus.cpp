@@ -282,6 +282,40 @@ std::string pack(std::span<const std::int32_t> ids) {
   return out;
 }
 
+// The output folder, made, with its meta.json removed: meta.json goes first out and last in, so a half-finished
+// directory never looks complete.
+void open_token_dir(const fs::path& dir) {
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec || !fs::is_directory(dir)) {
+    fail("prepare: cannot create output directory {} ({}): choose another --out directory", dir.string(),
+         ec ? ec.message() : "a file has that name");
+  }
+  fs::remove(dir / "meta.json", ec);
+}
+
+// train.bin, val.bin and meta.json (last), with the fields every token directory has added to the caller's `meta`;
+// returns the token dtype.
+std::string write_token_files(const fs::path& dir, std::span<const std::int32_t> train_ids,
+                              std::span<const std::int32_t> val_ids, int vocab, int eos, nlohmann::json meta,
+                              const UnigramStats& stats) {
+  const bool wide = vocab > 65535;
+  const std::string dtype = wide ? "uint32" : "uint16";
+  write_file_atomic(dir / "train.bin", wide ? pack<std::uint32_t>(train_ids) : pack<std::uint16_t>(train_ids));
+  write_file_atomic(dir / "val.bin", wide ? pack<std::uint32_t>(val_ids) : pack<std::uint16_t>(val_ids));
+  meta["format"] = "normlab-tokens";
+  meta["format_version"] = kTokenFormatVersion;
+  meta["vocab_size"] = vocab;
+  meta["token_dtype"] = dtype;
+  meta["eos_id"] = eos;
+  meta["train_tokens"] = train_ids.size();
+  meta["val_tokens"] = val_ids.size();
+  meta["unigram_entropy_nats"] = stats.entropy;
+  meta["unigram_val_xent_nats"] = stats.val_xent;
+  write_file_atomic(dir / "meta.json", meta.dump(2) + "\n");
+  return dtype;
+}
+
 }  // namespace
 
 PrepareSummary prepare_corpus(const PrepareOptions& options, std::ostream& log) {
@@ -416,32 +450,15 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
 
   // 4. Files. meta.json goes first out and last in, so a half-finished run never looks complete.
   const fs::path dir = options.out_dir;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (ec || !fs::is_directory(dir)) {
-    fail("prepare: cannot create output directory {} ({}): choose another --out directory", dir.string(),
-         ec ? ec.message() : "a file has that name");
-  }
-  fs::remove(dir / "meta.json", ec);
-  const bool wide = vocab > 65535;
-  const std::string dtype = wide ? "uint32" : "uint16";
+  open_token_dir(dir);
   write_file_atomic(dir / "tokenizer.model", model_bytes);
-  write_file_atomic(dir / "train.bin", wide ? pack<std::uint32_t>(train_ids) : pack<std::uint16_t>(train_ids));
-  write_file_atomic(dir / "val.bin", wide ? pack<std::uint32_t>(val_ids) : pack<std::uint16_t>(val_ids));
 
   nlohmann::json sources = nlohmann::json::array();
   for (const Source& s : corpus.sources) {
     sources.push_back({{"path", s.path}, {"bytes", s.bytes}, {"lines", s.lines}, {"fnv1a64", hex64(s.fnv)}});
   }
   nlohmann::json meta = {
-      {"format", "normlab-tokens"},
-      {"format_version", kTokenFormatVersion},
-      {"vocab_size", vocab},
-      {"token_dtype", dtype},
-      {"eos_id", eos},
       {"bos_id", tokenizer.bos_id()},
-      {"train_tokens", train_ids.size()},
-      {"val_tokens", val_ids.size()},
       {"train_lines", n_train},
       {"val_lines", n_val},
       {"tokenizer", "tokenizer.model"},
@@ -449,8 +466,6 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
       {"tokenizer_trained", train},
       {"sources", sources},
       {"val_fraction", options.val_fraction},
-      {"unigram_entropy_nats", stats.entropy},
-      {"unigram_val_xent_nats", stats.val_xent},
   };
   if (options.pairs) {
     meta["task"] = "translate";
@@ -464,7 +479,7 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
   } else {
     meta["tokenizer_source"] = options.tokenizer;
   }
-  write_file_atomic(dir / "meta.json", meta.dump(2) + "\n");
+  const std::string dtype = write_token_files(dir, train_ids, val_ids, vocab, eos, std::move(meta), stats);
 
   PrepareSummary summary;
   summary.out_dir = dir.string();
@@ -480,6 +495,28 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
   summary.unigram_val_xent_nats = stats.val_xent;
   summary.seconds = seconds_since(start);
   say(fmt::format("wrote {} in {:.1f} s", dir.string(), summary.seconds));
+  return summary;
+}
+
+PrepareSummary write_token_ids(const fs::path& out_dir, std::span<const std::int32_t> train,
+                               std::span<const std::int32_t> val, int vocab_size, int eos_id,
+                               std::string_view tokenizer_kind, std::string_view source) {
+  const auto start = Clock::now();
+  if (train.empty() || val.empty())
+    fail("{}: the token data needs ids for both training and validation (it has {} and {}): give more text or ids",
+         std::string(source), train.size(), val.size());
+  const UnigramStats stats = unigram_stats(train, val, vocab_size);
+  open_token_dir(out_dir);
+  const nlohmann::json meta = {{"tokenizer_kind", tokenizer_kind}, {"tokenizer_source", source}};
+  PrepareSummary summary;
+  summary.out_dir = out_dir.string();
+  summary.vocab_size = vocab_size;
+  summary.token_dtype = write_token_files(out_dir, train, val, vocab_size, eos_id, meta, stats);
+  summary.train_tokens = static_cast<std::int64_t>(train.size());
+  summary.val_tokens = static_cast<std::int64_t>(val.size());
+  summary.unigram_entropy_nats = stats.entropy;
+  summary.unigram_val_xent_nats = stats.val_xent;
+  summary.seconds = seconds_since(start);
   return summary;
 }
 
@@ -584,6 +621,11 @@ TokenData load_tokens(const fs::path& dir) {
     fail("{} has eos_id {}, outside the vocabulary's ids 0..{}: {}", meta_name, data.eos_id, data.vocab_size - 1,
          kRerun);
 
+  data.train =
+      load_bin(dir / "train.bin", width, meta_field<std::int64_t>(meta, meta_name, "train_tokens"), data.vocab_size);
+  data.val = load_bin(dir / "val.bin", width, meta_field<std::int64_t>(meta, meta_name, "val_tokens"), data.vocab_size);
+  // Token data made without SentencePiece (write_token_ids) has no tokenizer file to check against.
+  if (meta.value("tokenizer_kind", "sentencepiece") != "sentencepiece") return data;
   // The tokenizer must be the one that made the tokens.
   const fs::path tok_path = dir / meta_field<std::string>(meta, meta_name, "tokenizer");
   const std::string recorded = meta_field<std::string>(meta, meta_name, "tokenizer_fnv1a64");
@@ -595,10 +637,6 @@ TokenData load_tokens(const fs::path& dir) {
          tok_path.string(), meta_name, actual, recorded, kRerun);
   }
   data.tokenizer_path = tok_path.string();
-
-  data.train =
-      load_bin(dir / "train.bin", width, meta_field<std::int64_t>(meta, meta_name, "train_tokens"), data.vocab_size);
-  data.val = load_bin(dir / "val.bin", width, meta_field<std::int64_t>(meta, meta_name, "val_tokens"), data.vocab_size);
 
   // meta.json's vocabulary and end-of-sequence id must be the tokenizer's: a model sized from a wrong vocab_size
   // would train the wrong vocabulary.

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <iosfwd>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -54,6 +55,15 @@ using ProgressFn = std::function<void(std::string_view line)>;
 PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& progress = {});
 PrepareSummary prepare_corpus(const PrepareOptions& options, std::ostream& log);
 
+// Token data made without a SentencePiece model: ids from GPT-2's byte-level BPE, or ids a user tokenized elsewhere.
+// Writes out_dir/{train.bin, val.bin, meta.json}; meta.json's tokenizer_kind ("gpt2-bpe", "token-ids") and
+// tokenizer_source say where the ids came from. load_tokens reads it with no tokenizer (tokenizer_path empty): eval
+// and probe use the ids, while generate and translate, which turn text into ids, need a SentencePiece directory.
+// `source` names the input in the error when train or val would be empty.
+PrepareSummary write_token_ids(const std::filesystem::path& out_dir, std::span<const std::int32_t> train,
+                               std::span<const std::int32_t> val, int vocab_size, int eos_id,
+                               std::string_view tokenizer_kind, std::string_view source);
+
 struct TokenData {
   std::vector<std::int32_t> train, val;
   bool pairs = false;  // a parallel corpus: source EOS target EOS, pair after pair
@@ -61,7 +71,7 @@ struct TokenData {
   int eos_id = -1;
   double unigram_entropy_nats = 0;
   double unigram_val_xent_nats = 0;
-  std::string tokenizer_path;  // out_dir/tokenizer.model
+  std::string tokenizer_path;  // out_dir/tokenizer.model; empty for write_token_ids's data
 };
 
 // Loads and validates a directory written by prepare_corpus.

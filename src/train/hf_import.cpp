@@ -5,10 +5,10 @@
 
 #include "common/error.h"
 #include "io/atomic_file.h"
-#include "io/tokenizer.h"
 #include "model/transformer.h"
 #include "train/checkpoint.h"
 #include "train/hf_families.h"
+#include "train/hf_tokens.h"
 #include "train/memory.h"
 
 namespace normlab::train {
@@ -136,34 +136,10 @@ void write_import_json(const fs::path& run_dir, const fs::path& dir, const HfImp
   io::write_file_atomic(run_dir / "import.json", doc.dump(2) + "\n");
 }
 
-// The checkpoint's tokenizer.model, checked to be the model's vocabulary.
-fs::path sentencepiece_model(const fs::path& dir, int vocab_size) {
-  const fs::path model = dir / "tokenizer.model";
-  if (!fs::exists(model))
-    fail(
-        "{} has no tokenizer.model (a SentencePiece model, as Llama 2, Mistral and Gemma 2 ship): normlab does not "
-        "read tokenizer.json or GPT-2's vocab.json yet, so import without --text",
-        dir.string());
-  const int pieces = io::Tokenizer::load(model).vocab_size();
-  if (pieces != vocab_size)
-    fail(
-        "{} has {} pieces but config.json's vocab_size is {}: a run's token data must be the model's vocabulary "
-        "exactly, so import without --text",
-        model.string(), pieces, vocab_size);
-  return model;
-}
-
-io::PrepareSummary prepare_tokens(const fs::path& tokenizer, const fs::path& text, const fs::path& run_dir) {
-  io::PrepareOptions options;
-  options.inputs = {text.string()};
-  options.out_dir = (run_dir / "data").string();
-  options.tokenizer = tokenizer.string();
-  return io::prepare_corpus(options);
-}
-
 }  // namespace
 
-HfImportSummary import_hf_checkpoint(const fs::path& dir, const fs::path& run_dir, const fs::path& text) {
+HfImportSummary import_hf_checkpoint(const fs::path& dir, const fs::path& run_dir, const fs::path& text,
+                                     const fs::path& token_ids) {
   if (fs::exists(run_dir / kCheckpointFile))
     fail("{} already holds a checkpoint: import into a new folder (--out)", run_dir.string());
   HfCheckpoint checkpoint(dir);
@@ -185,7 +161,7 @@ HfImportSummary import_hf_checkpoint(const fs::path& dir, const fs::path& run_di
     s.parameters_by_dtype[std::string(io::dtype_name(converted.entries.back().dtype))] += numel(shape);
   }
   check_everything_taken(checkpoint, family);
-  const fs::path tokenizer = text.empty() ? fs::path() : sentencepiece_model(dir, s.config.model.vocab_size);
+  const HfTokens tokens = read_hf_tokens(checkpoint, s.config.model.vocab_size, text, token_ids);
   fs::create_directories(run_dir);
   write_checkpoint(run_dir, converted.entries, s.config, 1,
                    {{"imported_from", fs::absolute(dir).string()}, {"model_type", family.model_type}});
@@ -196,7 +172,10 @@ HfImportSummary import_hf_checkpoint(const fs::path& dir, const fs::path& run_di
   s.open_bytes = open.to_allocate();
   s.open_breakdown = open.breakdown();
   write_import_json(run_dir, dir, s);
-  if (!text.empty()) s.tokens = prepare_tokens(tokenizer, text, run_dir);
+  if (!tokens.kind.empty()) {
+    s.tokens = write_hf_tokens(tokens, s.config.model.vocab_size, run_dir / "data");
+    s.tokenizer = tokens.kind;
+  }
   return s;
 }
 

@@ -24,7 +24,8 @@ struct HfImportSummary {
   std::int64_t parameters = 0;
   std::map<std::string, std::int64_t> parameters_by_dtype;  // "BF16" → how many parameters are stored so
   std::vector<std::string> notes;
-  std::optional<io::PrepareSummary> tokens;  // with `text`
+  std::optional<io::PrepareSummary> tokens;  // with `text` or `token_ids`
+  std::string tokenizer;                     // what made them: "sentencepiece", "gpt2-bpe" or "token-ids"
   // What opening the run (eval, generate, probe) will allocate, by the memory check they make (train/memory.h), and
   // its parts: a model too big for this machine is told so here, not after a long import elsewhere.
   std::size_t open_bytes = 0;
@@ -35,10 +36,12 @@ struct HfImportSummary {
 // refusal is one sentence naming the file and the tensor or key: an unknown model_type, a missing shard or tensor, a
 // tensor of the wrong shape, a tensor the model would not use.
 //
-// With `text`, also the run's token data (RUN/data, its data.dir): that file tokenized with the checkpoint's
-// SentencePiece tokenizer.model (Llama 2, Mistral, Gemma 2) as normlab prepare --tokenizer does. Refused before
-// anything is written when the checkpoint has no tokenizer.model or its pieces are not the model's vocabulary.
+// With `text` or `token_ids`, also the run's token data (RUN/data, its data.dir), by train/hf_tokens.h: the text
+// through the checkpoint's tokenizer.model (SentencePiece) or vocab.json and merges.txt (GPT-2's BPE), or ids made
+// elsewhere. Refused before anything is written when the checkpoint has neither tokenizer, the tokenizer is not the
+// model's vocabulary, or an id is outside it.
 HfImportSummary import_hf_checkpoint(const std::filesystem::path& dir, const std::filesystem::path& run_dir,
-                                     const std::filesystem::path& text = {});
+                                     const std::filesystem::path& text = {},
+                                     const std::filesystem::path& token_ids = {});
 
 }  // namespace normlab::train

@@ -245,7 +245,8 @@ TEST(Import, AnImportedRunWithItsTextIsOpenedByEvalGenerateAndProbe) {
   const auto import = [&] {
     return run_cli({"import", dir.string(), "--out", run.string(), "--text", text.string()}, tmp.path());
   };
-  expect_cli_error(import(), {dir.string() + " has no tokenizer.model", "import without --text"});
+  expect_cli_error(import(), {dir.string() + " has no tokenizer.model", "nor vocab.json and merges.txt",
+                              "give the ids with --token-ids FILE"});
   EXPECT_FALSE(fs::exists(run / kCheckpointFile));
   fs::copy(tiny_data_dir() / "tokenizer.model", dir / "tokenizer.model");
   const CliResult imported = import();
@@ -268,6 +269,95 @@ TEST(Import, AnImportedRunWithItsTextIsOpenedByEvalGenerateAndProbe) {
   EXPECT_NE(slurp(run / "analysis.jsonl").find("\"layer-drop\""), std::string::npos);
   // A second import into the same run would replace its weights under its results: refused.
   expect_cli_error(import(), {"already holds a checkpoint"});
+}
+
+// The eval a run's token data must support: one batch of the imported model's validation loss.
+void expect_eval_runs(const fs::path& run, const TempDir& tmp) {
+  const CliResult r = run_cli({"eval", "--run", run.string(), "--batches", "1"}, tmp.path());
+  EXPECT_EQ(r.exit_code, 0) << describe(r);
+}
+
+// GPT-2's checkpoint carries vocab.json and merges.txt (the script's 120-id byte-level BPE): --text goes through them
+// into the run's token data, and eval reads it. The pieces are worked out by hand from the script's merges.
+TEST(Import, Gpt2TextIsTokenizedWithItsVocabAndMerges) {
+  ASSERT_TRUE(torch_available()) << kNoTorch;
+  TempDir tmp("import_bpe");
+  const fs::path dir = copy_of("gpt2", tmp), run = tmp / "run", text = tmp / "text.txt";
+  spit(text, tiny_corpus_text() + "the stoking\n");
+  const CliResult imported =
+      run_cli({"import", dir.string(), "--out", run.string(), "--text", text.string()}, tmp.path());
+  ASSERT_EQ(imported.exit_code, 0) << describe(imported);
+  EXPECT_NE(imported.out.find("tokenized " + text.string() + " with its vocab.json and merges.txt"), std::string::npos)
+      << describe(imported);
+  const io::TokenData data = io::load_tokens(run / "data");
+  EXPECT_EQ(data.vocab_size, 120);
+  EXPECT_EQ(data.eos_id, 119);  // <|endoftext|>
+  // The last line is the validation block's end: "the" ("t h", "th e": id 97), " sto" ("Ġ" 94 ... "s t", "st o":
+  // 106), "k" 74, "ing" ("i n", "in g": 113), then <|endoftext|>.
+  ASSERT_GE(data.val.size(), 6u);
+  EXPECT_EQ(std::vector<int32_t>(data.val.end() - 6, data.val.end()),
+            (std::vector<int32_t>{97, 94, 106, 74, 113, 119}));
+  expect_eval_runs(run, tmp);
+}
+
+TEST(Import, Gpt2TokenizerFilesThatCannotBeReadAreNamed) {
+  ASSERT_TRUE(torch_available()) << kNoTorch;
+  TempDir tmp("import_bpe_bad");
+  const fs::path dir = copy_of("gpt2", tmp), run = tmp / "run", text = tmp / "text.txt";
+  spit(text, "the first line\nthe second line\n");
+  const auto import = [&] {
+    return run_cli({"import", dir.string(), "--out", run.string(), "--text", text.string()}, tmp.path());
+  };
+  const std::string merges = slurp(dir / "merges.txt"), vocab = slurp(dir / "vocab.json");
+  spit(dir / "merges.txt", merges + "a b c\n");
+  expect_cli_error(import(), {(dir / "merges.txt").string() + " line 25 is \"a b c\", not two symbols"});
+  fs::remove(dir / "merges.txt");
+  expect_cli_error(import(), {(dir / "merges.txt").string(), "does not exist", "needs both vocab.json and merges.txt"});
+  spit(dir / "merges.txt", merges);
+  spit(dir / "vocab.json", R"({"a": 0, "b": [1]})");
+  expect_cli_error(import(), {(dir / "vocab.json").string() + ": \"b\" maps to [1], not a token id"});
+  spit(dir / "vocab.json", vocab);
+  // The script's vocabulary holds ASCII bytes only.
+  spit(text, "the first line\nthe séçond line\n");
+  expect_cli_error(import(), {(dir / "vocab.json").string() + " has no entry for \"Ã\""});
+  EXPECT_FALSE(fs::exists(run / kCheckpointFile));  // each refused before anything was written
+}
+
+// Any other tokenizer: the ids it made, in a file, become the run's token data; each is checked against the model's
+// vocabulary before anything is written.
+TEST(Import, TokenIdsFromAFileAreTheRunsData) {
+  ASSERT_TRUE(torch_available()) << kNoTorch;
+  TempDir tmp("import_ids");
+  const fs::path dir = copy_of("llama", tmp), run = tmp / "run", ids = tmp / "ids.txt";
+  const auto import = [&] {
+    return run_cli({"import", dir.string(), "--out", run.string(), "--token-ids", ids.string()}, tmp.path());
+  };
+  spit(ids, "5 17\n3 119 0\t8 120 4");
+  expect_cli_error(import(), {ids.string() + ": token 7 is '120', not one of the model's ids 0..119"});
+  spit(ids, "5 17 x");
+  expect_cli_error(import(), {ids.string() + ": token 3 is 'x'"});
+  spit(ids, "5 -1");
+  expect_cli_error(import(), {ids.string() + ": token 2 is '-1'"});
+  EXPECT_FALSE(fs::exists(run / kCheckpointFile));
+  std::string text;
+  for (int i = 0; i < 2000; ++i) text += std::to_string((i * 37) % 120) + (i % 20 == 19 ? "\n" : " ");
+  spit(ids, text);
+  const CliResult imported = import();
+  ASSERT_EQ(imported.exit_code, 0) << describe(imported);
+  EXPECT_NE(imported.out.find("read the token ids of " + ids.string() + ": 1900 training and 100 validation tokens"),
+            std::string::npos)
+      << describe(imported);
+  const io::TokenData data = io::load_tokens(run / "data");
+  EXPECT_EQ(data.train.front(), 0);
+  EXPECT_EQ(data.train[1], 37);
+  EXPECT_EQ(data.val.back(), (1999 * 37) % 120);
+  expect_eval_runs(run, tmp);
+  expect_cli_error(run_cli({"generate", "--run", run.string(), "--prompt", "the"}, tmp.path()),
+                   {(run / "data").string() + " has no tokenizer.model", "eval and probe run on it"});
+  const CliResult both = run_cli(
+      {"import", dir.string(), "--out", (tmp / "run2").string(), "--token-ids", ids.string(), "--text", ids.string()},
+      tmp.path());
+  expect_cli_error(both, {"--text and --token-ids both give the run's token data"});
 }
 
 }  // namespace
