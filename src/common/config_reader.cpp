@@ -157,6 +157,9 @@ Json parse_config_json(std::string_view text, const std::string& where) {
     }
     return true;
   };
+  // Checked before parsing: the parser with a callback, and a document's later uses (a dump in a message, a copy),
+  // recurse once per level (under AddressSanitizer a 20 000-deep sweep file overflowed the stack).
+  check_nesting(text, where);
   Json doc;
   try {
     doc = Json::parse(text, check);
@@ -165,8 +168,6 @@ Json parse_config_json(std::string_view text, const std::string& where) {
   } catch (const nlohmann::json::out_of_range&) {  // a number past a double's range, e.g. 1e999
     fail("{}: a number is too large for a double (at most about 1.8e308): fix the file", where);
   }
-  // The parser is iterative, but a document's later uses (a dump in a message, a copy) are not.
-  check_nesting(text, where);
   if (!duplicate.empty())
     fail("{}: the key '{}' appears twice in one object, and only one value can count: keep one", where,
          printable(duplicate));

@@ -68,9 +68,9 @@ TEST_P(TorchFixture, LossLogitsAndEveryGradientMatch) {
       // is 0, and fp32 leaves only rounding noise, so relative error is meaningless there.
       EXPECT_LE(std::sqrt(got_norm), 1e-6) << "grad of " << p.name << " should be zero";
     } else {
-      // A one-element parameter's gradient (a learned scale such as QK-norm's) sums every score of every row in
-      // fp32, so its rounding is that of a long sum: 1.2e-5 on a Zen 3 CPU, whose kernels fuse differently.
-      EXPECT_LE(relative_error(got, want), want.size() == 1 ? 3e-5 : 1e-5) << "grad of " << p.name;
+      // A small parameter's gradient (a learned scale: QK-norm's, NormFormer's per-head γ) sums every score of every
+      // row in fp32, so its rounding is that of a long sum: 1.2e-5 on a Zen 3 CPU, whose kernels fuse differently.
+      EXPECT_LE(relative_error(got, want), want.size() <= 64 ? 3e-5 : 1e-5) << "grad of " << p.name;
     }
     ++checked;
   }
