@@ -166,8 +166,8 @@ extern const Study kDepthVariance{
         "GPAS (arXiv 2506.22049).",
     .paper_setting =
         "Curse of Depth §5.4, Fig. 4: LLaMA-130M (12 layers, d 768, RMSNorm, SwiGLU) on C4, Adam lr 1e-3, 10k steps: "
-        "deep-layer output variance about 175 under Pre-LN, also with scaled init, about 25 with LayerNorm Scaling. "
-        "GPAS: LLaMA 71M (12 layers, d 512, lr 1e-3, 10k steps) on C4.",
+        "the deep layers' output variance grows after 2K iterations, to about 175 under Pre-LN, also with scaled "
+        "init, about 25 with LayerNorm Scaling. GPAS: LLaMA 71M (12 layers, d 512, lr 1e-3, 10k steps) on C4.",
     .cost = "default ~12 min on 2 cores (3 seeds), --quick ~15 s",
     .large = "model.n_layers=24 train.steps=2000",
     .plan = plan,

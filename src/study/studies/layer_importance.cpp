@@ -135,9 +135,9 @@ extern const Study kLayerImportance{
         "2412.13795), "
         "Fig. 1; Gromov et al. 2024 (angular distance).",
     .paper_setting =
-        "Curse of Depth Figs. 3 and 7: an in-house LLaMA-130M (12 layers, d 768) trained on C4 (20k steps, lr 1e-3): "
-        "angular distance between adjacent layers and the loss of removing one layer, for Pre-LN, Post-LN and Pre-LN + "
-        "LNS.",
+        "Curse of Depth Figs. 3 and 7: an in-house LLaMA-130M (12 layers, d 768) trained on C4 (10k steps, lr 1e-3): "
+        "angular distance between adjacent layers and the drop in ARC-e accuracy from removing one layer (not a "
+        "loss), for Pre-LN, Post-LN and Pre-LN + LNS.",
     .cost = "default ~10 min on 2 cores (3 seeds), --quick ~15 s",
     .large = "model.n_layers=24 train.steps=2000",
     .plan = plan,

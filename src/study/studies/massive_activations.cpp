@@ -125,9 +125,10 @@ extern const Study kMassiveActivations{
         "Kim et al. 2025, Peri-LN: Revisiting Normalization Layer in the Transformer Architecture (arXiv 2502.02732), "
         "§3–4.",
     .paper_setting =
-        "Peri-LN §3–4: decoders of 400M, 1.5B and 3.2B parameters trained on 30B DCLM tokens over 5 seeds; Pre-LN's "
-        "hidden states pass the fp16 maximum within about 0.5B tokens, Peri-LN's stay bounded (secondary summary; "
-        "check against the paper).",
+        "Peri-LN abstract: experiments on Transformers up to 3.2B parameters, where Pre-LN and Post-LN are prone to "
+        "vanishing gradients and massive activations. According to a secondary summary not confirmed in the paper's "
+        "text: decoders of 400M, 1.5B and 3.2B on 30B "
+        "DCLM tokens over 5 seeds, Pre-LN's hidden states passing the fp16 maximum within about 0.5B tokens.",
     .cost = "default ~3.5 min on 2 cores (5 seeds), --quick ~10 s",
     .large = "model.n_layers=24 train.steps=2000",
     .plan = plan,

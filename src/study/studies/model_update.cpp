@@ -1,6 +1,7 @@
-// Wang et al. 2022 (DeepNet) §3, Figs. 4–5: early in training, Post-LN's model update ‖F(x,θ_t) − F(x,θ_0)‖
-// jumps (the update is too large at the start), and the inputs of its LayerNorms grow, which later
-// shrinks the gradient through them; warm-up damps the jump, and DeepNorm keeps the update small.
+// Wang et al. 2022 (DeepNet) §3, Fig. 4 (18L-18L Post-LN, with and without warm-up; no DeepNorm): early in
+// training, Post-LN's model update ‖F(x,θ_t) − F(x,θ_0)‖ jumps (the update is too large at the start), and the
+// inputs of its LayerNorms grow, which later shrinks the gradient through them; warm-up damps the jump. §4.2,
+// Fig. 5 (64-128-2 tiny Transformers, 6L-6L to 100L-100L): DeepNorm keeps the update small.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -140,11 +141,15 @@ extern const Study kModelUpdate{
     .claim =
         "Post-LN's model update ‖F(θ_t) − F(θ_0)‖ jumps early in training and its LayerNorm inputs grow; warm-up damps "
         "the jump, and DeepNorm's update stays smaller.",
-    .source = "Wang et al. 2022, DeepNet: Scaling Transformers to 1,000 Layers (arXiv 2203.00555), §3, Figs. 4–5.",
+    .source =
+        "Wang et al. 2022, DeepNet: Scaling Transformers to 1,000 Layers (arXiv 2203.00555), §3, Fig. 4; §4.2, "
+        "Fig. 5.",
     .paper_setting =
-        "DeepNet §3, Figs. 4–5: 18L-18L encoder-decoders on IWSLT-14 De-En (d 512, Xavier init); ‖F(x, θ_t) − F(x, "
-        "θ_0)‖ over the first updates and the LayerNorm inputs against √d: Post-LN's update jumps at the start and its "
-        "LN inputs grow far past √d; warm-up and DeepNorm keep the update smooth.",
+        "DeepNet §3, Fig. 4: 18L-18L encoder-decoders on IWSLT-14 De-En (d 512), Post-LN with and without a 4k "
+        "warm-up and Post-LN-init (no DeepNorm): ‖F(x, θ_t) − F(x, θ_0)‖ over the first updates jumps at the start "
+        "without warm-up, and the LN inputs grow far past √d. §4.2, Fig. 5: vanilla Post-LN against DeepNet on "
+        "64-128-2 tiny Transformers (d 64, FFN 128, 2 heads) of 6L-6L to 100L-100L early in training: DeepNet's "
+        "update is much smaller and more stable.",
     .cost = "default ~2 min on 2 cores (5 seeds), --quick ~20 s",
     .large = "model.n_layers=24 train.steps=1000",
     .plan = plan,
