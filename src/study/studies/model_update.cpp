@@ -148,8 +148,8 @@ extern const Study kModelUpdate{
         "DeepNet §3, Fig. 4: 18L-18L encoder-decoders on IWSLT-14 De-En (d 512), Post-LN with and without a 4k "
         "warm-up and Post-LN-init (no DeepNorm): ‖F(x, θ_t) − F(x, θ_0)‖ over the first updates jumps at the start "
         "without warm-up, and the LN inputs grow far past √d. §4.2, Fig. 5: vanilla Post-LN against DeepNet on "
-        "64-128-2 tiny Transformers (d 64, FFN 128, 2 heads) of 6L-6L to 100L-100L early in training: DeepNet's "
-        "update is much smaller and more stable.",
+        "64-128-2 tiny Transformers (read as d 64, FFN 128, 2 heads) of 6L-6L to 100L-100L early in training: "
+        "DeepNet's update is much smaller and more stable.",
     .cost = "default ~2 min on 2 cores (5 seeds), --quick ~20 s",
     .large = "model.n_layers=24 train.steps=1000",
     .plan = plan,
