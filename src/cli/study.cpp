@@ -16,6 +16,7 @@
 #include "study/claim_file.h"
 #include "study/findings.h"
 #include "study/kit.h"
+#include "study/preregistration.h"
 #include "study/statistics.h"
 #include "study/studies.h"
 #include "study/sweep.h"
@@ -132,7 +133,7 @@ void write_findings_index(const fs::path& results, bool check) {
 void add_study(CLI::App& app) {
   struct Args {
     std::string name, out, index_dir;
-    bool help = false, large = false, check = false;
+    bool help = false, large = false, check = false, preregistration = false;
     std::string seeds;
     int max_seeds = study::SeedSchedule::kDefaultCap;
     study::StudyOptions options;
@@ -163,6 +164,9 @@ void add_study(CLI::App& app) {
   cmd->add_flag("--judge-only", args->options.judge_only,
                 "judge the runs stored in --out again with this build's rule, running nothing (a run that is not "
                 "there counts as failed): kept results judged again after a change to the study wing");
+  cmd->add_flag("--preregistration", args->preregistration,
+                "print the study's pre-registration (arms, sub-claims, rule, seed rule, preset) and its hash, run "
+                "nothing; commit it with \"frozen NAME HASH\" before running unseen seeds (1001 on)");
   cmd->add_option("-s,--set", args->options.overrides, "override a field of every run, e.g. --set train.lr=3e-4");
   cmd->add_option("-g,--grid", args->options.grid,
                   "replace the values of one of the study's axes, e.g. --grid model.n_layers=8,16,32 (repeatable; "
@@ -187,7 +191,11 @@ void add_study(CLI::App& app) {
     const study::Study& s = study_named(args->name, claim);
     if (served_as_worker()) return;
     if (args->large) study::use_large_preset(s, args->options);
-    study::choose_seeds(args->options, args->seeds, args->max_seeds);
+    const bool default_preset = !args->options.quick && !args->large;
+    study::choose_seeds(args->options,
+                        args->seeds.empty() && default_preset ? std::string(s.default_seeds) : args->seeds,
+                        args->max_seeds);
+    if (args->preregistration) return void(std::cout << study::preregistration_text(s, args->options));
     const std::string_view preset = args->options.quick ? "quick" : args->large ? "large" : "";
     args->options.dir = args->out.empty() ? default_study_dir(s.name, preset) : fs::path(args->out);
     args->options.command_line = command_line();
@@ -243,7 +251,7 @@ void add_sweep(CLI::App& app) {
         .claim = "(a user grid: no claim)",
         .source = args->file,
         .setup = doc.at("grid").dump(),
-        .provenance = {"normlab: " + study::source_version() + " (git describe of the binary's source tree)",
+        .provenance = {"normlab: " + study::source_version() + " (the commit the binary was built from)",
                        study::runs_made_by(outcomes)}};
     study::Chart curves{"training loss", "step", "loss"};
     for (const auto& o : outcomes) {

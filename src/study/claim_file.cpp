@@ -135,7 +135,8 @@ Enum read_choice(const Json& j, const char* key, const Field& at,
 }
 
 ClaimSpec read_sub_claim(const Json& j, const Field& at) {
-  known_keys(j, {"id", "statement", "quote", "where", "of", "against", "compare", "side", "threshold"}, at);
+  known_keys(j, {"id", "statement", "quote", "where", "of", "against", "compare", "side", "threshold", "test", "at_init"},
+             at);
   ClaimSpec spec{.id = text_field(j, "id", at),
                  .statement = text_field(j, "statement", at),
                  .quote = text_field(j, "quote", at, false),
@@ -151,6 +152,16 @@ ClaimSpec read_sub_claim(const Json& j, const Field& at) {
       SubClaim::Side::above);
   if (!j.contains("threshold")) fail("{}: missing (a number, or [lo, hi] with side within)", (at / "threshold").text());
   spec.threshold = j["threshold"];
+  spec.test = read_choice(j, "test", at, {{"interval", SubClaim::Test::interval}, {"sign", SubClaim::Test::sign}},
+                          SubClaim::Test::interval);
+  if (j.contains("at_init")) {
+    const Json& init = j["at_init"];
+    if (!init.is_object()) fail("{}: expected an object with \"of\" (and \"against\")", (at / "at_init").text());
+    known_keys(init, {"of", "against"}, at / "at_init");
+    if (!init.contains("of")) fail("{}: missing", (at / "at_init" / "of").text());
+    spec.at_init = InitControl{read_term(init["of"], at / "at_init" / "of")};
+    if (init.contains("against")) spec.at_init->against = read_term(init["against"], at / "at_init" / "against");
+  }
   return spec;
 }
 

@@ -76,6 +76,13 @@ std::string statistic_text(const ClaimSpec& spec, const std::vector<ArmSpec>& ar
   return fmt::format("{} of {} {} {} of {}", describe(spec.of), of, op, describe(*spec.against), against);
 }
 
+// The control's statistic in words: the sub-claim's, read at init.
+std::string init_text(const ClaimSpec& spec, const std::vector<ArmSpec>& arms, const Json& variables) {
+  ClaimSpec control = spec;
+  control.of = spec.at_init->of, control.against = spec.at_init->against;
+  return statistic_text(control, arms, variables);
+}
+
 // An empty claim on the spec's side of its threshold (values are set by the caller).
 SubClaim sided(const ClaimSpec& spec, std::string statement, std::string statistic, SeedValues values,
                const Json& variables) {
@@ -131,20 +138,42 @@ ClaimSpec check_claim(ClaimSpec spec, const std::vector<ArmSpec>& arms, const Js
                       : "\"compare\" needs \"against\": the arm and statistic it is compared with");
   if (spec.against) spec.against = check_term(*spec.against, arms, at + ".against");
   check_threshold(spec, variables, at);
+  if (spec.test == SubClaim::Test::sign && spec.side == SubClaim::Side::within)
+    fail("{}.test: the sign test counts seeds on each side of one threshold; use side above or below", at);
+  if (spec.at_init) {
+    if (spec.at_init->against.has_value() != spec.against.has_value())
+      fail("{}.at_init: the control compares as the sub-claim does ({})", at,
+           spec.against ? "give \"against\" too" : "drop \"against\"");
+    spec.at_init->of = check_term(spec.at_init->of, arms, at + ".at_init.of");
+    if (spec.at_init->against) spec.at_init->against = check_term(*spec.at_init->against, arms, at + ".at_init.against");
+  }
   return spec;
 }
+
+namespace {
+
+// `of`, or `of` compared with `against` seed by seed.
+SeedValues compared(const Term& of, const std::optional<Term>& against, Compare compare, const Json& variables,
+                    const std::vector<RunOutcome>& runs, const std::vector<int>& seeds) {
+  const SeedValues values = measure_term(of, variables, runs, seeds);
+  if (!against) return values;
+  const SeedValues other = measure_term(*against, variables, runs, seeds);
+  return compare == Compare::ratio ? ratio(values, other) : difference(values, other);
+}
+
+}  // namespace
 
 SubClaim measure_claim(const ClaimSpec& given, const std::vector<ArmSpec>& arms, const Json& variables,
                        const std::vector<RunOutcome>& runs, const std::vector<int>& seeds) {
   const ClaimSpec spec = check_claim(given, arms, variables, "sub-claim " + given.id);
-  SeedValues values = measure_term(spec.of, variables, runs, seeds);
-  if (spec.against) {
-    const SeedValues against = measure_term(*spec.against, variables, runs, seeds);
-    values = spec.compare == Compare::ratio ? ratio(values, against) : difference(values, against);
-  }
   SubClaim claim = sided(spec, fill(spec.statement, variables, "sub-claim " + spec.id + " statement"),
-                         statistic_text(spec, arms, variables), values, variables);
-  claim.quote = spec.quote, claim.where = spec.where;
+                         statistic_text(spec, arms, variables),
+                         compared(spec.of, spec.against, spec.compare, variables, runs, seeds), variables);
+  claim.quote = spec.quote, claim.where = spec.where, claim.test = spec.test;
+  if (spec.at_init) {
+    claim.at_init = compared(spec.at_init->of, spec.at_init->against, spec.compare, variables, runs, seeds);
+    claim.init_statistic = init_text(spec, arms, variables);
+  }
   for (const Need& need : spec.needs)
     cannot_decide_unless(claim, variables.contains(need.variable) && variables[need.variable] == true, need.why);
   return claim;
@@ -152,8 +181,10 @@ SubClaim measure_claim(const ClaimSpec& given, const std::vector<ArmSpec>& arms,
 
 std::string claim_rule(const ClaimSpec& given, const std::vector<ArmSpec>& arms, const Json& variables) {
   const ClaimSpec spec = check_claim(given, arms, variables, "sub-claim " + given.id);
-  const SubClaim shape = sided(spec, "", "", {}, variables);
-  return fmt::format("{}: {} {}", spec.id, statistic_text(spec, arms, variables), shape.threshold());
+  SubClaim shape = sided(spec, "", "", {}, variables);
+  shape.test = spec.test;
+  return fmt::format("{}: {} {}{}", spec.id, statistic_text(spec, arms, variables), shape.threshold(),
+                     spec.at_init ? " (control at init: " + init_text(spec, arms, variables) + ")" : "");
 }
 
 }  // namespace normlab::study

@@ -40,6 +40,13 @@ struct Need {
   std::string variable, why;
 };
 
+// The same comparison before training: a sub-claim about what training does is also measured at init, and the report
+// shows whether its rule would already hold there.
+struct InitControl {
+  Term of;
+  std::optional<Term> against = std::nullopt;
+};
+
 struct ClaimSpec {
   std::string id;         // "A", "B1"
   std::string statement;  // what the paper claims, as tested here (a template)
@@ -52,6 +59,10 @@ struct ClaimSpec {
   // above / below: a number or a variable's name; within: [lo, hi], each a number or a variable's name.
   Json threshold = 0;
   std::vector<Need> needs = {};
+  // interval: the t interval over the seeds; sign: a count of the seeds on each side of the threshold, by the exact
+  // sign test (the test for train-or-stall outcomes: `stalled_or_diverged` of one arm − of another).
+  SubClaim::Test test = SubClaim::Test::interval;
+  std::optional<InitControl> at_init = std::nullopt;
 };
 
 // The values the templates of a study's data may name, from its options (preset, --grid, --set).

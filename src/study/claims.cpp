@@ -118,11 +118,12 @@ std::string SeedSchedule::describe() const {
 }
 
 std::string SubClaim::threshold() const {
+  const std::string counted = test == Test::sign ? " in more seeds (exact sign test)" : "";
   switch (side) {
     case Side::above:
-      return "> " + num(lo);
+      return "> " + num(lo) + counted;
     case Side::below:
-      return "< " + num(hi);
+      return "< " + num(hi) + counted;
     case Side::within:
       break;
   }
@@ -131,6 +132,11 @@ std::string SubClaim::threshold() const {
 
 std::string SubClaim::interval() const {
   if (!cannot_decide.empty() || !values.complete()) return "n/a";
+  if (test == Test::sign) {
+    const Counts n = counts();
+    return fmt::format("{} on the claimed side, {} on the other, {} alike; p = {} (α {:.3g})", n.claimed, n.reverse,
+                       n.ties, num(p_value), 1 - confidence);
+  }
   if (std::isnan(interval_lo)) return values.n() < 2 ? "n/a (1 seed: no interval)" : "n/a (an infinite value)";
   return fmt::format("[{}, {}] ({:g}%)", num(interval_lo), num(interval_hi), 100 * confidence);
 }
@@ -142,6 +148,7 @@ std::string SubClaim::outcome() const {
     case Truth::fails:
       return "fails";
     case Truth::unclear:
+      if (test == Test::sign) return fmt::format("unclear: p = {} is not below α {:.3g}", num(p_value), 1 - confidence);
       return std::isnan(interval_lo) ? "unclear: no interval" : "unclear: the interval reaches across " + threshold();
     case Truth::undecided:
       break;
@@ -181,18 +188,52 @@ SubClaim& cannot_decide_unless(SubClaim& claim, bool decidable, std::string why)
   return claim;
 }
 
-void decide(SubClaim& c, const SeedSchedule& schedule) {
-  c.confidence = schedule.confidence();
-  c.interval_lo = c.interval_hi = NAN;
-  if (!c.cannot_decide.empty() || !c.values.complete()) {
-    c.truth = Truth::undecided;
-    return;
+SubClaim::Counts SubClaim::counts() const {
+  Counts n;
+  const double t = side == Side::below ? hi : lo;
+  const bool up = side != Side::below;  // the claimed side of the threshold
+  for (double v : values.values) {
+    if (v == t) ++n.ties;
+    else ((v > t) == up ? n.claimed : n.reverse) += 1;
   }
+  return n;
+}
+
+double sign_test_p(int claimed, int reverse) {
+  const int m = claimed + reverse, k = std::max(claimed, reverse);
+  if (m == 0) return 1;
+  double tail = 0;  // P(Bin(m, ½) ≥ k), summed in logs
+  for (int i = k; i <= m; ++i)
+    tail += std::exp(std::lgamma(m + 1.0) - std::lgamma(i + 1.0) - std::lgamma(m - i + 1.0) - m * std::log(2.0));
+  return std::min(1.0, 2 * tail);
+}
+
+namespace {
+
+bool decidable(const SubClaim& c) { return c.cannot_decide.empty() && c.values.complete(); }
+
+// How far the mean lies from the threshold, positive on the side the interval must clear to decide either way: the
+// claimed side's distance when the mean is there, the other side's otherwise.
+double distance_to_threshold(const SubClaim& c) {
+  const double m = c.values.mean();
+  switch (c.side) {
+    case SubClaim::Side::above:
+      return std::abs(m - c.lo);
+    case SubClaim::Side::below:
+      return std::abs(c.hi - m);
+    case SubClaim::Side::within:
+      break;
+  }
+  return m > c.lo && m < c.hi ? std::min(m - c.lo, c.hi - m) : std::max(c.lo - m, m - c.hi);
+}
+
+// The t interval at confidence 1 − α, and the truth it gives.
+void decide_by_interval(SubClaim& c, double alpha) {
   const auto& v = c.values.values;
   if (std::all_of(v.begin(), v.end(), [&](double x) { return x == v.front(); }) && v.size() > 1) {
     c.interval_lo = c.interval_hi = v.front();  // no spread (possibly every seed infinite): a point
   } else if (v.size() > 1 && std::isfinite(c.values.sd())) {
-    const double half = student_t_quantile(1 - schedule.alpha() / 2, static_cast<int>(v.size()) - 1) * c.values.sd() /
+    const double half = student_t_quantile(1 - alpha / 2, static_cast<int>(v.size()) - 1) * c.values.sd() /
                         std::sqrt(static_cast<double>(v.size()));
     c.interval_lo = c.values.mean() - half, c.interval_hi = c.values.mean() + half;
   }
@@ -211,6 +252,69 @@ void decide(SubClaim& c, const SeedSchedule& schedule) {
     case SubClaim::Side::within:
       c.truth = lo > c.lo && hi < c.hi ? Truth::holds : hi < c.lo || lo > c.hi ? Truth::fails : Truth::unclear;
       break;
+  }
+}
+
+void decide_by_sign(SubClaim& c, double alpha) {
+  const SubClaim::Counts n = c.counts();
+  c.truth = c.p_value >= alpha || n.claimed == n.reverse ? Truth::unclear
+            : n.claimed > n.reverse                     ? Truth::holds
+                                                        : Truth::fails;
+}
+
+// The truth the same rule would give to the control at init (whether the claim already holds before training).
+Truth truth_at_init(const SubClaim& c, double alpha) {
+  if (c.at_init.values.empty()) return Truth::undecided;
+  SubClaim control = c;
+  control.values = c.at_init, control.at_init = {};
+  decide(control, alpha);
+  return control.truth;
+}
+
+}  // namespace
+
+double p_value(const SubClaim& c) {
+  if (!decidable(c)) return 1;
+  if (c.test == SubClaim::Test::sign) {
+    const SubClaim::Counts n = c.counts();
+    return sign_test_p(n.claimed, n.reverse);
+  }
+  const double d = distance_to_threshold(c), sd = c.values.sd();
+  const int n = static_cast<int>(c.values.n());
+  if (n < 2 || std::isnan(d) || std::isnan(sd)) return 1;
+  if (sd == 0) return d > 0 ? 0 : 1;
+  const double t = d / (sd / std::sqrt(static_cast<double>(n)));
+  return d > 0 ? 2 * (1 - student_t_cdf(t, n - 1)) : 1;
+}
+
+void decide(SubClaim& c, double alpha) {
+  c.confidence = 1 - alpha;
+  c.interval_lo = c.interval_hi = NAN;
+  c.p_value = decidable(c) ? p_value(c) : NAN;
+  c.init_truth = truth_at_init(c, alpha);
+  if (!decidable(c)) {
+    c.truth = Truth::undecided;
+    return;
+  }
+  if (c.test == SubClaim::Test::sign) return decide_by_sign(c, alpha);
+  decide_by_interval(c, alpha);
+}
+
+void decide_family(std::vector<SubClaim>& claims, const SeedSchedule& schedule) {
+  std::vector<SubClaim*> tested;
+  for (SubClaim& c : claims) {
+    if (decidable(c)) tested.push_back(&c);
+    else decide(c, schedule.alpha());
+  }
+  std::stable_sort(tested.begin(), tested.end(),
+                   [](const SubClaim* a, const SubClaim* b) { return p_value(*a) < p_value(*b); });
+  double level = schedule.alpha();
+  bool stopped = false;
+  for (size_t j = 0; j < tested.size(); ++j) {
+    if (!stopped) level = schedule.alpha() / static_cast<double>(tested.size() - j);
+    decide(*tested[j], level);
+    stopped = stopped || tested[j]->truth == Truth::unclear;
+    if (stopped && tested[j]->truth != Truth::unclear) tested[j]->truth = Truth::unclear;  // a tie with the stop
   }
 }
 
@@ -240,11 +344,16 @@ std::string seed_rule_text(const SeedSchedule& schedule) {
   return fmt::format(
       "Each sub-claim is one number per seed (a comparison of two arms: their difference or ratio formed seed by "
       "seed, since the arms of a seed share its init and data order). Its interval is mean ± t · sd/√n over the n "
-      "seeds at {} confidence. It holds when the interval lies wholly past its threshold on the claimed side, "
-      "fails when it lies wholly on the other side, and is unclear otherwise (one seed gives no interval). "
-      "Reproduced: every sub-claim holds; partly reproduced: every sub-claim decided, some fail; not reproduced: "
-      "every one fails; inconclusive: some sub-claim unclear, or one its runs cannot decide (a model that did not "
-      "train, a grid without the value it needs); incomplete: a run failed or a number is missing.",
+      "seeds; a train-or-stall sub-claim is a count instead, tested by the exact two-sided sign test on the seeds "
+      "whose arms differ. Each look decides at {} confidence for the whole family: Holm's step-down spreads it over "
+      "the sub-claims (ordered by p-value, the j-th of k at α/(k − j), until one is not decided), so each interval "
+      "has its own confidence. "
+      "It holds when the interval lies wholly past its threshold on the claimed side (a count: p below its α, more "
+      "seeds on the claimed side), fails when it lies wholly on the other side, and is unclear otherwise (one seed "
+      "gives no interval). Reproduced: every sub-claim holds; partly reproduced: every sub-claim decided, some "
+      "fail; not reproduced: every one fails; inconclusive: some sub-claim unclear, or one its runs cannot decide "
+      "(a model that did not train, a grid without the value it needs); incomplete: a run failed or a number is "
+      "missing.",
       schedule.describe());
 }
 

@@ -6,16 +6,24 @@
 // The rule (docs/studies.md, "How a verdict is decided"):
 //  * a sub-claim's statistic is measured per seed; a comparison of two arms is their difference (or ratio)
 //    formed seed by seed, since the arms of one seed share its init and data order (a paired test);
-//  * its interval is mean ± t(1 − α/2, n − 1) · sd / √n over the n seeds, with α = 0.05 / looks: a study
-//    that may add seeds (`--seeds auto`: 3, then 2 at a time up to the cap) looks at its numbers up to
-//    `looks` times, and Bonferroni over those planned looks keeps the chance that any look's interval
-//    misses the true mean at or below 5%; a fixed seed list looks once (α = 0.05);
+//  * its interval is mean ± t(1 − α_i/2, n − 1) · sd / √n over the n seeds. The family's α is 0.05 / looks: a
+//    study that may add seeds (`--seeds auto`: 3, then 2 at a time up to the cap) looks at its numbers up to
+//    `looks` times, and Bonferroni over those planned looks keeps the chance of any false decision at any look at
+//    or below 5%; a fixed seed list looks once (α = 0.05). Within one look, Holm's step-down spreads α over the
+//    study's k sub-claims: ordered by p-value, the j-th (from 0) is tested at α_i = α / (k − j), until one is not
+//    decided; it and the rest are tested at that level and stay unclear. So a false "holds" or "fails" anywhere in
+//    the family has a chance of at most 5%;
 //  * it holds when the interval lies wholly past the threshold on the claimed side, fails when it lies
 //    wholly on the other side, and is unclear otherwise (one seed gives no interval: unclear);
+//  * a sub-claim about train-or-stall outcomes (values in {−1, 0, 1} per seed: the claimed arm stalled and the
+//    other trained, both alike, or the reverse) is a count, tested by the exact two-sided sign test on the seeds
+//    that differ (exact McNemar): its p-value is 2 · P(Bin(m, ½) ≥ the larger count), m the seeds that differ;
+//    decided when p < α_i, holding when the larger count is on the claimed side;
 //  * a missing number on any seed (a run failed, a record is absent: NaN) leaves it undecided.
 //  * verdict: reproduced (every sub-claim holds), partly reproduced (every one decided, some fail), not
 //    reproduced (every one fails), inconclusive (some unclear, or one the runs cannot decide: a model that did
 //    not train, a grid without the value it needs), incomplete (a number missing, or a run failed).
+#include <cmath>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -62,6 +70,9 @@ struct SeedSchedule {
 
 struct SubClaim {
   enum class Side { above, below, within };
+  // interval: the t interval over the seeds; sign: the exact sign test of the seeds' values against the threshold
+  // (a count: how many seeds lie on each side of it).
+  enum class Test { interval, sign };
   std::string id;         // "A", "B1"
   std::string statement;  // what the paper claims, as tested here
   std::string statistic;  // what each seed's number is
@@ -70,10 +81,23 @@ struct SubClaim {
   double lo = 0, hi = 0;      // above: > lo; below: < hi; within: lo < x < hi
   std::string cannot_decide;  // why the study's grid leaves it undecidable ("" if it does not)
   std::string quote, where;   // the paper's sentence and where it stands (a sub-claim stated as data: claim_spec.h)
+  Test test = Test::interval;
+  // The control at init: the same statistic before training (empty: the sub-claim is not about training). Shown
+  // beside the value, with whether the rule would already hold there (set by decide()).
+  SeedValues at_init = {};
+  std::string init_statistic = "";
+  Truth init_truth = Truth::undecided;
   // Set by decide():
   double confidence = 0.95;
   double interval_lo = 0, interval_hi = 0;  // NaN when there is no interval (fewer than 2 seeds, a NaN)
   Truth truth = Truth::undecided;
+  double p_value = NAN;  // two-sided: the largest α at which it is still unclear (NaN: undecided)
+
+  // A sign test's counts: seeds past the threshold on the claimed side, on the other side, and on it.
+  struct Counts {
+    int claimed = 0, reverse = 0, ties = 0;
+  };
+  Counts counts() const;
 
   // The threshold as text: "> 0.2", "< 0.85", "in (0.75, 1.33)".
   std::string threshold() const;
@@ -91,8 +115,15 @@ SubClaim claim_within(std::string id, std::string statement, std::string statist
 // A sub-claim the study's grid cannot decide (an axis lacks what it needs): undecided, with the reason.
 SubClaim& cannot_decide_unless(SubClaim& claim, bool decidable, std::string why);
 
-// Decides a sub-claim by the interval rule at `schedule`'s confidence.
-void decide(SubClaim& claim, const SeedSchedule& schedule);
+// The two-sided p-value of a sub-claim's values against its threshold: for the t interval, the α at which the
+// interval just touches the threshold; for the sign test, the exact binomial one. 1 when it cannot be decided.
+double p_value(const SubClaim& claim);
+// Decides a sub-claim at family level α (the interval at confidence 1 − α, or the sign test's p < α).
+void decide(SubClaim& claim, double alpha);
+// Decides a study's sub-claims together: Holm's step-down over them at the schedule's α (the rule above).
+void decide_family(std::vector<SubClaim>& claims, const SeedSchedule& schedule);
+// The exact two-sided sign test: 2 · P(Bin(claimed + reverse, ½) ≥ max(claimed, reverse)), at most 1.
+double sign_test_p(int claimed, int reverse);
 // The verdict from decided sub-claims (the rule above); a study with no sub-claims is incomplete.
 std::string combine_verdicts(const std::vector<SubClaim>& claims);
 // The ids of the sub-claims that fail / are unclear, "B, D" ("" if none).

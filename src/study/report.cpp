@@ -136,13 +136,24 @@ std::string per_seed_text(const SeedValues& v) {
   return out;
 }
 
+// The control at init: "1.2 ± 0.1 (3 seeds): would already hold", or "—" for a sub-claim not about training.
+std::string init_control_text(const SubClaim& c) {
+  if (c.at_init.values.empty()) return "—";
+  const char* already = c.init_truth == Truth::holds   ? "would already hold"
+                        : c.init_truth == Truth::fails ? "would fail"
+                                                       : "undecided";
+  return fmt::format("{}{}: {}", c.init_statistic.empty() ? "" : c.init_statistic + ": ", c.at_init.show(), already);
+}
+
 // The sub-claims as a table: id, claim, statistic, per seed, mean ± sd, interval, threshold, outcome.
 Table claims_table(const Report& r) {
-  Table t{"Sub-claims: each one number per seed, decided by its interval",
-          {"", "claim", "statistic (per seed)", "seeds", "mean ± sd", "interval", "holds when", "outcome"}};
+  Table t{"Sub-claims: each one number per seed, decided by its interval (a count: by the exact sign test)",
+          {"", "claim", "statistic (per seed)", "seeds", "mean ± sd", "interval", "holds when", "outcome",
+           "at init (control)"}};
   for (const SubClaim& c : r.claims) {
     t.rows.push_back({c.id + (c.id == r.headline ? " (headline)" : ""), c.statement, c.statistic,
-                      per_seed_text(c.values), c.values.show(), c.interval(), c.threshold(), c.outcome()});
+                      per_seed_text(c.values), c.values.show(), c.interval(), c.threshold(), c.outcome(),
+                      init_control_text(c)});
     t.row_class.push_back(truth_name(c.truth));
   }
   return t;
@@ -205,6 +216,21 @@ Json sub_claim_json(const SubClaim& c) {
                {"said", c.outcome()}};
   if (!c.quote.empty()) json["quote"] = c.quote;
   if (!c.where.empty()) json["where"] = c.where;
+  json["test"] = c.test == SubClaim::Test::sign ? "exact sign test" : "t interval";
+  json["p_value"] = number(c.p_value);
+  if (c.test == SubClaim::Test::sign) {
+    const SubClaim::Counts n = c.counts();
+    json["counts"] = {{"claimed", n.claimed}, {"reverse", n.reverse}, {"alike", n.ties}};
+  }
+  if (!c.at_init.values.empty()) {
+    Json init = Json::object();
+    for (size_t i = 0; i < c.at_init.n(); ++i)
+      init[std::to_string(c.at_init.seeds[i])] = number(c.at_init.values[i]);
+    json["at_init"] = {{"statistic", c.init_statistic},
+                       {"per_seed", init},
+                       {"mean", number(c.at_init.mean())},
+                       {"outcome", truth_name(c.init_truth)}};
+  }
   return json;
 }
 

@@ -1,5 +1,7 @@
 #include "study/runner.h"
 
+#include "normlab_source_commit.h"  // generated at build time (cmake/source_commit.cmake)
+
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -454,20 +456,7 @@ std::string corpus_checksum(const fs::path& data_dir) {
   return fmt::format("{:016x}", io::fnv1a64(io::read_file(meta, "token metadata")));
 }
 
-std::string source_version() {
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "unknown";
-  std::string command = "git -C '" + exe.parent_path().string() + "' describe --always --dirty --tags 2>/dev/null";
-  std::string out;
-  if (FILE* pipe = popen(command.c_str(), "r")) {
-    char buffer[256];
-    while (std::fgets(buffer, sizeof buffer, pipe)) out += buffer;
-    if (pclose(pipe) != 0) out.clear();
-  }
-  while (!out.empty() && std::isspace(static_cast<unsigned char>(out.back()))) out.pop_back();
-  return out.empty() ? "unknown" : out;
-}
+std::string source_version() { return NORMLAB_SOURCE_COMMIT; }
 
 std::string cpu_description() {
   std::ifstream in("/proc/cpuinfo");

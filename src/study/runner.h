@@ -61,8 +61,8 @@ Json resolve_config(const Json& config, const std::string& where);
 // checksums and token counts ("missing" when it has none).
 std::string corpus_checksum(const std::filesystem::path& data_dir);
 
-// The commit of the source tree the running binary sits in (git describe --dirty), or "unknown" when git or the
-// tree is not there (a binary copied elsewhere).
+// The commit the running binary was built from, embedded at build time: its full hash, with "-dirty" when tracked
+// files differed from it, or "unknown" when it was built outside a git checkout. A copy of the binary names it too.
 std::string source_version();
 
 // This machine's CPU for the record: its model name and whether it multiplies bf16 in hardware, e.g.

@@ -52,6 +52,14 @@ double stalled(const RunOutcome* run, const Json&) {
   return NAN;
 }
 
+// 1 for a run that did not learn within its budget (slow, stalled or diverged: above the trained line), 0 for one
+// that trained.
+double not_trained(const RunOutcome* run, const Json&) {
+  const Outcome outcome = train_result(run).outcome;
+  if (outcome == Outcome::failed || outcome == Outcome::missing) return NAN;
+  return outcome == Outcome::trained ? 0 : 1;
+}
+
 std::string final_train_loss_text(const Json&) {
   return "final training loss (mean of the last 3 logs; a diverged run counts as the unigram entropy)";
 }
@@ -62,6 +70,7 @@ std::string above_trained_line_text(const Json&) {
   return fmt::format("final training loss above the trained line (unigram entropy − {:g} nats)", train::kStallMargin);
 }
 std::string stalled_text(const Json&) { return "stalled or diverged (1) or not (0), by the stall rule"; }
+std::string not_trained_text(const Json&) { return "did not train (1: slow, stalled or diverged) or trained (0)"; }
 
 // ---- An analysis of a finished probe run (analysis.jsonl) ----------------------------------------------------------
 
@@ -158,6 +167,13 @@ const std::vector<Statistic> kStatistics = {
      {},
      stalled,
      stalled_text},
+    {"not_trained",
+     "1 for a run that did not learn within its budget (slow, stalled or diverged: its final loss above the trained "
+     "line), 0 for one that trained; summed over seeds it counts the runs that did not train",
+     "count",
+     {},
+     not_trained,
+     not_trained_text},
     {"analysis",
      "a column of an analysis of the run (`normlab probe --analysis`), at the row of one layer's tensor",
      "the column's",

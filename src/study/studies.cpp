@@ -1,4 +1,5 @@
 #include "study/studies.h"
+
 #include "probe/records.h"
 
 #include <algorithm>
@@ -7,12 +8,14 @@
 #include <fstream>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "common/error.h"
 #include "dist/comm.h"
 #include "model/config.h"
 #include "study/kit.h"
+#include "study/preregistration.h"
 #include "study/studies/catalog.h"
 #include "train/records.h"
 
@@ -224,7 +227,7 @@ std::vector<std::string> provenance(const StudyOptions& o, const RunnerOptions& 
                   o.overrides.empty() ? "none" : fmt::format("{}", fmt::join(o.overrides, " "))),
       fmt::format("grid (--grid, replacing an axis's values): {}",
                   o.grid.empty() ? "none (the preset's)" : fmt::format("{}", fmt::join(o.grid, " "))),
-      "normlab: " + source_version() + " (git describe, at report time, of the source tree holding the binary)",
+      "normlab: " + source_version() + " (the commit the binary was built from)",
   };
   lines.push_back(runs_made_by(runs));
   std::set<std::string> corpora;
@@ -320,11 +323,15 @@ void resolve_axes(const Study& study, StudyOptions& options) {
 }
 
 std::string study_help(const Study& s) {
+  const std::string by_default =
+      s.default_seeds.empty() ? "auto by default: 3 seeds, then 2 more at a time while a sub-claim is unclear, up to "
+                                "--max-seeds (" + std::to_string(SeedSchedule::kDefaultCap) + ")"
+                              : fmt::format("{} by default, one look (its counts need them)", s.default_seeds);
   std::string out = fmt::format(
-      "normlab study {}: {}\n\nclaim:  {}\nsource: {}\ncost:   {}\nseeds:  auto by default: 3 seeds, then 2 more "
-      "at a time while a sub-claim is unclear, up to --max-seeds ({}); --seeds auto:101 starts at seed 101; a fixed "
-      "--seeds N, 101,102,103 or 101-103 looks once (--quick: 1 seed, --large: 3)\n\n",
-      s.name, s.title, s.claim, s.source, s.cost, SeedSchedule::kDefaultCap);
+      "normlab study {}: {}\n\nclaim:  {}\nsource: {}\ncost:   {}\nseeds:  {}; --seeds auto:{} starts at seed {} "
+      "(the unseen seeds, after freezing: --preregistration); a fixed --seeds N, 1001,1002 or 1001-1010 looks once "
+      "(--quick: 1 seed, --large: 3)\n\n",
+      s.name, s.title, s.claim, s.source, s.cost, by_default, kFirstUnseenSeed, kFirstUnseenSeed);
   StudyOptions preset;
   std::vector<RunOutcome> planned_runs;
   for (const RunRequest& r : plan_study(s, preset))
@@ -476,7 +483,7 @@ Report judge_study(const Study& study, const StudyOptions& given, const std::vec
   report.paper_setting = std::string(study.paper_setting);
   const std::string configs = config_summary(outcomes, options.overrides);
   report.setup = report.setup.empty() ? configs : configs + " " + report.setup;
-  for (SubClaim& c : report.claims) decide(c, options.schedule);
+  decide_family(report.claims, options.schedule);
   report.headline = report.claims.empty()    ? ""
                     : study.headline.empty() ? report.claims.front().id
                                              : std::string(study.headline);
@@ -506,8 +513,21 @@ std::string headline_text(const Report& report) {
 
 namespace {
 
+// Which seed set the report is on: "unseen" only when the pre-registration was frozen before every run behind it
+// (preregistration.h), "not unseen: why" for seeds from 1001 that fail that check, "fresh" for seeds 101-1000 (kept
+// from before freezing existed), "design" for the pilots' seeds below 101.
+std::string seed_set(const Study& study, const StudyOptions& o, const std::string& hash,
+                     const std::vector<RunOutcome>& runs) {
+  const int lowest = *std::min_element(o.seeds.begin(), o.seeds.end());
+  if (lowest < 101) return "design";
+  if (lowest < kFirstUnseenSeed) return "fresh";
+  const std::string problem = unseen_problem(o.dir, study.name, hash, runs);
+  return problem.empty() ? "unseen" : "not unseen: " + problem;
+}
+
 // What report.json records beyond the verdict, for the findings index: sizes, steps, cost, machines, corpora.
-Json study_record(const StudyOptions& o, const RunnerOptions& runner, const std::vector<RunOutcome>& runs) {
+Json study_record(const Study& study, const StudyOptions& o, const RunnerOptions& runner,
+                  const std::vector<RunOutcome>& runs) {
   std::set<int> d_model, layers, steps;
   std::map<std::string, int> cpus;
   double core_seconds = 0;
@@ -521,6 +541,7 @@ Json study_record(const StudyOptions& o, const RunnerOptions& runner, const std:
     const std::string dir = r.config["data"]["dir"].get<std::string>();
     if (!corpora.contains(dir)) corpora[dir] = corpus_checksum(dir);
   }
+  const std::string hash = preregistration_hash(preregistration(study, o));
   return {{"preset", o.quick   ? "quick"
                      : o.large ? "large"
                                : "default"},
@@ -540,8 +561,34 @@ Json study_record(const StudyOptions& o, const RunnerOptions& runner, const std:
           {"corpora", corpora},
           {"command", o.command_line},
           {"normlab", source_version()},
-          {"runs_made_by", runs_made_by(runs)}};
+          {"runs_made_by", runs_made_by(runs)},
+          {"preregistration", hash},
+          {"seed_set", seed_set(study, o, hash, runs)}};
 }
+
+}  // namespace
+
+namespace {
+
+// The look a study stops at: its report written with the looks that led to it, the index refreshed.
+StudyResult finish_study(const Study& study, const StudyOptions& options, const RunnerOptions& runner, Report report,
+                         const std::vector<SeedLook>& looks, const std::vector<RunOutcome>& outcomes) {
+  report.looks = looks;
+  report.provenance = provenance(options, runner, outcomes);
+  report.record = study_record(study, options, runner, outcomes);
+  const fs::path html = write_report(options.dir, report);
+  return {html, write_report_index(options.dir), report.verdict, report.failures, report.claims, headline_text(report)};
+}
+
+bool any_not_run(const std::vector<RunOutcome>& outcomes) {
+  return std::any_of(outcomes.begin(), outcomes.end(), [](const RunOutcome& o) { return !fs::exists(o.dir); });
+}
+
+struct Judged {
+  StudyOptions options;
+  Report report;
+  std::vector<RunOutcome> outcomes;
+};
 
 }  // namespace
 
@@ -553,14 +600,21 @@ StudyResult run_study(const Study& study, const StudyOptions& given, const Runne
   const std::vector<int> sizes = options.auto_seeds ? SeedSchedule::look_sizes(options.max_seeds)
                                                     : std::vector<int>{static_cast<int>(options.seeds.size())};
   std::vector<SeedLook> looks;
+  std::optional<Judged> last;
   for (const int size : sizes) {
     if (options.auto_seeds) {
       options.seeds.clear();
       for (int k = 0; k < size; ++k) options.seeds.push_back(options.first_seed + k);
     }
     const std::vector<RunRequest> requests = plan_study(study, options);
-    const auto outcomes =
+    auto outcomes =
         options.judge_only ? stored_outcomes(options.dir, requests) : run_grid(options.dir, requests, runner);
+    // --judge-only runs nothing: when the rule asks for seeds never run, the last look whose runs are all stored
+    // stands, and its looks say that the rule wanted more.
+    if (options.judge_only && last && any_not_run(outcomes)) {
+      looks.back().unclear += fmt::format("; the rule would look again at {} seeds, never run", size);
+      return finish_study(study, last->options, runner, last->report, looks, last->outcomes);
+    }
     write_summary_csv(options.dir / "summary.csv", outcomes);
     Report report = judge_study(study, options, outcomes);
     looks.push_back({options.seeds, report.verdict, ids_where(report.claims, Truth::unclear)});
@@ -569,14 +623,10 @@ StudyResult run_study(const Study& study, const StudyOptions& given, const Runne
       std::cerr << fmt::format("study: {} at {} seeds: sub-claim {} unclear; looking again at {} seeds (at most {})\n",
                                study.name, size, looks.back().unclear,
                                *std::upper_bound(sizes.begin(), sizes.end(), size), options.max_seeds);
+      last = Judged{options, std::move(report), std::move(outcomes)};
       continue;
     }
-    report.looks = looks;
-    report.provenance = provenance(options, runner, outcomes);
-    report.record = study_record(options, runner, outcomes);
-    const fs::path html = write_report(options.dir, report);
-    return {
-        html, write_report_index(options.dir), report.verdict, report.failures, report.claims, headline_text(report)};
+    return finish_study(study, options, runner, std::move(report), looks, outcomes);
   }
   fail("internal: study {} looked at no seeds", study.name);
 }

@@ -65,6 +65,9 @@ struct Study {
   std::string_view paper_setting = "";
   std::string_view cost;           // the presets' run time on 2 cores
   std::string_view headline = "";  // the sub-claim carrying the claim's main effect (empty: the first)
+  // The default preset's seeds when --seeds is not given: "" for auto (3, then 2 more while a sub-claim is unclear),
+  // or a fixed count, for a study whose counts need a planned number of seeds.
+  std::string_view default_seeds = "";
   // The --large preset: where the claim lives as far as CPUs allow (d 256, T 128, 12-48 layers, thousands of
   // steps), meant for many cores (`mpirun ... normlab study NAME --large`): the shared size (large_size), then these
   // space-separated --set overrides, all before the user's, with each axis's `large` values. docs/studies.md states

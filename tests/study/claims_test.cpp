@@ -17,7 +17,7 @@ SeedValues values(std::vector<double> v) {
 }
 
 SubClaim decided(SubClaim c, int looks = 1) {
-  decide(c, SeedSchedule{looks});
+  decide(c, SeedSchedule{looks}.alpha());
   return c;
 }
 
@@ -82,6 +82,72 @@ TEST(SeedRule, BonferroniOverThePlannedLooksWidensEachInterval) {
   EXPECT_EQ(decided(c, 1).truth, Truth::holds);    // 1.3 ± 4.303 · 0.3/√3 = [0.555, 2.045]
   EXPECT_EQ(decided(c, 4).truth, Truth::unclear);  // 1.3 ± 8.860 · 0.3/√3 = [−0.235, 2.835]
   EXPECT_NEAR(decided(c, 4).confidence, 0.9875, 1e-12);
+}
+
+// The p-value is the α at which the interval just touches the threshold: decided below it, unclear above.
+TEST(SeedRule, ThePValueIsWhereTheIntervalTouchesTheThreshold) {
+  const SubClaim c = claim_above("A", "x", "x", values({1.0, 1.3, 1.6}), 0.3);
+  const double p = p_value(c);  // t = 1.0 / (0.3/√3) = 5.774 on 2 dof: two-sided 0.0287
+  EXPECT_NEAR(p, 0.028714, 1e-5);
+  SubClaim at = c;
+  decide(at, p * 1.001);
+  EXPECT_EQ(at.truth, Truth::holds);
+  decide(at, p * 0.999);
+  EXPECT_EQ(at.truth, Truth::unclear);
+  EXPECT_NEAR(p_value(claim_within("A", "x", "x", values({1.0, 1.3, 1.6}), 0.3, 2.3)), p, 1e-12);
+}
+
+// Holm: the smallest p-value is tested at α/k, the next at α/(k − 1) ..., and the first one not decided stops the
+// rest. Three sub-claims at α 0.05: p ≈ 0.0001 (at 0.0167: holds), p ≈ 0.0287 (at 0.025: unclear, stops), and a
+// third with p ≈ 0.0287 too, which alone at 0.05 would hold but stays unclear.
+TEST(SeedRule, HolmStepsDownOverTheSubClaims) {
+  std::vector<SubClaim> family = {claim_above("A", "x", "x", values({10.0, 10.1, 10.2}), 0.3),
+                                  claim_above("B", "x", "x", values({1.0, 1.3, 1.6}), 0.3),
+                                  claim_below("C", "x", "x", values({-1.0, -1.3, -1.6}), -0.3)};
+  decide_family(family, SeedSchedule{1});
+  EXPECT_EQ(family[0].truth, Truth::holds);
+  EXPECT_NEAR(family[0].confidence, 1 - 0.05 / 3, 1e-12);
+  EXPECT_EQ(family[1].truth, Truth::unclear);
+  EXPECT_NEAR(family[1].confidence, 1 - 0.05 / 2, 1e-12);
+  EXPECT_EQ(family[2].truth, Truth::unclear);
+  EXPECT_EQ(decided(family[2]).truth, Truth::holds);  // alone, at 0.05
+  // Looks and sub-claims together: one sub-claim at 4 looks is tested at 0.0125.
+  std::vector<SubClaim> alone = {family[0]};
+  decide_family(alone, SeedSchedule{4});
+  EXPECT_NEAR(alone[0].confidence, 0.9875, 1e-12);
+}
+
+// A train-or-stall sub-claim counts seeds: 2 · P(Bin(m, ½) ≥ the larger count) over the m seeds that differ.
+TEST(SeedRule, CountsAreDecidedByTheExactSignTest) {
+  EXPECT_NEAR(sign_test_p(5, 0), 2.0 / 32, 1e-15);
+  EXPECT_NEAR(sign_test_p(6, 1), 2.0 * 8 / 128, 1e-15);
+  EXPECT_EQ(sign_test_p(0, 0), 1.0);
+  EXPECT_EQ(sign_test_p(2, 2), 1.0);
+  SubClaim stalls = claim_above("B1", "x", "x", values({1, 1, 1, 1, 1, 1, 0}), 0);
+  stalls.test = SubClaim::Test::sign;
+  EXPECT_EQ(stalls.counts().claimed, 6);
+  EXPECT_EQ(stalls.counts().ties, 1);
+  EXPECT_EQ(decided(stalls).truth, Truth::holds);      // p = 2/64 = 0.031 < 0.05
+  EXPECT_EQ(decided(stalls, 4).truth, Truth::unclear);  // not below 0.0125
+  EXPECT_EQ(decided(stalls, 4).outcome(), "unclear: p = 0.031 is not below α 0.0125");
+  SubClaim reverse = stalls;
+  reverse.values = values({-1, -1, -1, -1, -1, -1, 0});
+  EXPECT_EQ(decided(reverse).truth, Truth::fails);
+  // A t interval over the same 0/1 values would call it decided at 4 looks: the count is the honest test.
+  SubClaim as_interval = stalls;
+  as_interval.test = SubClaim::Test::interval;
+  EXPECT_EQ(decided(as_interval, 4).truth, Truth::holds);
+}
+
+// The control at init: the same rule applied to the statistic before training.
+TEST(SeedRule, TheInitControlSaysWhetherTheClaimHeldBeforeTraining) {
+  SubClaim c = claim_above("A", "x", "x", values({10.0, 10.5, 11.0}), 2.0);
+  c.at_init = values({8.0, 8.6, 7.9});
+  EXPECT_EQ(decided(c).init_truth, Truth::holds);
+  c.at_init = values({1.0, 1.1, 0.9});
+  EXPECT_EQ(decided(c).init_truth, Truth::fails);
+  c.at_init = {};
+  EXPECT_EQ(decided(c).init_truth, Truth::undecided);
 }
 
 TEST(SeedRule, AMissingNumberOrAnUndecidableGridDecidesNothing) {

@@ -24,7 +24,7 @@ void kept_report(const fs::path& dir, std::vector<int> seeds, std::vector<Truth>
     SeedValues v{seeds, {}};
     for (size_t k = 0; k < seeds.size(); ++k) v.values.push_back(1.0 + 0.1 * double(k) + double(i));
     r.claims.push_back(claim_above(i == 0 ? "A1" : "B1", "statement " + std::to_string(i), "statistic", v, 0.5));
-    decide(r.claims.back(), SeedSchedule{4});
+    decide(r.claims.back(), SeedSchedule{4}.alpha());
     r.claims.back().truth = truths[i];
   }
   r.headline = "B1";

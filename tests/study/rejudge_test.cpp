@@ -12,6 +12,8 @@
 #include <cmath>
 #include <fstream>
 
+#include <fmt/ranges.h>
+
 #include "study/kit.h"
 #include "study/studies.h"
 
@@ -39,9 +41,14 @@ Json read_json_file(const fs::path& file) {
 // The exact numbers of a sub-claim, without its prose (statement, statistic and threshold text are generated and may
 // be reworded; the numbers may not) and without the summaries compared to rounding (summaries_match).
 Json exact_numbers(Json claim) {
-  for (const char* key : {"statement", "statistic", "threshold", "said", "quote", "where", "mean", "sd", "interval"})
+  for (const char* key :
+       {"statement", "statistic", "threshold", "said", "quote", "where", "mean", "sd", "interval", "p_value"})
     claim.erase(key);
   for (auto& [seed, value] : claim["per_seed"].items()) value = value.is_null() ? "missing" : "present";
+  if (claim.contains("at_init")) {
+    claim["at_init"].erase("mean"), claim["at_init"].erase("statistic");
+    for (auto& [seed, value] : claim["at_init"]["per_seed"].items()) value = value.is_null() ? "missing" : "present";
+  }
   return claim;
 }
 
@@ -59,6 +66,8 @@ void expect_summaries_match(const Json& judged, const Json& kept, const std::str
   expect_close(judged["sd"], kept["sd"], what + " sd");
   expect_close(judged["interval"][0], kept["interval"][0], what + " interval");
   expect_close(judged["interval"][1], kept["interval"][1], what + " interval");
+  expect_close(judged["p_value"], kept["p_value"], what + " p-value");
+  if (kept.contains("at_init")) expect_close(judged["at_init"]["mean"], kept["at_init"]["mean"], what + " at init");
 }
 
 void PrintTo(const KeptSet& kept, std::ostream* os) { *os << kept.study << "/" << kept.set; }
@@ -70,13 +79,16 @@ TEST_P(KeptRunsJudgedAgain, GiveTheCommittedVerdictAndNumbers) {
   const fs::path dir = fs::path(NORMLAB_SOURCE_DIR) / "results" / kept.study / kept.set;
   const Json committed = read_json_file(dir / "report.json");
   ASSERT_EQ(committed["preset"], "default") << dir;
-  ASSERT_TRUE(committed["auto_seeds"].get<bool>()) << dir;
 
   const Study& study = find_study(kept.study);
   StudyOptions options;
   options.dir = dir;
-  choose_seeds(options, "auto", committed["max_seeds"].get<int>());
-  options.seeds = committed["seeds"].get<std::vector<int>>();
+  const std::vector<int> seeds = committed["seeds"].get<std::vector<int>>();
+  if (committed["auto_seeds"].get<bool>())
+    choose_seeds(options, "auto", committed["max_seeds"].get<int>());
+  else
+    choose_seeds(options, fmt::format("{}", fmt::join(seeds, ",")), SeedSchedule::kDefaultCap);
+  options.seeds = seeds;
   const std::vector<RunRequest> plan = plan_study(study, options);
   const Report report = judge_study(study, options, stored_outcomes(dir, plan, false));
 

@@ -27,27 +27,27 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
   return placement_runs(o.seeds, kArms, p, p.steps / 10);
 }
 
-// Per layer: √(Σ ‖∂L/∂W‖²) over the layer's parameters, averaged over every probe step of the run
-// (NaN for a layer without a parameter in some record, and for every layer of a run without records).
-std::vector<double> layer_grads(const RunOutcome* run, int layers) {
+// Per layer: ‖∂L/∂W_fc2‖, the gradient of the FFN's second weight (NormFormer's statistic, §3 Fig. 3), averaged over
+// the probes of the first quarter of training ("early in training"), up to step `last_step` (NaN for a layer without
+// it in some record, and for every layer of a run without records).
+std::vector<double> layer_grads(const RunOutcome* run, int layers, int last_step) {
   const size_t n = static_cast<size_t>(layers);
   auto records = run ? probe_records(run->dir / "run", probe::family::param) : std::vector<Json>{};
+  std::erase_if(records, [&](const Json& j) { return number(j, probe::field::step) > last_step; });
   if (records.empty()) return std::vector<double>(n, NAN);
   std::vector<double> sum(n, 0.0);
-  const std::string pattern = fmt::format("{}layers.%d.", layer_prefix(run));
+  const std::string pattern = fmt::format("{}layers.%d.ffn.fc2.weight%n", layer_prefix(run));
   for (Json& j : records) {
-    std::vector<double> sq(n, NAN);
+    std::vector<double> norm(n, NAN);
     const std::vector<double> norms = numbers(j, probe::field::grad_norm);
     for (size_t i = 0; i < norms.size(); ++i) {
-      int layer = -1;
-      if (j["name"][i].is_string() &&
-          std::sscanf(j["name"][i].get<std::string>().c_str(), pattern.c_str(), &layer) == 1 && layer >= 0 &&
-          layer < layers) {
-        double& s = sq[static_cast<size_t>(layer)];
-        s = (std::isnan(s) ? 0.0 : s) + norms[i] * norms[i];
-      }
+      int layer = -1, length = 0;
+      const std::string name = j["name"][i].is_string() ? j["name"][i].get<std::string>() : "";
+      if (std::sscanf(name.c_str(), pattern.c_str(), &layer, &length) == 1 && length == int(name.size()) &&
+          layer >= 0 && layer < layers)
+        norm[static_cast<size_t>(layer)] = norms[i];
     }
-    for (size_t l = 0; l < n; ++l) sum[l] += std::sqrt(sq[l]) / static_cast<double>(records.size());
+    for (size_t l = 0; l < n; ++l) sum[l] += norm[l] / static_cast<double>(records.size());
   }
   return sum;
 }
@@ -56,16 +56,16 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const TrainPreset p = preset(o);
   Report r;
   r.setup =
-      "Each placement's default init; the gradient norm of each layer (all its parameters) averaged over the probes "
-      "every train.probe_every steps.";
-  Chart chart{"gradient norm per layer, averaged over training (one seed)", "layer", "‖∂L/∂θ_layer‖"};
+      "Each placement's default init; the gradient norm of each layer's FFN fc2 weight, averaged over the probes "
+      "(every train.probe_every steps) of the first quarter of training.";
+  Chart chart{"fc2 gradient norm per layer, early in training (one seed)", "layer", "‖∂L/∂W_fc2‖"};
   chart.log_y = true;
   Table table{"Balance (over seeds)",
               {"placement", "first layer", "last layer", "first ÷ last", "|ln(first ÷ last)|", "val loss"}};
   std::map<std::string, SeedValues> ratios, imbalance;  // by arm id, per seed
   for (const Arm& a : kArms) {
     std::map<int, std::vector<double>> g;  // by seed
-    for (int seed : o.seeds) g[seed] = layer_grads(find_run(runs, seed_id(a.id, seed)), p.layers);
+    for (int seed : o.seeds) g[seed] = layer_grads(find_run(runs, seed_id(a.id, seed)), p.layers, p.steps / 4);
     chart.series.push_back(indexed_series(fmt::format("{} (seed {})", a.label, o.seeds.front()), g[o.seeds.front()]));
     const SeedValues first = over_seeds(o.seeds, [&](int seed) { return g[seed].front(); }),
                      last = over_seeds(o.seeds, [&](int seed) { return g[seed].back(); });
@@ -78,18 +78,19 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.tables = {table, outcome_table("Runs", runs)};
 
   r.claims.push_back(claim_above("A", "Pre-LN's early layers receive much larger gradients than its late layers",
-                                 "Pre-LN first-layer ÷ last-layer gradient norm, averaged over training", ratios["pre"],
+                                 "Pre-LN first-layer ÷ last-layer fc2 gradient norm, early in training", ratios["pre"],
                                  1.5));
   char letter = 'B';
   for (const Arm& arm : kArms) {
     if (arm.id == std::string("pre")) continue;
     r.claims.push_back(claim_below(std::string(1, letter++),
                                    fmt::format("{} balances the gradient across depth", arm.label),
-                                   fmt::format("|ln(first ÷ last layer gradient)|, {} − Pre-LN", arm.label),
+                                   fmt::format("|ln(first ÷ last layer fc2 gradient)|, {} − Pre-LN", arm.label),
                                    difference(imbalance[arm.id], imbalance["pre"]), 0.0));
   }
   r.verdict_rule =
-      "Per layer, the norm of the gradient of all its parameters, averaged over the probe steps; ratios per seed. A: "
+      "Per layer, the norm of the FFN fc2 weight's gradient, averaged over the probes of the first quarter of "
+      "training; ratios per seed. A: "
       "Pre-LN's first-layer gradient > 1.5× its last layer's; B, C, D: NormFormer's, Mix-LN's and HybridNorm's "
       "imbalance |ln(first ÷ last)| is below Pre-LN's (difference per seed < 0).";
   return r;

@@ -178,7 +178,9 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   };
   const SeedValues pre = val("pre"), post = val("post");
   r.claims = {
-      claim_below("A", "Under one shared training rule every placement trains",
+      claim_below("A",
+                  "(this lab's own question: no paper claims it) Under one shared training rule every placement "
+                  "trains",
                   fmt::format("final train loss − ({}) of the worst placement (< 0: all train)", trained_line()),
                   paired(worst, any_missing, [](double w, double m) { return w + m; }), 0.0),
       claim_below("B", "Pre-LN ends below Post-LN", "final validation loss, Pre-LN − Post-LN (nats)",

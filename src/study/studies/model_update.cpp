@@ -89,13 +89,18 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Chart update{"model update ‖F(x,θ_t) − F(x,θ_0)‖ (RMS over logits)", "step", "‖ΔF‖"};
   Chart inputs{"post-residual LayerNorm input size ‖x‖/√d (mean over norms)", "step", "‖x‖/√d"};
   struct Numbers {
-    SeedValues early_update, growth;  // per seed
+    SeedValues first_update, early_update, growth;  // per seed
   };
   std::map<std::string, Numbers> numbers_of;  // per arm id
   for (const Variant& a : kArms) {
     std::map<int, Trace> traces;  // by seed
     for (int seed : o.seeds) traces[seed] = trace(find_run(runs, seed_id(a.id, seed)));
-    numbers_of[a.id] = {over_seeds(o.seeds, [&](int seed) { return early_max(traces[seed], early); }),
+    numbers_of[a.id] = {over_seeds(o.seeds,
+                                   [&](int seed) {
+                                     const Trace& t = traces[seed];
+                                     return t.update.empty() || t.step.front() != 1 ? NAN : t.update.front();
+                                   }),
+                        over_seeds(o.seeds, [&](int seed) { return early_max(traces[seed], early); }),
                         over_seeds(o.seeds, [&](int seed) -> double {
                           const Trace& t = traces[seed];
                           return t.ln_input.size() > 1 ? t.ln_input.back() / t.ln_input.front() : NAN;
@@ -108,10 +113,12 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.tables.push_back(outcome_table("Runs", runs));
 
   const Numbers post = numbers_of["post-w0"], warm = numbers_of["post-warm"], deepnorm = numbers_of["deepnorm-w0"];
-  const SeedValues update_ratio = ratio(post.early_update, deepnorm.early_update);
-  r.claims.push_back(claim_above("A", "Post-LN's early model update is larger than DeepNorm's",
-                                 fmt::format("largest ‖ΔF‖ in the first {} steps, Post-LN ÷ DeepNorm", early),
-                                 update_ratio, 1.5));
+  // A: the update of the first step, as DeepNet's Fig. 5 compares the early updates step by step; the largest
+  // displacement over the first steps would measure learning (DeepNorm learns while Post-LN stalls) more than the
+  // size of an update.
+  r.claims.push_back(claim_above("A", "Post-LN's first model update is larger than DeepNorm's",
+                                 "‖ΔF‖ after step 1, Post-LN ÷ DeepNorm", ratio(post.first_update,
+                                 deepnorm.first_update), 1.5));
   r.claims.push_back(claim_above("B", "Post-LN's LayerNorm inputs grow during training",
                                  "mean ‖x‖/√d entering Post-LN's post-residual norms, last probe ÷ first", post.growth,
                                  1.5));
@@ -121,13 +128,15 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
                                              early, p.warmup),
                                  difference(warm.early_update, post.early_update), 0.0));
   r.evidence = {
-      fmt::format("largest ‖ΔF‖ in the first {} steps: Post-LN {}, with warm-up {}, DeepNorm {}", early,
-                  post.early_update.show(), warm.early_update.show(), deepnorm.early_update.show()),
+      fmt::format("‖ΔF‖ after step 1: Post-LN {}, DeepNorm {}; largest ‖ΔF‖ in the first {} steps: Post-LN {}, "
+                  "with warm-up {}, DeepNorm {}",
+                  post.first_update.show(), deepnorm.first_update.show(), early, post.early_update.show(),
+                  warm.early_update.show(), deepnorm.early_update.show()),
       fmt::format("LayerNorm input size, last probe ÷ first: Post-LN {}, DeepNorm {}", post.growth.show(),
                   deepnorm.growth.show()),
   };
   r.verdict_rule =
-      "A: Post-LN's (no warm-up) largest ‖ΔF‖ over the first quarter of training > 1.5× DeepNorm's (ratio per seed); "
+      "A: Post-LN's (no warm-up) ‖ΔF‖ after its first step > 1.5× DeepNorm's (ratio per seed); "
       "B: the mean ‖x‖/√d entering Post-LN's post-residual norms grows > 1.5× from the first probe to the last; C: "
       "with warm-up, Post-LN's largest early ‖ΔF‖ is below the no-warm-up run's (difference per seed < 0).";
   return r;

@@ -89,19 +89,18 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     for (double lr : high_lrs) cells.push_back(margin("post", deep, lr, 0, seed));
     return extreme(cells, false);
   });
-  const SeedValues warmed_post = over_seeds(o.seeds, [&](int seed) {
-    std::vector<double> cells;
-    for (double lr : high_lrs) cells.push_back(margin("post", deep, lr, g.warmups.back(), seed));
-    return extreme(cells, false);
-  });
-  const SeedValues repairs = over_seeds(o.seeds, [&](int seed) {
-    std::vector<double> cells;
-    for (const char* placement : {"pre", "deepnorm", "admin"})
-      for (int layers : g.depths)
-        for (int warmup : g.warmups)
-          for (double lr : g.lrs) cells.push_back(margin(placement, layers, lr, warmup, seed));
-    return extreme(cells, true);
-  });
+  const SeedValues warmed_post =
+      over_seeds(o.seeds, [&](int seed) { return margin("post", deep, 1e-3, g.warmups.back(), seed); });
+  const auto worst_cell = [&](std::vector<const char*> placements) {
+    return over_seeds(o.seeds, [&](int seed) {
+      std::vector<double> cells;
+      for (const char* placement : placements)
+        for (int layers : g.depths)
+          for (int warmup : g.warmups)
+            for (double lr : g.lrs) cells.push_back(margin(placement, layers, lr, warmup, seed));
+      return extreme(cells, true);
+    });
+  };
   const SeedValues shallow_post = over_seeds(o.seeds, [&](int seed) { return margin("post", shallow, 1e-3, 0, seed); });
   const bool no_warmup = g.warmups.front() == 0, warmed = g.warmups.back() > 0, high_lr = !high_lrs.empty(),
              lr_1e3 = std::any_of(g.lrs.begin(), g.lrs.end(), [](double lr) { return std::abs(lr - 1e-3) < 1e-12; });
@@ -110,12 +109,19 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
                                  statistic + ", the best of those cells (> 0: none trains)", cold_post, 0.0));
   cannot_decide_unless(r.claims.back(), no_warmup, "warm-up 0 is not on the train.warmup axis");
   cannot_decide_unless(r.claims.back(), high_lr, "no lr ≥ 1e-3 on the train.lr axis");
-  r.claims.push_back(claim_below(
-      "B", fmt::format("{} warm-up steps rescue {}-layer Post-LN at some lr ≥ 1e-3", g.warmups.back(), deep),
-      statistic + ", the best of those cells with warm-up (< 0: one trains)", warmed_post, 0.0));
-  cannot_decide_unless(r.claims.back(), warmed && high_lr, "no warm-up > 0 or no lr ≥ 1e-3 on the axes");
-  r.claims.push_back(claim_below("C", "Pre-LN, DeepNorm and Admin train in every cell",
-                                 statistic + ", the worst of their cells (< 0: all train)", repairs, 0.0));
+  // B as Xiong §3.2 reports it: at lr 1e-3 a warm-up (500 steps there) still leaves Post-LN far behind (2.77 BLEU);
+  // the rescue the paper shows is at lr 5e-4, which the default lr axis does not hold.
+  r.claims.push_back(claim_above(
+      "B", fmt::format("At lr 1e-3, {} warm-up steps do not rescue {}-layer Post-LN", g.warmups.back(), deep),
+      statistic + ", lr 1e-3, the longest warm-up (> 0: it does not train)", warmed_post, 0.0));
+  cannot_decide_unless(r.claims.back(), warmed && lr_1e3, "no warm-up > 0 or no lr 1e-3 on the axes");
+  r.claims.push_back(claim_below("C1", "Pre-LN trains in every cell, warm-up or not",
+                                 statistic + ", the worst of its cells (< 0: all train)", worst_cell({"pre"}), 0.0));
+  r.claims.push_back(claim_below("C2",
+                                 "(this lab's own question: no paper claims it without warm-up at these rates) "
+                                 "DeepNorm and Admin train in every cell",
+                                 statistic + ", the worst of their cells (< 0: all train)",
+                                 worst_cell({"deepnorm", "admin"}), 0.0));
   r.claims.push_back(claim_below("D", fmt::format("{}-layer Post-LN trains at lr 1e-3 without warm-up", shallow),
                                  statistic, shallow_post, 0.0));
   cannot_decide_unless(r.claims.back(), no_warmup && lr_1e3, "warm-up 0 or lr 1e-3 is not on the axes");
@@ -132,8 +138,9 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.verdict_rule =
       "A cell trains when its final training loss ends below " + trained_line() + " (" + stalled_rule() +
       "; a diverged run counts as the unigram entropy). A: every deep Post-LN cell without warm-up at lr ≥ 1e-3 "
-      "ends above that line; B: with the longest warm-up, one of those cells ends below it; C: every Pre-LN, "
-      "DeepNorm and Admin cell ends below it; D: the shallowest Post-LN at lr 1e-3 without warm-up ends below it.";
+      "ends above that line; B: with the longest warm-up, the deep Post-LN at lr 1e-3 still ends above it; C1: every "
+      "Pre-LN cell ends below it; C2: every DeepNorm and Admin cell ends below it; D: the shallowest Post-LN at lr "
+      "1e-3 without warm-up ends below it.";
   return r;
 }
 
