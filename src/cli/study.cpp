@@ -245,14 +245,13 @@ void add_sweep(CLI::App& app) {
     study::release_workers();
     study::write_summary_csv(dir / "summary.csv", outcomes);
     // No verdict: a sweep tests no claim, so its report has no verdict section.
-    study::Report r{
-        .name = "sweep",
-        .title = "Sweep " + args->file,
-        .claim = "(a user grid: no claim)",
-        .source = args->file,
-        .setup = doc.at("grid").dump(),
-        .provenance = {"normlab: " + study::source_version() + " (the commit the binary was built from)",
-                       study::runs_made_by(outcomes)}};
+    study::Report r{.name = "sweep",
+                    .title = "Sweep " + args->file,
+                    .claim = "(a user grid: no claim)",
+                    .source = args->file,
+                    .setup = doc.at("grid").dump(),
+                    .provenance = {"normlab: " + study::source_version() + " (the commit the binary was built from)",
+                                   study::runs_made_by(outcomes)}};
     study::Chart curves{"training loss", "step", "loss"};
     for (const auto& o : outcomes) {
       curves.series.push_back(study::loss_series(o.request.id, &o));

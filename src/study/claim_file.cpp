@@ -135,8 +135,8 @@ Enum read_choice(const Json& j, const char* key, const Field& at,
 }
 
 ClaimSpec read_sub_claim(const Json& j, const Field& at) {
-  known_keys(j, {"id", "statement", "quote", "where", "of", "against", "compare", "side", "threshold", "test", "at_init"},
-             at);
+  known_keys(
+      j, {"id", "statement", "quote", "where", "of", "against", "compare", "side", "threshold", "test", "at_init"}, at);
   ClaimSpec spec{.id = text_field(j, "id", at),
                  .statement = text_field(j, "statement", at),
                  .quote = text_field(j, "quote", at, false),

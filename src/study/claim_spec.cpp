@@ -145,7 +145,8 @@ ClaimSpec check_claim(ClaimSpec spec, const std::vector<ArmSpec>& arms, const Js
       fail("{}.at_init: the control compares as the sub-claim does ({})", at,
            spec.against ? "give \"against\" too" : "drop \"against\"");
     spec.at_init->of = check_term(spec.at_init->of, arms, at + ".at_init.of");
-    if (spec.at_init->against) spec.at_init->against = check_term(*spec.at_init->against, arms, at + ".at_init.against");
+    if (spec.at_init->against)
+      spec.at_init->against = check_term(*spec.at_init->against, arms, at + ".at_init.against");
   }
   return spec;
 }

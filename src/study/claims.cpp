@@ -258,8 +258,8 @@ void decide_by_interval(SubClaim& c, double alpha) {
 void decide_by_sign(SubClaim& c, double alpha) {
   const SubClaim::Counts n = c.counts();
   c.truth = c.p_value >= alpha || n.claimed == n.reverse ? Truth::unclear
-            : n.claimed > n.reverse                     ? Truth::holds
-                                                        : Truth::fails;
+            : n.claimed > n.reverse                      ? Truth::holds
+                                                         : Truth::fails;
 }
 
 // The truth the same rule would give to the control at init (whether the claim already holds before training).

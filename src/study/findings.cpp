@@ -4,12 +4,14 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 #include <optional>
 #include <set>
 #include <vector>
 
 #include "study/claims.h"
+#include "study/preregistration.h"
 #include "study/report.h"
 #include "study/studies.h"
 
@@ -19,10 +21,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The reports kept for one study: the default preset on the design seeds (first seed below 100) and on the fresh
-// seeds (from 101), and the large preset. The newest report of each kind wins.
+// The reports kept for one study: the default preset on the design seeds (first seed below 101), on the fresh seeds
+// (101-1000: kept from before freezing existed) and on the unseen seeds (from 1001: run after the freeze), and the
+// large preset. The newest report of each kind wins.
 struct Kept {
-  std::optional<ReportEntry> design, fresh, large;
+  std::optional<ReportEntry> design, fresh, unseen, large;
 };
 
 Kept kept_reports(const fs::path& results, std::string_view study) {
@@ -38,9 +41,9 @@ Kept kept_reports(const fs::path& results, std::string_view study) {
   for (ReportEntry& e : entries) {
     const std::string preset = e.json.value("preset", "default");
     const auto& seeds = e.json["seeds"];
-    const bool fresh = seeds.is_array() && !seeds.empty() && seeds.front().get<int>() > 100;
+    const int first = seeds.is_array() && !seeds.empty() ? seeds.front().get<int>() : 1;
     if (preset == "large") k.large = e;
-    else if (preset == "default") (fresh ? k.fresh : k.design) = e;
+    else if (preset == "default") (first >= kFirstUnseenSeed ? k.unseen : first > 100 ? k.fresh : k.design) = e;
   }
   return k;
 }
@@ -125,7 +128,8 @@ std::string not_reproduced_section(const fs::path& results) {
   for (const Study* s : all_studies()) {
     const Kept k = kept_reports(results, s->name);
     std::optional<long long> steps;  // planned only for a study with a failing sub-claim
-    for (const auto& [set, e] : {std::pair{"design", &k.design}, std::pair{"fresh", &k.fresh}}) {
+    for (const auto& [set, e] :
+         {std::pair{"design", &k.design}, std::pair{"fresh", &k.fresh}, std::pair{"unseen", &k.unseen}}) {
       if (!*e) continue;
       const Json& r = (*e)->json;
       for (const Json& c : r["sub_claims"]) {
@@ -152,23 +156,103 @@ std::string not_reproduced_section(const fs::path& results) {
          rows;
 }
 
+// One sub-claim's per-seed values in a report, NaN where a seed is missing.
+std::vector<double> per_seed_values(const Json& claim) {
+  std::vector<double> v;
+  for (const auto& [seed, value] : claim["per_seed"].items())
+    v.push_back(value.is_number() ? value.get<double>() : NAN);
+  return v;
+}
+
+// A set's cell: the effect and interval, or for a count the seeds on each side and the sign test's p.
+std::string set_cell(const Json& claim) {
+  const std::string outcome = claim.value("outcome", "");
+  if (!claim.contains("counts")) return fmt::format("{} ({})", effect_of(claim), outcome);
+  const Json& n = claim["counts"];
+  return fmt::format("{} vs {} seeds, p = {} ({})", n["claimed"].get<int>(), n["reverse"].get<int>(),
+                     claim["p_value"].is_number() ? num(claim["p_value"].get<double>()) : "n/a", outcome);
+}
+
+// Every seed of every set together, an estimate rather than a decision: the mean with its 95% t interval, or for a
+// count the summed seeds on each side with the sign test's p.
+std::string pooled_text(const std::vector<double>& values, bool count, double threshold) {
+  SeedValues all;
+  for (size_t i = 0; i < values.size(); ++i) all.seeds.push_back(static_cast<int>(i)), all.values.push_back(values[i]);
+  if (count) {
+    int above = 0, below = 0;
+    for (double v : values) above += v > threshold, below += v < threshold;
+    return fmt::format("{} vs {} of {} seeds, p = {}", above, below, all.n(), num(sign_test_p(above, below)));
+  }
+  if (!all.complete() || all.n() < 2 || !std::isfinite(all.sd()))
+    return fmt::format("{} ({} seeds)", num(all.mean()), all.n());
+  const double n = static_cast<double>(all.n());
+  const double half = student_t_quantile(0.975, static_cast<int>(all.n()) - 1) * all.sd() / std::sqrt(n);
+  return fmt::format("{} [{}, {}] ({} seeds)", num(all.mean()), num(all.mean() - half), num(all.mean() + half),
+                     all.n());
+}
+
+// The same sub-claim on every kept set of the default preset, the pooled estimate, and a flag where the sets'
+// decisions disagree (one holds where another fails) or their intervals do not overlap.
+std::string sets_section(const fs::path& results) {
+  std::string rows;
+  for (const Study* s : all_studies()) {
+    const Kept k = kept_reports(results, s->name);
+    const std::optional<ReportEntry>* sets[] = {&k.design, &k.fresh, &k.unseen};
+    const std::optional<ReportEntry>& any = k.design ? k.design : k.fresh ? k.fresh : k.unseen;
+    if (!any) continue;
+    for (const Json& claim : any->json["sub_claims"]) {
+      const std::string id = claim.value("id", "");
+      std::vector<std::string> cells;
+      std::vector<double> pooled;
+      std::set<std::string> outcomes;
+      double highest_lo = -INFINITY, lowest_hi = INFINITY;
+      for (const auto* set : sets) {
+        const Json* c = nullptr;
+        if (*set)
+          for (const Json& other : (**set).json["sub_claims"])
+            if (other.value("id", "") == id) c = &other;
+        if (!c) {
+          cells.push_back("—");
+          continue;
+        }
+        cells.push_back(set_cell(*c));
+        for (double v : per_seed_values(*c)) pooled.push_back(v);
+        outcomes.insert(c->value("outcome", ""));
+        if ((*c)["interval"][0].is_number())
+          highest_lo = std::max(highest_lo, (*c)["interval"][0].get<double>()),
+          lowest_hi = std::min(lowest_hi, (*c)["interval"][1].get<double>());
+      }
+      const bool disagree = (outcomes.count("holds") && outcomes.count("fails")) || highest_lo > lowest_hi;
+      rows += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", s->name, id, cells[0], cells[1], cells[2],
+                          pooled_text(pooled, claim.contains("counts"), claim.value("lo", 0.0)),
+                          disagree ? "**the sets disagree**" : "");
+    }
+  }
+  return "\n## Each sub-claim on every seed set\n\nThe design, fresh and unseen sets side by side, each with its own "
+         "decision, and all their seeds pooled (mean and 95% t interval over every seed: an estimate, not a "
+         "decision). A sub-claim is flagged where one set holds and another fails, or their intervals do not "
+         "overlap.\n\n| study | sub-claim | design | fresh | unseen | pooled | |\n|---|---|---|---|---|---|---|\n" +
+         rows;
+}
+
 }  // namespace
 
 std::string findings_table(const fs::path& results, const std::string& link_prefix) {
   std::string md =
-      "| study | claim | paper | design seeds | fresh seeds | headline effect, design / fresh [interval] | model | "
-      "core-hours |\n|---|---|---|---|---|---|---|---|\n";
+      "| study | claim | paper | design seeds | fresh seeds | unseen seeds | headline effect, design / fresh / unseen "
+      "[interval] | model | core-hours |\n|---|---|---|---|---|---|---|---|---|\n";
   for (const Study* s : all_studies()) {
     const Kept k = kept_reports(results, s->name);
     const auto effect = [](const std::optional<ReportEntry>& e) { return e ? effect_text(e->json) : "—"; };
-    const std::optional<ReportEntry>& any = k.fresh ? k.fresh : k.design;
+    const std::optional<ReportEntry>& any = k.unseen ? k.unseen : k.fresh ? k.fresh : k.design;
     double hours = 0;
-    for (const auto* e : {&k.design, &k.fresh})
+    for (const auto* e : {&k.design, &k.fresh, &k.unseen})
       if (*e) hours += (*e)->json.value("core_hours", 0.0);
-    md += fmt::format("| [{}]({}{}/) | {} | {} | {} | {} | {}: {} / {} | {} | {} |\n", s->name, link_prefix, s->name,
-                      md_cell(s->title), md_cell(paper_of(s->source)), cell(k.design), cell(k.fresh),
-                      any ? any->json.value("headline", "") : std::string("—"), effect(k.design), effect(k.fresh),
-                      any ? setting_text(any->json) : std::string("—"), any ? fmt::format("{:.2f}", hours) : "—");
+    md += fmt::format("| [{}]({}{}/) | {} | {} | {} | {} | {} | {}: {} / {} / {} | {} | {} |\n", s->name, link_prefix,
+                      s->name, md_cell(s->title), md_cell(paper_of(s->source)), cell(k.design), cell(k.fresh),
+                      cell(k.unseen), any ? any->json.value("headline", "") : std::string("—"), effect(k.design),
+                      effect(k.fresh), effect(k.unseen), any ? setting_text(any->json) : std::string("—"),
+                      any ? fmt::format("{:.2f}", hours) : "—");
   }
   return md;
 }
@@ -178,10 +262,14 @@ std::string findings_index(const fs::path& results) {
       "# What the studies found\n\n"
       "Generated by `normlab study index results` from the `report.json` of each study kept here; do not edit by "
       "hand (a test regenerates it and compares). Each study ran its default preset on the design seeds (1, 2, 3 "
-      "…) and again, with nothing retuned, on the fresh seeds (101, 102, 103 …), with `--seeds auto`: 3 seeds, "
-      "then 2 more at a time while a sub-claim's interval reaches across its threshold, up to 8. A sub-claim holds "
-      "when its interval (Student t over the seeds, Bonferroni over the planned looks) lies wholly past its "
-      "threshold; see docs/studies.md for the rule and each study's regime.\n\n" +
+      "…, the pilots') and again, with nothing retuned, on the fresh seeds (101, 102, 103 …), and, where its "
+      "pre-registration is frozen (`normlab study NAME --preregistration`; a commit says \"frozen NAME HASH\"), on "
+      "the unseen seeds from 1001, every run made after the freeze. The fresh seeds predate freezing: some were "
+      "looked at while presets were chosen. Seeds are `--seeds auto` (3, then 2 more at a time while a sub-claim is "
+      "unclear, up to 8) unless a study plans a fixed number. A sub-claim holds when its interval (Student t over "
+      "the seeds; a train-or-stall count: the exact sign test) lies wholly past its threshold, at the confidence "
+      "Holm's step-down over the study's sub-claims and Bonferroni over the planned looks give it; see "
+      "docs/studies.md for the rule and each study's regime.\n\n" +
       findings_table(results);
   std::string headlines;
   for (const Study* s : all_studies()) {
@@ -193,6 +281,7 @@ std::string findings_index(const fs::path& results) {
                                c->value("statistic", ""), c->value("threshold", ""));
   }
   if (!headlines.empty()) md += "\n## Headline sub-claims\n\n" + headlines;
+  md += sets_section(results);
   md += not_reproduced_section(results);
   std::string large;
   for (const Study* s : all_studies())

@@ -45,8 +45,8 @@ Json sub_claims_of(const Report& report) {
 
 // The study's rule in words, without what a judgment of no runs adds (its "incomplete" note).
 std::string rule_of(const Study& study, const StudyOptions& options) {
-  const std::string own = study.sub_claims.empty() ? study.judge(options, {}).verdict_rule
-                                                   : sub_claims_rule(study, options);
+  const std::string own =
+      study.sub_claims.empty() ? study.judge(options, {}).verdict_rule : sub_claims_rule(study, options);
   return own + " " + seed_rule_text(options.schedule);
 }
 
@@ -72,7 +72,9 @@ Json preregistration(const Study& study, const StudyOptions& given) {
   options.seeds = {1};
   const Report judged = judge_study(study, options, {});
   return {{"study", study.name},
-          {"preset", options.quick ? "quick" : options.large ? "large" : "default"},
+          {"preset", options.quick   ? "quick"
+                     : options.large ? "large"
+                                     : "default"},
           {"overrides", options.overrides},
           {"axes", options.axes},
           {"seed_rule",

@@ -224,8 +224,7 @@ Json sub_claim_json(const SubClaim& c) {
   }
   if (!c.at_init.values.empty()) {
     Json init = Json::object();
-    for (size_t i = 0; i < c.at_init.n(); ++i)
-      init[std::to_string(c.at_init.seeds[i])] = number(c.at_init.values[i]);
+    for (size_t i = 0; i < c.at_init.n(); ++i) init[std::to_string(c.at_init.seeds[i])] = number(c.at_init.values[i]);
     json["at_init"] = {{"statistic", c.init_statistic},
                        {"per_seed", init},
                        {"mean", number(c.at_init.mean())},

@@ -325,7 +325,8 @@ void resolve_axes(const Study& study, StudyOptions& options) {
 std::string study_help(const Study& s) {
   const std::string by_default =
       s.default_seeds.empty() ? "auto by default: 3 seeds, then 2 more at a time while a sub-claim is unclear, up to "
-                                "--max-seeds (" + std::to_string(SeedSchedule::kDefaultCap) + ")"
+                                "--max-seeds (" +
+                                    std::to_string(SeedSchedule::kDefaultCap) + ")"
                               : fmt::format("{} by default, one look (its counts need them)", s.default_seeds);
   std::string out = fmt::format(
       "normlab study {}: {}\n\nclaim:  {}\nsource: {}\ncost:   {}\nseeds:  {}; --seeds auto:{} starts at seed {} "

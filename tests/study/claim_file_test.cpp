@@ -97,6 +97,25 @@ TEST(ClaimFile, AValueOfTheWrongTypeIsNamed) {
   expect_error(c, {"sub_claims[0].threshold", "takes [lo, hi]"});
 }
 
+// A count (the sign test) and a control at init are data too, checked like the rest.
+TEST(ClaimFile, TheTestAndTheInitControlAreChecked) {
+  Json c = good_claim();
+  c["sub_claims"][0]["test"] = "bootstrap";
+  expect_error(c, {"sub_claims[0].test", "\"bootstrap\" is not one of interval, sign"});
+  c = good_claim();
+  c["sub_claims"][0]["test"] = "sign";
+  c["sub_claims"][0]["side"] = "within";
+  c["sub_claims"][0]["threshold"] = {0, 1};
+  expect_error(c, {"sub_claims[0].test", "the sign test counts seeds on each side of one threshold"});
+  c = good_claim();
+  c["sub_claims"][0]["at_init"] = {{"of", {{"arm", "post"}, {"statistic", "final_train_loss"}}}};
+  expect_error(c, {"sub_claims[0].at_init", "the control compares as the sub-claim does"});
+  c = good_claim();
+  c["sub_claims"][0]["at_init"] = {{"of", {{"arm", "post"}, {"statistic", "nope"}}},
+                                   {"against", {{"arm", "pre"}, {"statistic", "final_train_loss"}}}};
+  expect_error(c, {"sub_claims[0].at_init.of.statistic", "\"nope\" is not a statistic"});
+}
+
 TEST(ClaimFile, MissingAndUnknownFieldsAreNamed) {
   Json c = good_claim();
   c["sub_claims"][0].erase("threshold");

@@ -127,7 +127,7 @@ TEST(SeedRule, CountsAreDecidedByTheExactSignTest) {
   stalls.test = SubClaim::Test::sign;
   EXPECT_EQ(stalls.counts().claimed, 6);
   EXPECT_EQ(stalls.counts().ties, 1);
-  EXPECT_EQ(decided(stalls).truth, Truth::holds);      // p = 2/64 = 0.031 < 0.05
+  EXPECT_EQ(decided(stalls).truth, Truth::holds);       // p = 2/64 = 0.031 < 0.05
   EXPECT_EQ(decided(stalls, 4).truth, Truth::unclear);  // not below 0.0125
   EXPECT_EQ(decided(stalls, 4).outcome(), "unclear: p = 0.031 is not below α 0.0125");
   SubClaim reverse = stalls;

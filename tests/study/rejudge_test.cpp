@@ -84,10 +84,8 @@ TEST_P(KeptRunsJudgedAgain, GiveTheCommittedVerdictAndNumbers) {
   StudyOptions options;
   options.dir = dir;
   const std::vector<int> seeds = committed["seeds"].get<std::vector<int>>();
-  if (committed["auto_seeds"].get<bool>())
-    choose_seeds(options, "auto", committed["max_seeds"].get<int>());
-  else
-    choose_seeds(options, fmt::format("{}", fmt::join(seeds, ",")), SeedSchedule::kDefaultCap);
+  if (committed["auto_seeds"].get<bool>()) choose_seeds(options, "auto", committed["max_seeds"].get<int>());
+  else choose_seeds(options, fmt::format("{}", fmt::join(seeds, ",")), SeedSchedule::kDefaultCap);
   options.seeds = seeds;
   const std::vector<RunRequest> plan = plan_study(study, options);
   const Report report = judge_study(study, options, stored_outcomes(dir, plan, false));

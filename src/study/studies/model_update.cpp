@@ -117,8 +117,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   // displacement over the first steps would measure learning (DeepNorm learns while Post-LN stalls) more than the
   // size of an update.
   r.claims.push_back(claim_above("A", "Post-LN's first model update is larger than DeepNorm's",
-                                 "‖ΔF‖ after step 1, Post-LN ÷ DeepNorm", ratio(post.first_update,
-                                 deepnorm.first_update), 1.5));
+                                 "‖ΔF‖ after step 1, Post-LN ÷ DeepNorm",
+                                 ratio(post.first_update, deepnorm.first_update), 1.5));
   r.claims.push_back(claim_above("B", "Post-LN's LayerNorm inputs grow during training",
                                  "mean ‖x‖/√d entering Post-LN's post-residual norms, last probe ÷ first", post.growth,
                                  1.5));
