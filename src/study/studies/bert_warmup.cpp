@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "study/kit.h"
+#include "study/statistics.h"
 #include "study/studies/catalog.h"
 
 namespace normlab::study {
@@ -88,11 +89,21 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
                ? double(NAN)
                : *std::max_element(margins.begin(), margins.end());
   });
+  // A is a train-or-stall question (the final losses split into seeds that trained and seeds that did not), so it
+  // counts the seeds where Post-LN without warm-up did not train while the warmed one did, by the sign test.
+  const Statistic& not_trained = find_statistic("not_trained", "bert-warmup");
+  const auto failed = [&](const char* placement, double lr, int warmup) {
+    return over_seeds(o.seeds, [&](int seed) {
+      return not_trained.of_run(find_run(runs, id_of(placement, lr, warmup, seed)), Json::object());
+    });
+  };
+  SubClaim counted = claim_above(
+      "A", fmt::format("Without warm-up, Post-LN at lr {:g} fails to train where the warmed one trains", high),
+      fmt::format("did not train (1) or trained (0), Post-LN at lr {:g}, no warm-up − {} warm-up steps", high, longest),
+      difference(failed("post", high, 0), failed("post", high, longest)), 0.0);
+  counted.test = SubClaim::Test::sign;
   r.claims = {
-      claim_above(
-          "A", fmt::format("Without warm-up, Post-LN at lr {:g} ends worse", high),
-          fmt::format("Post-LN final validation loss at lr {:g}, no warm-up − {} warm-up steps (nats)", high, longest),
-          difference(post_cold, post_warm), 0.0),
+      counted,
       claim_below(
           "B", "Pre-LN trains without warm-up at every lr",
           fmt::format("Pre-LN without warm-up: final train loss − ({}), the worst lr (< 0: all train)", trained_line()),
@@ -121,8 +132,9 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
                   "Pre-LN {} without",
                   high, post_cold.show(), post_warm.show(), longest, pre_cold.show())};
   r.verdict_rule =
-      "A: Post-LN's final validation loss at the highest lr is higher without warm-up than with the longest warm-up "
-      "(difference per seed; a diverged run counts as the unigram entropy); B: Pre-LN without warm-up trains at every "
+      "A: at the highest lr, more seeds where Post-LN without warm-up did not train (" + stalled_rule() +
+      ") while the one with the longest warm-up did than the reverse (the exact sign test; the validation losses are "
+      "the evidence); B: Pre-LN without warm-up trains at every "
       "lr (its final training loss ends below " +
       trained_line() +
       "; the worst lr per seed); C: at the "

@@ -39,13 +39,16 @@ double largest(const Json& stream) {
 
 // ---- The pre-registration: max|x| of the stream after each layer, per seed ----------------------------------------
 
-Term max_abs(const char* arm, const char* over, bool relative = false) {
+Term stream_field(const char* arm, const char* field, const char* over, bool relative = false) {
   return {arm,
           "probe",
           {{"family", probe::family::stream},
-           {"field", probe::field::max_abs},
+           {"field", field},
            {"over", over},
            {"relative_to", relative ? "first_probe" : "nothing"}}};
+}
+Term max_abs(const char* arm, const char* over, bool relative = false) {
+  return stream_field(arm, probe::field::max_abs, over, relative);
 }
 const Term kPreGrowth = max_abs("pre", "max", true), kPeriGrowth = max_abs("peri", "max", true);
 
@@ -73,6 +76,16 @@ const std::vector<ClaimSpec> kSubClaims = {
      .compare = Compare::ratio,
      .side = SubClaim::Side::below,
      .threshold = 0.5},
+    // A's growth is the whole stream's (from GPT-2's small init every entry grows); a massive activation in Sun et
+    // al.'s sense is an outlier against the typical entry, so D asks the largest |x| to outgrow the largest RMS.
+    {.id = "D",
+     .statement = "Pre-LN's largest |x| becomes an outlier: it outgrows the stream's RMS by at least 1.5× in training",
+     .quote = "very few activations exhibit significantly larger values than others (e.g., 100,000 times larger)",
+     .where = "Sun, Chen, Kolter, Liu 2024, Massive Activations in Large Language Models, abstract",
+     .of = kPreGrowth,
+     .against = stream_field("pre", probe::field::rms, "max", true),
+     .compare = Compare::ratio,
+     .threshold = 1.5},
 };
 
 // ---- The report's evidence and charts ------------------------------------------------------------------------------
