@@ -81,6 +81,23 @@ TEST(Preregistration, ASeedSetIsUnseenOnlyWhenEveryRunFollowsTheFreeze) {
             std::string::npos);  // another design's hash
 }
 
+// A frozen pre-registration (results/NAME/preregistration.json, committed with "frozen NAME HASH") is what the code
+// still plans and judges: a change to a frozen study's arms, statistics, thresholds or rule needs a new freeze, and
+// seeds run before it are not unseen under the new design.
+TEST(Preregistration, TheFrozenOnesAreWhatTheCodeStillDoes) {
+  const fs::path results = fs::path(NORMLAB_SOURCE_DIR) / "results";
+  for (const Study* s : all_studies()) {
+    const fs::path file = results / s->name / "preregistration.json";
+    if (!fs::exists(file)) continue;
+    std::ifstream in(file);
+    const Json frozen = Json::parse(in);
+    const Json now = preregistration(*s, default_preset(*s));
+    EXPECT_EQ(preregistration_hash(now), frozen["hash"].get<std::string>())
+        << s->name << ": the code no longer matches its frozen pre-registration; first difference at "
+        << Json::diff(frozen["preregistration"], now).dump().substr(0, 300);
+  }
+}
+
 // Every kept unseen set: its report says "unseen", and its runs pass the check again now.
 TEST(Preregistration, KeptUnseenSetsFollowTheirFreeze) {
   const fs::path results = fs::path(NORMLAB_SOURCE_DIR) / "results";

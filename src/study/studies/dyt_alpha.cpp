@@ -59,6 +59,46 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
   return runs;
 }
 
+// The α₀ sweep: LayerNorm's loss, the best and worst α₀ by mean loss and their losses per seed, with the sweep's
+// chart and table. NaN (a failed α₀) poisons both, so neither sub-claim is decided from the others.
+struct Sweep {
+  SeedValues ln, best, worst;
+  double best_alpha = NAN, worst_alpha = NAN;
+  Chart chart;
+  Table table;
+};
+Sweep sweep_of(const StudyOptions& o, const Preset& p, const std::vector<RunOutcome>& runs) {
+  // Final validation loss per seed; a diverged run counts as the unigram entropy.
+  const auto val = [&](double alpha) {
+    return over_seeds(o.seeds,
+                      [&](int seed) -> double { return val_loss_or_unigram(find_run(runs, id_of(alpha, seed))); });
+  };
+  Sweep out{.ln = val(0),
+            .chart = {"final validation loss against α₀, mean over seeds (flat line: LayerNorm)", "α₀", "val loss"},
+            .table = {"Final validation loss (over seeds)", {"model", "val loss", "− LayerNorm (mean)"}}};
+  Series dyt{"DyT", {}, {}}, reference{"LayerNorm", {}, {}};
+  out.table.rows.push_back({"LayerNorm", out.ln.show(), "0"});
+  double best_mean = INFINITY, worst_mean = -INFINITY;
+  bool missing = false;
+  for (double alpha : p.alphas) {
+    const SeedValues v = val(alpha);
+    const double m = v.mean();
+    dyt.x.push_back(alpha), dyt.y.push_back(m);
+    reference.x.push_back(alpha), reference.y.push_back(out.ln.mean());
+    out.table.rows.push_back({fmt::format("DyT α₀ = {:g}", alpha), v.show(), num(m - out.ln.mean())});
+    if (std::isnan(m)) missing = true;
+    else {
+      if (std::isnan(out.best_alpha) || m < best_mean) best_mean = m, out.best_alpha = alpha;
+      if (std::isnan(out.worst_alpha) || m > worst_mean) worst_mean = m, out.worst_alpha = alpha;
+    }
+  }
+  const SeedValues nothing = over_seeds(o.seeds, [](int) { return NAN; });
+  out.best = missing || std::isnan(out.best_alpha) ? nothing : val(out.best_alpha);
+  out.worst = missing || std::isnan(out.worst_alpha) ? nothing : val(out.worst_alpha);
+  out.chart.series = {dyt, reference};
+  return out;
+}
+
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const Preset p = preset(o);
   Report r;
@@ -67,36 +107,11 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       "{{{}}} (model.options.dyt_alpha), against Pre-LN with LayerNorm; a contrast run: DyT α₀ = 0.5 with "
       "GPT-2 init.",
       fmt::join(p.alphas, ", "));
-  // Final validation loss per seed; a diverged run counts as the unigram entropy.
-  const auto val = [&](double alpha) {
-    return over_seeds(o.seeds,
-                      [&](int seed) -> double { return val_loss_or_unigram(find_run(runs, id_of(alpha, seed))); });
-  };
-  const SeedValues ln = val(0);
-  Chart sweep{"final validation loss against α₀, mean over seeds (flat line: LayerNorm)", "α₀", "val loss"};
-  Series dyt{"DyT", {}, {}}, reference{"LayerNorm", {}, {}};
-  Table table{"Final validation loss (over seeds)", {"model", "val loss", "− LayerNorm (mean)"}};
-  table.rows.push_back({"LayerNorm", ln.show(), "0"});
-  // The best and worst α₀ by mean loss, then judged seed by seed. NaN (a failed α₀) poisons both, so
-  // neither sub-claim is decided from the others.
-  double best_mean = INFINITY, worst_mean = -INFINITY, best_alpha = NAN, worst_alpha = NAN;
-  bool missing = false;
-  for (double alpha : p.alphas) {
-    const SeedValues v = val(alpha);
-    const double m = v.mean();
-    dyt.x.push_back(alpha), dyt.y.push_back(m);
-    reference.x.push_back(alpha), reference.y.push_back(ln.mean());
-    table.rows.push_back({fmt::format("DyT α₀ = {:g}", alpha), v.show(), num(m - ln.mean())});
-    if (std::isnan(m)) missing = true;
-    else {
-      if (std::isnan(best_alpha) || m < best_mean) best_mean = m, best_alpha = alpha;
-      if (std::isnan(worst_alpha) || m > worst_mean) worst_mean = m, worst_alpha = alpha;
-    }
-  }
-  const SeedValues nothing = over_seeds(o.seeds, [](int) { return NAN; });
-  const SeedValues best = missing || std::isnan(best_alpha) ? nothing : val(best_alpha),
-                   worst = missing || std::isnan(worst_alpha) ? nothing : val(worst_alpha);
-  sweep.series = {dyt, reference};
+  Sweep sw = sweep_of(o, p, runs);
+  const SeedValues &ln = sw.ln, &best = sw.best, &worst = sw.worst;
+  const double best_alpha = sw.best_alpha, worst_alpha = sw.worst_alpha;
+  Chart& sweep = sw.chart;
+  Table& table = sw.table;
   const SeedValues contrast = val_losses(runs, "dyt-a0.5-gpt2-init", o.seeds);
   table.rows.push_back({"DyT α₀ = 0.5, GPT-2 init (contrast)", contrast.show(), num(contrast.mean() - ln.mean())});
   Chart curves{fmt::format("training loss (seed {})", o.seeds.front()), "step", "loss"};

@@ -80,6 +80,23 @@ double early_max(const Trace& t, double last_step) {
   return m;
 }
 
+// One arm's numbers, per seed: the first step's update, the largest early update, the LayerNorm inputs' growth.
+struct Numbers {
+  SeedValues first_update, early_update, growth;
+};
+Numbers numbers_of(const std::map<int, Trace>& traces, const std::vector<int>& seeds, double early) {
+  return {over_seeds(seeds,
+                     [&](int seed) {
+                       const Trace& t = traces.at(seed);
+                       return t.update.empty() || t.step.front() != 1 ? NAN : t.update.front();
+                     }),
+          over_seeds(seeds, [&](int seed) { return early_max(traces.at(seed), early); }),
+          over_seeds(seeds, [&](int seed) -> double {
+            const Trace& t = traces.at(seed);
+            return t.ln_input.size() > 1 ? t.ln_input.back() / t.ln_input.front() : NAN;
+          })};
+}
+
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const Preset p = preset(o);
   const double early = p.steps / 4.0;
@@ -88,23 +105,11 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 
   Chart update{"model update ‖F(x,θ_t) − F(x,θ_0)‖ (RMS over logits)", "step", "‖ΔF‖"};
   Chart inputs{"post-residual LayerNorm input size ‖x‖/√d (mean over norms)", "step", "‖x‖/√d"};
-  struct Numbers {
-    SeedValues first_update, early_update, growth;  // per seed
-  };
-  std::map<std::string, Numbers> numbers_of;  // per arm id
+  std::map<std::string, Numbers> numbers;  // per arm id
   for (const Variant& a : kArms) {
     std::map<int, Trace> traces;  // by seed
     for (int seed : o.seeds) traces[seed] = trace(find_run(runs, seed_id(a.id, seed)));
-    numbers_of[a.id] = {over_seeds(o.seeds,
-                                   [&](int seed) {
-                                     const Trace& t = traces[seed];
-                                     return t.update.empty() || t.step.front() != 1 ? NAN : t.update.front();
-                                   }),
-                        over_seeds(o.seeds, [&](int seed) { return early_max(traces[seed], early); }),
-                        over_seeds(o.seeds, [&](int seed) -> double {
-                          const Trace& t = traces[seed];
-                          return t.ln_input.size() > 1 ? t.ln_input.back() / t.ln_input.front() : NAN;
-                        })};
+    numbers[a.id] = numbers_of(traces, o.seeds, early);
     const Trace& shown = traces[o.seeds.front()];
     update.series.push_back({fmt::format("{} (seed {})", a.label, o.seeds.front()), shown.step, shown.update});
     inputs.series.push_back({fmt::format("{} (seed {})", a.label, o.seeds.front()), shown.step, shown.ln_input});
@@ -112,7 +117,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.charts = {update, inputs};
   r.tables.push_back(outcome_table("Runs", runs));
 
-  const Numbers post = numbers_of["post-w0"], warm = numbers_of["post-warm"], deepnorm = numbers_of["deepnorm-w0"];
+  const Numbers post = numbers["post-w0"], warm = numbers["post-warm"], deepnorm = numbers["deepnorm-w0"];
   // A: the update of the first step, as DeepNet's Fig. 5 compares the early updates step by step; the largest
   // displacement over the first steps would measure learning (DeepNorm learns while Post-LN stalls) more than the
   // size of an update.
