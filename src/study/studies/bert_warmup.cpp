@@ -49,15 +49,8 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
   return runs;
 }
 
-Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
-  const Grid g = grid(o);
-  const double high = g.lrs.back();
-  const int longest = g.warmups.back();
-  Report r;
-  r.setup =
-      "Encoders trained as masked LMs (BERT's 15% masking, replaced 80/10/10; a LayerNorm on the embeddings); Post-LN "
-      "and Pre-LN differ in nothing else. Linear warm-up, then a constant lr.";
-
+// A cell's worst seed: its outcome and mean final validation loss, for every placement, warm-up and lr.
+Table cell_table(const StudyOptions& o, const Grid& g, const std::vector<RunOutcome>& runs) {
   std::vector<std::string> header = {"placement", "warm-up"};
   for (double lr : g.lrs) header.push_back(fmt::format("lr {:g}", lr));
   Table table{
@@ -73,14 +66,14 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       }
       table.rows.push_back(row);
     }
-  r.tables.push_back(table);
+  return table;
+}
 
-  const auto val = [&](const char* placement, double lr, int warmup) {
-    return over_seeds(
-        o.seeds, [&](int seed) { return val_loss_or_unigram(find_run(runs, id_of(placement, lr, warmup, seed))); });
-  };
-  const SeedValues post_cold = val("post", high, 0), post_warm = val("post", high, longest),
-                   pre_cold = val("pre", high, 0);
+// The sub-claims: A counts, B reads Pre-LN's worst lr, C compares final validation losses at the highest lr.
+std::vector<SubClaim> sub_claims(const StudyOptions& o, const Grid& g, const std::vector<RunOutcome>& runs,
+                                 const SeedValues& pre_cold, const SeedValues& post_warm) {
+  const double high = g.lrs.back();
+  const int longest = g.warmups.back();
   // B: the worst lr of each seed's Pre-LN without warm-up, by its final training loss above the trained line.
   const SeedValues pre_worst = over_seeds(o.seeds, [&](int seed) {
     std::vector<double> margins;
@@ -102,7 +95,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       fmt::format("did not train (1) or trained (0), Post-LN at lr {:g}, no warm-up − {} warm-up steps", high, longest),
       difference(failed("post", high, 0), failed("post", high, longest)), 0.0);
   counted.test = SubClaim::Test::sign;
-  r.claims = {
+  std::vector<SubClaim> claims = {
       counted,
       claim_below(
           "B", "Pre-LN trains without warm-up at every lr",
@@ -114,9 +107,28 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
                   difference(pre_cold, post_warm), 0.0),
   };
   const bool cold = g.warmups.front() == 0, warmed = longest > 0;
-  for (SubClaim& c : r.claims) cannot_decide_unless(c, cold, "warm-up 0 is not on the train.warmup axis");
-  cannot_decide_unless(r.claims[0], warmed, "no warm-up > 0 on the train.warmup axis");
-  cannot_decide_unless(r.claims[2], warmed, "no warm-up > 0 on the train.warmup axis");
+  for (SubClaim& c : claims) cannot_decide_unless(c, cold, "warm-up 0 is not on the train.warmup axis");
+  cannot_decide_unless(claims[0], warmed, "no warm-up > 0 on the train.warmup axis");
+  cannot_decide_unless(claims[2], warmed, "no warm-up > 0 on the train.warmup axis");
+  return claims;
+}
+
+Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
+  const Grid g = grid(o);
+  const double high = g.lrs.back();
+  const int longest = g.warmups.back();
+  Report r;
+  r.setup =
+      "Encoders trained as masked LMs (BERT's 15% masking, replaced 80/10/10; a LayerNorm on the embeddings); Post-LN "
+      "and Pre-LN differ in nothing else. Linear warm-up, then a constant lr.";
+  r.tables.push_back(cell_table(o, g, runs));
+  const auto val = [&](const char* placement, double lr, int warmup) {
+    return over_seeds(
+        o.seeds, [&](int seed) { return val_loss_or_unigram(find_run(runs, id_of(placement, lr, warmup, seed))); });
+  };
+  const SeedValues post_cold = val("post", high, 0), post_warm = val("post", high, longest),
+                   pre_cold = val("pre", high, 0);
+  r.claims = sub_claims(o, g, runs, pre_cold, post_warm);
 
   for (int warmup : {0, longest}) {
     Chart curves{fmt::format("training loss at lr {:g}, warm-up {} (seed {})", high, warmup, o.seeds.front()), "step",

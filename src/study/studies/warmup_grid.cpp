@@ -49,12 +49,8 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
   return runs;
 }
 
-Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
-  const Grid g = grid(o);
-  const int deep = g.depths.back(), shallow = g.depths.front();
-  Report r;
-  r.setup = "Linear warm-up then a constant lr; a cell shows its worst seed.";
-
+// A cell's worst seed: its outcome and final training loss, for every placement, depth, warm-up and lr.
+Table cell_table(const StudyOptions& o, const Grid& g, const std::vector<RunOutcome>& runs) {
   std::vector<std::string> header = {"placement", "depth", "warm-up"};
   for (double lr : g.lrs) header.push_back(fmt::format("lr {:g}", lr));
   Table table{std::string("Outcome and final training loss per cell (") + stalled_rule() + ")", header};
@@ -69,63 +65,87 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
         }
         table.rows.push_back(row);
       }
-  r.tables.push_back(table);
+  return table;
+}
 
-  // Each sub-claim reads a cell's final training loss above the trained line (unigram entropy − the stall margin; a
-  // diverged run at the unigram entropy): positive when it did not train. Over several cells a seed's number is
-  // the cell that decides the claim: the best for "some cell", the worst for "every cell".
-  const auto margin = [&](const std::string& placement, int layers, double lr, int warmup, int seed) {
+// Each sub-claim reads a cell's final training loss above the trained line (unigram entropy − the stall margin; a
+// diverged run at the unigram entropy): positive when it did not train. Over several cells a seed's number is the
+// cell that decides the claim: the best for "some cell", the worst for "every cell".
+struct Margins {
+  const StudyOptions& o;
+  const Grid& g;
+  const std::vector<RunOutcome>& runs;
+
+  double at(const std::string& placement, int layers, double lr, int warmup, int seed) const {
     return loss_above_trained_line(find_run(runs, id_of(placement, layers, lr, warmup, seed)));
-  };
-  std::vector<double> high_lrs;
-  for (double lr : g.lrs)
-    if (lr >= 1e-3) high_lrs.push_back(lr);
-  const auto extreme = [](const std::vector<double>& v, bool worst) {
-    if (v.empty() || std::any_of(v.begin(), v.end(), [](double x) { return std::isnan(x); })) return double(NAN);
+  }
+  static double extreme(const std::vector<double>& v, bool worst) {
+    if (v.empty() || std::any_of(v.begin(), v.end(), [](double x) { return std::isnan(x); })) return NAN;
     return worst ? *std::max_element(v.begin(), v.end()) : *std::min_element(v.begin(), v.end());
-  };
-  const SeedValues cold_post = over_seeds(o.seeds, [&](int seed) {
-    std::vector<double> cells;
-    for (double lr : high_lrs) cells.push_back(margin("post", deep, lr, 0, seed));
-    return extreme(cells, false);
-  });
-  const SeedValues warmed_post =
-      over_seeds(o.seeds, [&](int seed) { return margin("post", deep, 1e-3, g.warmups.back(), seed); });
-  const auto worst_cell = [&](std::vector<const char*> placements) {
+  }
+  // Post-LN at `layers` without warm-up: its best cell among the lrs ≥ 1e-3.
+  SeedValues best_cold_high_lr(int layers) const {
+    return over_seeds(o.seeds, [&](int seed) {
+      std::vector<double> cells;
+      for (double lr : g.lrs)
+        if (lr >= 1e-3) cells.push_back(at("post", layers, lr, 0, seed));
+      return extreme(cells, false);
+    });
+  }
+  SeedValues one_cell(const char* placement, int layers, double lr, int warmup) const {
+    return over_seeds(o.seeds, [&](int seed) { return at(placement, layers, lr, warmup, seed); });
+  }
+  // The worst cell of these placements over the whole grid.
+  SeedValues worst_cell(std::vector<const char*> placements) const {
     return over_seeds(o.seeds, [&](int seed) {
       std::vector<double> cells;
       for (const char* placement : placements)
         for (int layers : g.depths)
           for (int warmup : g.warmups)
-            for (double lr : g.lrs) cells.push_back(margin(placement, layers, lr, warmup, seed));
+            for (double lr : g.lrs) cells.push_back(at(placement, layers, lr, warmup, seed));
       return extreme(cells, true);
     });
-  };
-  const SeedValues shallow_post = over_seeds(o.seeds, [&](int seed) { return margin("post", shallow, 1e-3, 0, seed); });
-  const bool no_warmup = g.warmups.front() == 0, warmed = g.warmups.back() > 0, high_lr = !high_lrs.empty(),
+  }
+};
+
+std::vector<SubClaim> sub_claims(const Grid& g, const Margins& m) {
+  const int deep = g.depths.back(), shallow = g.depths.front();
+  const bool no_warmup = g.warmups.front() == 0, warmed = g.warmups.back() > 0,
+             high_lr = std::any_of(g.lrs.begin(), g.lrs.end(), [](double lr) { return lr >= 1e-3; }),
              lr_1e3 = std::any_of(g.lrs.begin(), g.lrs.end(), [](double lr) { return std::abs(lr - 1e-3) < 1e-12; });
   const std::string statistic = "final train loss − (" + trained_line() + ")";
-  r.claims.push_back(claim_above("A", fmt::format("{}-layer Post-LN without warm-up fails at every lr ≥ 1e-3", deep),
-                                 statistic + ", the best of those cells (> 0: none trains)", cold_post, 0.0));
-  cannot_decide_unless(r.claims.back(), no_warmup, "warm-up 0 is not on the train.warmup axis");
-  cannot_decide_unless(r.claims.back(), high_lr, "no lr ≥ 1e-3 on the train.lr axis");
+  std::vector<SubClaim> c;
+  c.push_back(claim_above("A", fmt::format("{}-layer Post-LN without warm-up fails at every lr ≥ 1e-3", deep),
+                          statistic + ", the best of those cells (> 0: none trains)", m.best_cold_high_lr(deep), 0.0));
+  cannot_decide_unless(c.back(), no_warmup, "warm-up 0 is not on the train.warmup axis");
+  cannot_decide_unless(c.back(), high_lr, "no lr ≥ 1e-3 on the train.lr axis");
   // B as Xiong §3.2 reports it: at lr 1e-3 a warm-up (500 steps there) still leaves Post-LN far behind (2.77 BLEU);
   // the rescue the paper shows is at lr 5e-4, which the default lr axis does not hold.
-  r.claims.push_back(claim_above(
+  c.push_back(claim_above(
       "B", fmt::format("At lr 1e-3, {} warm-up steps do not rescue {}-layer Post-LN", g.warmups.back(), deep),
-      statistic + ", lr 1e-3, the longest warm-up (> 0: it does not train)", warmed_post, 0.0));
-  cannot_decide_unless(r.claims.back(), warmed && lr_1e3, "no warm-up > 0 or no lr 1e-3 on the axes");
-  r.claims.push_back(claim_below("C1", "Pre-LN trains in every cell, warm-up or not",
-                                 statistic + ", the worst of its cells (< 0: all train)", worst_cell({"pre"}), 0.0));
-  r.claims.push_back(claim_below("C2",
-                                 "(this lab's own question: no paper claims it without warm-up at these rates) "
-                                 "DeepNorm and Admin train in every cell",
-                                 statistic + ", the worst of their cells (< 0: all train)",
-                                 worst_cell({"deepnorm", "admin"}), 0.0));
-  r.claims.push_back(claim_below("D", fmt::format("{}-layer Post-LN trains at lr 1e-3 without warm-up", shallow),
-                                 statistic, shallow_post, 0.0));
-  cannot_decide_unless(r.claims.back(), no_warmup && lr_1e3, "warm-up 0 or lr 1e-3 is not on the axes");
+      statistic + ", lr 1e-3, the longest warm-up (> 0: it does not train)",
+      m.one_cell("post", deep, 1e-3, g.warmups.back()), 0.0));
+  cannot_decide_unless(c.back(), warmed && lr_1e3, "no warm-up > 0 or no lr 1e-3 on the axes");
+  c.push_back(claim_below("C1", "Pre-LN trains in every cell, warm-up or not",
+                          statistic + ", the worst of its cells (< 0: all train)", m.worst_cell({"pre"}), 0.0));
+  c.push_back(claim_below("C2",
+                          "(this lab's own question: no paper claims it without warm-up at these rates) DeepNorm and "
+                          "Admin train in every cell",
+                          statistic + ", the worst of their cells (< 0: all train)",
+                          m.worst_cell({"deepnorm", "admin"}), 0.0));
+  c.push_back(claim_below("D", fmt::format("{}-layer Post-LN trains at lr 1e-3 without warm-up", shallow), statistic,
+                          m.one_cell("post", shallow, 1e-3, 0), 0.0));
+  cannot_decide_unless(c.back(), no_warmup && lr_1e3, "warm-up 0 or lr 1e-3 is not on the axes");
+  return c;
+}
 
+Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
+  const Grid g = grid(o);
+  const int deep = g.depths.back();
+  Report r;
+  r.setup = "Linear warm-up then a constant lr; a cell shows its worst seed.";
+  r.tables.push_back(cell_table(o, g, runs));
+  r.claims = sub_claims(g, Margins{o, g, runs});
   for (int warmup : g.warmups) {
     Chart curves{fmt::format("training loss at depth {}, lr 1e-3, warm-up {} (seed {})", deep, warmup, o.seeds.front()),
                  "step", "loss"};
