@@ -101,19 +101,9 @@ struct Entry {
   int trained = 0, slow = 0, diverged = 0, stalled = 0, failed = 0;  // failed: the run failed or is missing
 };
 
-Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
-  Report r;
-  const std::vector<Arm> rows = arms(o);
-  const auto formulas =
-      std::count_if(rows.begin(), rows.end(), [](const Arm& a) { return model::is_formula(a.placement); });
-  r.setup = fmt::format(
-      "{}{} placements{}, each with its default init; lr by family: pre-norm 1e-3, post-norm 5e-4, "
-      "norm-free 5e-4 (a fixed rule, not tuned here); final validation loss on 4 batches.",
-      formulas == 0 && rows.size() == model::placement_names().size() ? "All " : "", rows.size(),
-      formulas == 0 ? std::string()
-                    : fmt::format(" ({} of them formulas, each in the family its equation puts it in: its output a "
-                                  "norm's post-norm, no norm norm-free, else pre-norm)",
-                                  formulas));
+// Each placement's runs over the seeds: outcome counts and the spread of its final validation losses, best first.
+std::vector<Entry> ranked_entries(const StudyOptions& o, const std::vector<Arm>& rows,
+                                  const std::vector<RunOutcome>& runs) {
   std::vector<Entry> entries;
   for (const Arm& arm : rows) {
     const std::string& placement = arm.label;
@@ -137,12 +127,20 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   std::stable_sort(entries.begin(), entries.end(), [](const Entry& a, const Entry& b) {
     return (std::isnan(a.mean) ? INFINITY : a.mean) < (std::isnan(b.mean) ? INFINITY : b.mean);
   });
+  return entries;
+}
+
+// The ranking as a table and a chart; returns the runs that diverged, stalled and failed, summed.
+struct Totals {
+  int diverged = 0, stalled = 0, failed = 0;
+};
+Totals add_ranking(Report& r, const std::vector<Entry>& entries, const std::vector<RunOutcome>& runs) {
   Table table{"Ranking by mean final validation loss",
               {"rank", "placement", "family", "lr", "val loss (mean)", "± sd", "min – max",
                "runs trained / slow / stalled / diverged / failed"}};
   Chart bars{"final validation loss by rank (mean over seeds)", "rank", "val loss"};
   Series means{"mean", {}, {}}, lows{"min", {}, {}}, highs{"max", {}, {}};
-  int diverged = 0, stalled = 0, failed = 0;
+  Totals totals;
   for (size_t i = 0; i < entries.size(); ++i) {
     const Entry& e = entries[i];
     table.rows.push_back({std::to_string(i + 1), e.placement, e.family, fmt::format("{:g}", e.lr), num(e.mean),
@@ -155,12 +153,17 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     means.x.push_back(double(i + 1)), means.y.push_back(e.mean);
     lows.x.push_back(double(i + 1)), lows.y.push_back(std::isfinite(e.lo) ? e.lo : NAN);
     highs.x.push_back(double(i + 1)), highs.y.push_back(std::isfinite(e.hi) ? e.hi : NAN);
-    diverged += e.diverged, stalled += e.stalled, failed += e.failed;
+    totals.diverged += e.diverged, totals.stalled += e.stalled, totals.failed += e.failed;
   }
   bars.series = {means, lows, highs};
   r.charts.push_back(bars);
   r.tables = {table, outcome_table("Every run", runs)};
 
+  return totals;
+}
+
+std::vector<SubClaim> sub_claims(const StudyOptions& o, const std::vector<Arm>& rows,
+                                 const std::vector<RunOutcome>& runs) {
   // A: the worst placement of each seed, by its final training loss above the trained line; B: val loss.
   const SeedValues worst = over_seeds(o.seeds, [&](int seed) {
     double margin = -INFINITY;
@@ -177,7 +180,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     return over_seeds(o.seeds, [&](int seed) { return val_loss_or_unigram(find_run(runs, seed_id(placement, seed))); });
   };
   const SeedValues pre = val("pre"), post = val("post");
-  r.claims = {
+  std::vector<SubClaim> claims = {
       claim_below("A",
                   "(this lab's own question: no paper claims it) Under one shared training rule every placement "
                   "trains",
@@ -189,11 +192,34 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const auto ranked = [&](const char* placement) {
     return std::any_of(rows.begin(), rows.end(), [&](const Arm& a) { return a.label == placement; });
   };
-  cannot_decide_unless(r.claims.back(), ranked("pre") && ranked("post"),
+  cannot_decide_unless(claims.back(), ranked("pre") && ranked("post"),
                        "B compares pre with post, and the model.placement axis lacks one of them");
+  return claims;
+}
+
+Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
+  Report r;
+  const std::vector<Arm> rows = arms(o);
+  const auto formulas =
+      std::count_if(rows.begin(), rows.end(), [](const Arm& a) { return model::is_formula(a.placement); });
+  r.setup = fmt::format(
+      "{}{} placements{}, each with its default init; lr by family: pre-norm 1e-3, post-norm 5e-4, "
+      "norm-free 5e-4 (a fixed rule, not tuned here); final validation loss on 4 batches.",
+      formulas == 0 && rows.size() == model::placement_names().size() ? "All " : "", rows.size(),
+      formulas == 0 ? std::string()
+                    : fmt::format(" ({} of them formulas, each in the family its equation puts it in: its output a "
+                                  "norm's post-norm, no norm norm-free, else pre-norm)",
+                                  formulas));
+  const std::vector<Entry> entries = ranked_entries(o, rows, runs);
+  const Totals totals = add_ranking(r, entries, runs);
+  r.claims = sub_claims(o, rows, runs);
+  const auto val = [&](const std::string& placement) {
+    return over_seeds(o.seeds, [&](int seed) { return val_loss_or_unigram(find_run(runs, seed_id(placement, seed))); });
+  };
+  const SeedValues pre = val("pre"), post = val("post");
   r.evidence = {
-      fmt::format("runs that diverged: {}; that stalled: {}; that failed: {} (of {})", diverged, stalled, failed,
-                  entries.size() * o.seeds.size()),
+      fmt::format("runs that diverged: {}; that stalled: {}; that failed: {} (of {})", totals.diverged, totals.stalled,
+                  totals.failed, entries.size() * o.seeds.size()),
       fmt::format("Pre-LN val loss {} vs Post-LN {}", pre.show(), post.show()),
       fmt::format("best: {} ({}); worst: {} ({})", entries.front().placement, num(entries.front().mean),
                   entries.back().placement, num(entries.back().mean)),

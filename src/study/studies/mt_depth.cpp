@@ -58,17 +58,8 @@ double bleu_or_zero(const std::vector<RunOutcome>& runs, const std::string& id) 
   return r.outcome == Outcome::diverged ? 0.0 : r.bleu;
 }
 
-Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
-  const Grid g = grid(o);
-  const int deep = g.depths.back(), longest = g.warmups.back();
-  Report r;
-  r.setup =
-      "Encoder-decoders (encoder and decoder of equal depth, cross-attention, no label smoothing) translating KJV "
-      "verses into the Reina-Valera 1909; the arms differ only in the placement and the warm-up (linear, then a "
-      "constant lr). Judged on the held-out cross-entropy of the target tokens (a diverged run counts as the unigram "
-      "entropy); BLEU "
-      "(greedy decoding of held-out pairs, sacreBLEU's definitions, a diverged run scoring 0) is shown beside it.";
-
+// Each cell's worst outcome over the seeds, mean validation loss and mean BLEU.
+Table cell_table(const StudyOptions& o, const Grid& g, const std::vector<RunOutcome>& runs) {
   std::vector<std::string> header = {"placement", "warm-up"};
   for (int depth : g.depths) header.push_back(fmt::format("{} + {} layers", depth, depth));
   Table table{
@@ -85,17 +76,16 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       }
       table.rows.push_back(row);
     }
-  r.tables.push_back(table);
+  return table;
+}
 
-  const auto val = [&](const char* placement, int warmup) {
-    return over_seeds(
-        o.seeds, [&](int seed) { return val_loss_or_unigram(find_run(runs, id_of(placement, deep, warmup, seed))); });
-  };
-  const auto bleu = [&](const char* placement, int warmup) {
-    return over_seeds(o.seeds, [&](int seed) { return bleu_or_zero(runs, id_of(placement, deep, warmup, seed)); });
-  };
-  const SeedValues post_cold = val("post", 0), post_warm = val("post", longest), pre_warm = val("pre", longest),
-                   deepnorm_warm = val("deepnorm", longest), admin_warm = val("admin", longest);
+struct Losses {
+  SeedValues post_cold, post_warm, pre_warm, deepnorm_warm, admin_warm;
+};
+
+std::vector<SubClaim> sub_claims(const StudyOptions& o, const Grid& g, const std::vector<RunOutcome>& runs,
+                                 const Losses& v) {
+  const int deep = g.depths.back(), longest = g.warmups.back();
   // B: the worst of Pre-LN, DeepNorm and Admin at any depth without warm-up, by final training loss above the line.
   const SeedValues cold_worst = over_seeds(o.seeds, [&](int seed) {
     double worst = -INFINITY;
@@ -108,25 +98,54 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     return worst;
   });
   const std::string at = fmt::format("{} + {} layers", deep, deep);
-  r.claims = {
+  std::vector<SubClaim> claims = {
       claim_above("A", fmt::format("Without warm-up, a {} Post-LN translates worse", at),
                   fmt::format("Post-LN validation loss, no warm-up − {} warm-up steps (nats)", longest),
-                  difference(post_cold, post_warm), 0.0),
+                  difference(v.post_cold, v.post_warm), 0.0),
       claim_below("B", "Pre-LN, DeepNorm and Admin train without warm-up at every depth",
                   fmt::format("final train loss − ({}), the worst of them (< 0: all train)", trained_line()),
                   cold_worst, 0.0),
       claim_below("C1", fmt::format("At {}, DeepNorm translates better than Pre-LN", at),
                   fmt::format("validation loss with {} warm-up steps, DeepNorm − Pre-LN (nats)", longest),
-                  difference(deepnorm_warm, pre_warm), 0.0),
+                  difference(v.deepnorm_warm, v.pre_warm), 0.0),
       claim_below("C2", fmt::format("At {}, Admin translates better than Pre-LN", at),
                   fmt::format("validation loss with {} warm-up steps, Admin − Pre-LN (nats)", longest),
-                  difference(admin_warm, pre_warm), 0.0),
+                  difference(v.admin_warm, v.pre_warm), 0.0),
   };
   const bool cold = g.warmups.front() == 0, warmed = longest > 0;
-  cannot_decide_unless(r.claims[0], cold && warmed, "the train.warmup axis needs 0 and a warm-up > 0");
-  cannot_decide_unless(r.claims[1], cold, "warm-up 0 is not on the train.warmup axis");
-  cannot_decide_unless(r.claims[2], warmed, "no warm-up > 0 on the train.warmup axis");
-  cannot_decide_unless(r.claims[3], warmed, "no warm-up > 0 on the train.warmup axis");
+  cannot_decide_unless(claims[0], cold && warmed, "the train.warmup axis needs 0 and a warm-up > 0");
+  cannot_decide_unless(claims[1], cold, "warm-up 0 is not on the train.warmup axis");
+  cannot_decide_unless(claims[2], warmed, "no warm-up > 0 on the train.warmup axis");
+  cannot_decide_unless(claims[3], warmed, "no warm-up > 0 on the train.warmup axis");
+
+  return claims;
+}
+
+Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
+  const Grid g = grid(o);
+  const int deep = g.depths.back(), longest = g.warmups.back();
+  Report r;
+  r.setup =
+      "Encoder-decoders (encoder and decoder of equal depth, cross-attention, no label smoothing) translating KJV "
+      "verses into the Reina-Valera 1909; the arms differ only in the placement and the warm-up (linear, then a "
+      "constant lr). Judged on the held-out cross-entropy of the target tokens (a diverged run counts as the unigram "
+      "entropy); BLEU "
+      "(greedy decoding of held-out pairs, sacreBLEU's definitions, a diverged run scoring 0) is shown beside it.";
+
+  r.tables.push_back(cell_table(o, g, runs));
+
+  const auto val = [&](const char* placement, int warmup) {
+    return over_seeds(
+        o.seeds, [&](int seed) { return val_loss_or_unigram(find_run(runs, id_of(placement, deep, warmup, seed))); });
+  };
+  const auto bleu = [&](const char* placement, int warmup) {
+    return over_seeds(o.seeds, [&](int seed) { return bleu_or_zero(runs, id_of(placement, deep, warmup, seed)); });
+  };
+  const SeedValues post_cold = val("post", 0), post_warm = val("post", longest), pre_warm = val("pre", longest),
+                   deepnorm_warm = val("deepnorm", longest), admin_warm = val("admin", longest);
+  const Losses losses{post_cold, post_warm, pre_warm, deepnorm_warm, admin_warm};
+  r.claims = sub_claims(o, g, runs, losses);
+  const std::string at = fmt::format("{} + {} layers", deep, deep);
 
   Chart curves{fmt::format("training loss at {} + {} layers without warm-up (seed {})", deep, deep, o.seeds.front()),
                "step", "loss"};

@@ -56,16 +56,22 @@ double worst(const std::vector<RunOutcome>& runs, const std::vector<int>& seeds,
   return w;
 }
 
-Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
-  Report r;
-  r.setup =
-      "Bias-free LayerNorm for Pre-LN; the trained Pre-LN checkpoint is also converted and compared on one validation "
-      "batch in fp32 and fp64; throughput = tokens ÷ training wall time, each run timed alone (no other run of the "
-      "study beside it; --threads / --jobs threads), the forms alternated seed by seed (Pre-LN, Pre-RMSNorm, "
-      "Pre-CRMSNorm, Pre-LN ...). Other programs on the machine still disturb the timings.";
+// Training tokens ÷ training wall time of each seed's run of one arm.
+SeedValues tokens_per_second(const StudyOptions& o, const std::vector<RunOutcome>& runs, const std::string& arm) {
+  return over_seeds(o.seeds, [&](int seed) -> double {
+    const RunOutcome* run = find_run(runs, seed_id(arm, seed));
+    return run ? number(run->config["train"], "steps") * number(run->config["train"], "batch_size") *
+                     number(run->config["train"], "seq_len") / train_result(run).seconds
+               : NAN;
+  });
+}
+
+// The converter check (not in the verdict): the trained Pre-LN converted to each RMS form, its largest differences
+// per precision and variant; `converts` says whether all lie within rounding.
+Table converter_check(const StudyOptions& o, const std::vector<RunOutcome>& runs, bool& converts) {
   Table eq{"Check of the converter: largest difference from the Pre-LN model (over seeds)",
            {"precision", "variant", "logits: max |Δ| ÷ max(max |z|, 1)", "loss |Δ|", "gradients: max relative error"}};
-  bool converts = true;
+  converts = true;
   for (const char* precision : {"fp32", "fp64"}) {
     const double tol = precision == std::string("fp32") ? 1e-4 : 1e-10;
     for (const char* variant : {"pre_rms", "pre_crms"}) {
@@ -78,19 +84,25 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
           converts && logits <= tol && loss <= tol * 10 && (variant != std::string("pre_rms") || grads <= tol * 10);
     }
   }
+  return eq;
+}
+
+Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
+  Report r;
+  r.setup =
+      "Bias-free LayerNorm for Pre-LN; the trained Pre-LN checkpoint is also converted and compared on one validation "
+      "batch in fp32 and fp64; throughput = tokens ÷ training wall time, each run timed alone (no other run of the "
+      "study beside it; --threads / --jobs threads), the forms alternated seed by seed (Pre-LN, Pre-RMSNorm, "
+      "Pre-CRMSNorm, Pre-LN ...). Other programs on the machine still disturb the timings.";
+  bool converts = true;
+  const Table eq = converter_check(o, runs, converts);
   Table speed{"Training (over seeds)",
               {"placement", "final val loss", "− Pre-LN (per seed)", "tokens/s", "÷ Pre-LN (per seed)"}};
   Chart curves{fmt::format("training loss (seed {})", o.seeds.front()), "step", "loss"};
   std::map<std::string, SeedValues> throughput, val;  // by arm id, per seed
   for (const Arm& a : kArms) {
-    throughput[a.id] = over_seeds(o.seeds, [&](int seed) -> double {
-      const RunOutcome* run = find_run(runs, seed_id(a.id, seed));
-      return run ? number(run->config["train"], "steps") * number(run->config["train"], "batch_size") *
-                       number(run->config["train"], "seq_len") / train_result(run).seconds
-                 : NAN;
-    });
-    val[a.id] = over_seeds(
-        o.seeds, [&](int seed) -> double { return val_loss_or_unigram(find_run(runs, seed_id(a.id, seed))); });
+    throughput[a.id] = tokens_per_second(o, runs, a.id);
+    val[a.id] = over_seeds(o.seeds, [&](int seed) { return val_loss_or_unigram(find_run(runs, seed_id(a.id, seed))); });
   }
   const auto gap = [&](const std::string& id) { return difference(val[id], val["pre"]); };
   for (const Arm& a : kArms) {
