@@ -46,19 +46,22 @@ namespace normlab::engine {
 namespace {
 
 enum Slot { kQ, kK, kV, kKeyLengths, kPosition = kKeyLengths };
-// attr.i[3]: keep each query's top_k largest scores (0 = all; set_attention_top_k).
-constexpr size_t kTopKSlot = 3;
+// The attention nodes' attributes by name. attr.i: the heads, the threads its workspace was planned for, whether it is
+// causal, and top_k (keep each query's top_k largest scores; 0 = all; set_attention_top_k). attr.f: the logit scale
+// (0: 1/√D), the soft-cap (0: none) and the rows of a recomputed query block (0: the saved-probabilities path).
+enum AttentionCount : size_t { kHeads, kPlannedThreads, kCausal, kTopK };
+enum AttentionReal : size_t { kScale, kSoftcap, kBlockRows };
 
 struct Dims {
   int64_t batch, time, keys, width, heads, dim;  // time: the queries' positions; keys: the keys' (equal when causal)
 };
 Dims dims_of(const Graph& g, const Node& n) {
   const Shape& s = g.shape(n.in[kQ]);
-  return {s[0], s[1], g.shape(n.in[kK])[1], s[2], n.attr.i[0], s[2] / n.attr.i[0]};
+  return {s[0], s[1], g.shape(n.in[kK])[1], s[2], n.attr.i[kHeads], s[2] / n.attr.i[kHeads]};
 }
 // The last key that row t of batch row b attends to.
 inline int64_t last_key(const Node& n, const Dims& d, const int32_t* key_lengths, int64_t b, int64_t t) {
-  const int64_t last = n.attr.i[2] ? t : d.keys - 1;
+  const int64_t last = n.attr.i[kCausal] ? t : d.keys - 1;
   return key_lengths ? std::min<int64_t>(last, key_lengths[b] - 1) : last;
 }
 const int32_t* key_lengths_of(Graph& g, const Node& n) {
@@ -66,7 +69,7 @@ const int32_t* key_lengths_of(Graph& g, const Node& n) {
 }
 template <typename T>
 T logit_scale(const Node& n, const Dims& d) {
-  return n.attr.f[0] > 0 ? static_cast<T>(n.attr.f[0]) : T(1) / std::sqrt(static_cast<T>(d.dim));
+  return n.attr.f[kScale] > 0 ? static_cast<T>(n.attr.f[kScale]) : T(1) / std::sqrt(static_cast<T>(d.dim));
 }
 
 // P's row from its logits S[0..width): the soft-cap (cap > 0), then the softmax over the keys 0..last; the masked keys
@@ -112,12 +115,12 @@ void softmax_row_backward(const T* prow, T* row, const T* raw, int64_t last, int
 template <typename T>
 void forward_kernel(Graph& g, const Node& n) {
   const Dims d = dims_of(g, n);
-  const T scale = logit_scale<T>(n, d), cap = static_cast<T>(n.attr.f[1]);
+  const T scale = logit_scale<T>(n, d), cap = static_cast<T>(n.attr.f[kSoftcap]);
   const T *q = g.data<T>(n.in[kQ]), *k = g.data<T>(n.in[kK]), *v = g.data<T>(n.in[kV]);
   T* out = g.data<T>(n.out);
   T* probs = g.data<T>(n.saved[0]);
   const int32_t* lengths = key_lengths_of(g, n);
-  const int threads = static_cast<int>(std::min<int64_t>(n.attr.i[1], omp_get_max_threads()));
+  const int threads = static_cast<int>(std::min<int64_t>(n.attr.i[kPlannedThreads], omp_get_max_threads()));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t h = 0; h < d.heads; ++h) {
@@ -126,7 +129,7 @@ void forward_kernel(Graph& g, const Node& n) {
       T* scratch = reinterpret_cast<T*>(g.workspace()) + omp_get_thread_num() * 2 * d.time * d.keys;
       gemm(false, true, d.time, d.keys, d.dim, scale, q + offset, d.width, k + key_offset, d.width, T(0), p, d.keys);
       for (int64_t t = 0; t < d.time; ++t)
-        softmax_row(p + t * d.keys, last_key(n, d, lengths, b, t), d.keys, cap, n.attr.i[kTopKSlot], scratch);
+        softmax_row(p + t * d.keys, last_key(n, d, lengths, b, t), d.keys, cap, n.attr.i[kTopK], scratch);
       gemm(false, false, d.time, d.dim, d.keys, T(1), p, d.keys, v + key_offset, d.width, T(0), out + offset, d.width);
     }
 }
@@ -134,7 +137,7 @@ void forward_kernel(Graph& g, const Node& n) {
 template <typename T>
 void backward_kernel(Graph& g, const Node& n) {
   const Dims d = dims_of(g, n);
-  const T scale = logit_scale<T>(n, d), cap = static_cast<T>(n.attr.f[1]);
+  const T scale = logit_scale<T>(n, d), cap = static_cast<T>(n.attr.f[kSoftcap]);
   const T *q = g.data<T>(n.in[kQ]), *k = g.data<T>(n.in[kK]), *v = g.data<T>(n.in[kV]);
   const T* dout = g.grad<T>(n.out);
   const T* probs = g.data<T>(n.saved[0]);
@@ -142,7 +145,7 @@ void backward_kernel(Graph& g, const Node& n) {
   T* dq = g.requires_grad(n.in[kQ]) ? g.grad<T>(n.in[kQ]) : nullptr;
   T* dk = g.requires_grad(n.in[kK]) ? g.grad<T>(n.in[kK]) : nullptr;
   T* dv = g.requires_grad(n.in[kV]) ? g.grad<T>(n.in[kV]) : nullptr;
-  const int threads = static_cast<int>(std::min<int64_t>(n.attr.i[1], omp_get_max_threads()));
+  const int threads = static_cast<int>(std::min<int64_t>(n.attr.i[kPlannedThreads], omp_get_max_threads()));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t h = 0; h < d.heads; ++h) {
@@ -169,15 +172,15 @@ void backward_kernel(Graph& g, const Node& n) {
     }
 }
 
-// --- Recomputed probabilities: the query blocks (attr.f[2] = R, their rows; 0 on the saved path) ---
+// --- Recomputed probabilities: the query blocks (attr.f[kBlockRows] = R, their rows; 0 on the saved path) ---
 
 // A block of R query rows [first, first + rows) and the keys [0, keys) it sees.
 struct QueryBlock {
   int64_t first, rows, keys;
 };
 QueryBlock query_block(const Node& n, const Dims& d, int64_t first) {
-  const int64_t rows = std::min(static_cast<int64_t>(n.attr.f[2]), d.time - first);
-  return {first, rows, n.attr.i[2] ? first + rows : d.keys};
+  const int64_t rows = std::min(static_cast<int64_t>(n.attr.f[kBlockRows]), d.time - first);
+  return {first, rows, n.attr.i[kCausal] ? first + rows : d.keys};
 }
 // A thread's scratch, in elements: P, ∂L/∂P and the uncapped logits of one block, and the top-k selection's row.
 int64_t block_scratch(int64_t block_rows, int64_t keys) { return (3 * block_rows + 1) * keys; }
@@ -189,8 +192,7 @@ void block_probabilities(const Node& n, const Dims& d, const int32_t* lengths, i
   gemm(false, true, blk.rows, blk.keys, d.dim, scale, q_blk, d.width, k, d.width, T(0), p, blk.keys);
   if (raw) std::copy(p, p + blk.rows * blk.keys, raw);
   for (int64_t t = 0; t < blk.rows; ++t)
-    softmax_row(p + t * blk.keys, last_key(n, d, lengths, b, blk.first + t), blk.keys, cap, n.attr.i[kTopKSlot],
-                select);
+    softmax_row(p + t * blk.keys, last_key(n, d, lengths, b, blk.first + t), blk.keys, cap, n.attr.i[kTopK], select);
 }
 
 // Calls body(b, blk, rows_at, key_offset, scratch) for every (b, h), in parallel, and each of its query blocks in
@@ -198,8 +200,8 @@ void block_probabilities(const Node& n, const Dims& d, const int32_t* lengths, i
 // scratch this thread's block_scratch elements.
 template <typename T, typename Body>
 void over_query_blocks(Graph& g, const Node& n, const Dims& d, Body body) {
-  const int64_t block_rows = static_cast<int64_t>(n.attr.f[2]);
-  const int threads = static_cast<int>(std::min<int64_t>(n.attr.i[1], omp_get_max_threads()));
+  const int64_t block_rows = static_cast<int64_t>(n.attr.f[kBlockRows]);
+  const int threads = static_cast<int>(std::min<int64_t>(n.attr.i[kPlannedThreads], omp_get_max_threads()));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t h = 0; h < d.heads; ++h) {
@@ -213,11 +215,11 @@ void over_query_blocks(Graph& g, const Node& n, const Dims& d, Body body) {
 template <typename T>
 void forward_recomputing(Graph& g, const Node& n) {
   const Dims d = dims_of(g, n);
-  const T scale = logit_scale<T>(n, d), cap = static_cast<T>(n.attr.f[1]);
+  const T scale = logit_scale<T>(n, d), cap = static_cast<T>(n.attr.f[kSoftcap]);
   const T *q = g.data<T>(n.in[kQ]), *k = g.data<T>(n.in[kK]), *v = g.data<T>(n.in[kV]);
   T* out = g.data<T>(n.out);
   const int32_t* lengths = key_lengths_of(g, n);
-  const int64_t block_rows = static_cast<int64_t>(n.attr.f[2]);
+  const int64_t block_rows = static_cast<int64_t>(n.attr.f[kBlockRows]);
   over_query_blocks<T>(g, n, d, [&](int64_t b, const QueryBlock& blk, int64_t rows_at, int64_t key_offset, T* p) {
     block_probabilities(n, d, lengths, b, blk, q + rows_at, k + key_offset, scale, cap, p, static_cast<T*>(nullptr),
                         p + 3 * block_rows * d.keys);
@@ -229,14 +231,14 @@ void forward_recomputing(Graph& g, const Node& n) {
 template <typename T>
 void backward_recomputing(Graph& g, const Node& n) {
   const Dims d = dims_of(g, n);
-  const T scale = logit_scale<T>(n, d), cap = static_cast<T>(n.attr.f[1]);
+  const T scale = logit_scale<T>(n, d), cap = static_cast<T>(n.attr.f[kSoftcap]);
   const T *q = g.data<T>(n.in[kQ]), *k = g.data<T>(n.in[kK]), *v = g.data<T>(n.in[kV]);
   const T* dout = g.grad<T>(n.out);
   const int32_t* lengths = key_lengths_of(g, n);
   T* dq = g.requires_grad(n.in[kQ]) ? g.grad<T>(n.in[kQ]) : nullptr;
   T* dk = g.requires_grad(n.in[kK]) ? g.grad<T>(n.in[kK]) : nullptr;
   T* dv = g.requires_grad(n.in[kV]) ? g.grad<T>(n.in[kV]) : nullptr;
-  const int64_t block_rows = static_cast<int64_t>(n.attr.f[2]);
+  const int64_t block_rows = static_cast<int64_t>(n.attr.f[kBlockRows]);
   over_query_blocks<T>(g, n, d, [&](int64_t b, const QueryBlock& blk, int64_t rows_at, int64_t key_offset, T* p) {
     T *dp = p + block_rows * d.keys, *raw = dp + block_rows * d.keys, *select = raw + block_rows * d.keys;
     block_probabilities(n, d, lengths, b, blk, q + rows_at, k + key_offset, scale, cap, p, cap > 0 ? raw : nullptr,
@@ -259,12 +261,12 @@ void backward_recomputing(Graph& g, const Node& n) {
 }
 
 void forward(Graph& g, const Node& n) {
-  const bool recomputing = n.attr.f[2] > 0;
+  const bool recomputing = n.attr.f[kBlockRows] > 0;
   dispatch_float(g.float_type(),
                  [&]<typename T>() { recomputing ? forward_recomputing<T>(g, n) : forward_kernel<T>(g, n); });
 }
 void backward(Graph& g, const Node& n) {
-  const bool recomputing = n.attr.f[2] > 0;
+  const bool recomputing = n.attr.f[kBlockRows] > 0;
   dispatch_float(g.float_type(),
                  [&]<typename T>() { recomputing ? backward_recomputing<T>(g, n) : backward_kernel<T>(g, n); });
 }
@@ -285,7 +287,7 @@ void cached_forward_kernel(Graph& g, const Node& n) {
   const int64_t capacity = g.shape(n.saved[0])[1], pos = *g.data<int32_t>(n.in[kPosition]), keys = pos + d.time;
   if (pos < 0 || keys > capacity)
     fail("internal: cached attention at positions {}..{} overruns its cache of {}", pos, keys - 1, capacity);
-  const T scale = logit_scale<T>(n, d), cap = static_cast<T>(n.attr.f[1]);
+  const T scale = logit_scale<T>(n, d), cap = static_cast<T>(n.attr.f[kSoftcap]);
   const T *q = g.data<T>(n.in[kQ]), *k = g.data<T>(n.in[kK]), *v = g.data<T>(n.in[kV]);
   T *k_cache = g.data<T>(n.saved[0]), *v_cache = g.data<T>(n.saved[1]), *out = g.data<T>(n.out);
   for (int64_t b = 0; b < d.batch; ++b) {
@@ -293,7 +295,7 @@ void cached_forward_kernel(Graph& g, const Node& n) {
     std::copy_n(k + chunk, d.time * d.width, k_cache + rows);
     std::copy_n(v + chunk, d.time * d.width, v_cache + rows);
   }
-  const int threads = static_cast<int>(std::min<int64_t>(n.attr.i[1], omp_get_max_threads()));
+  const int threads = static_cast<int>(std::min<int64_t>(n.attr.i[kPlannedThreads], omp_get_max_threads()));
 #pragma omp parallel for collapse(2) schedule(static) num_threads(threads)
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t h = 0; h < d.heads; ++h) {
@@ -301,7 +303,7 @@ void cached_forward_kernel(Graph& g, const Node& n) {
       T* p = reinterpret_cast<T*>(g.workspace()) + omp_get_thread_num() * (d.time + 1) * capacity;
       T* scratch = p + d.time * capacity;
       gemm(false, true, d.time, keys, d.dim, scale, q + offset, d.width, k_cache + cached, d.width, T(0), p, keys);
-      for (int64_t t = 0; t < d.time; ++t) softmax_row(p + t * keys, pos + t, keys, cap, n.attr.i[kTopKSlot], scratch);
+      for (int64_t t = 0; t < d.time; ++t) softmax_row(p + t * keys, pos + t, keys, cap, n.attr.i[kTopK], scratch);
       gemm(false, false, d.time, d.dim, keys, T(1), p, keys, v_cache + cached, d.width, T(0), out + offset, d.width);
     }
 }
@@ -319,20 +321,21 @@ extern const OpKernels cached_attention_kernels{cached_forward, cached_backward}
 void recompute_attention_probabilities(Graph& g, int64_t block_rows) {
   if (block_rows < 1) fail("internal: attention's query blocks need at least one row, not {}", block_rows);
   for (Node& n : g.nodes_to_adjust()) {
-    if (n.op != OpKind::attention || n.attr.f[2] > 0) continue;
+    if (n.op != OpKind::attention || n.attr.f[kBlockRows] > 0) continue;
     const Dims d = dims_of(g, n);
     const int64_t rows = std::min(block_rows, d.time);
     g.drop_activation(n.saved[0]);
     n.saved[0] = kNoTensor;
-    n.attr.f[2] = static_cast<double>(rows);
-    n.workspace_bytes = static_cast<size_t>(n.attr.i[1] * block_scratch(rows, d.keys)) * dtype_size(g.float_type());
+    n.attr.f[kBlockRows] = static_cast<double>(rows);
+    n.workspace_bytes =
+        static_cast<size_t>(n.attr.i[kPlannedThreads] * block_scratch(rows, d.keys)) * dtype_size(g.float_type());
   }
 }
 
 void set_attention_top_k(Node& attention, int64_t top_k) {
   if (attention.op != OpKind::attention && attention.op != OpKind::cached_attention)
     fail("internal: set_attention_top_k on another op's node");
-  attention.attr.i[kTopKSlot] = top_k;
+  attention.attr.i[kTopK] = top_k;
 }
 
 TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, TensorId v, int64_t heads, double scale,
@@ -348,11 +351,11 @@ TensorId attention(Graph& g, const std::string& name, TensorId q, TensorId k, Te
   n.in[kKeyLengths] = key_lengths;
   n.out = like(g, name, q, {q, k, v});
   n.saved[0] = g.activation(name + ".probs", Shape{s[0], heads, s[1], keys[1]}, false);
-  n.attr.i[0] = heads;
-  n.attr.i[1] = omp_get_max_threads();  // workspace slices planned for this many threads
-  n.attr.i[2] = causal;
-  n.attr.f = {scale, softcap, 0, 0};
-  n.workspace_bytes = static_cast<size_t>(n.attr.i[1] * 2 * s[1] * keys[1]) * dtype_size(g.float_type());
+  n.attr.i[kHeads] = heads;
+  n.attr.i[kPlannedThreads] = omp_get_max_threads();  // workspace slices planned for this many threads
+  n.attr.i[kCausal] = causal;
+  n.attr.f[kScale] = scale, n.attr.f[kSoftcap] = softcap;  // kBlockRows stays 0: the saved path until planned
+  n.workspace_bytes = static_cast<size_t>(n.attr.i[kPlannedThreads] * 2 * s[1] * keys[1]) * dtype_size(g.float_type());
   g.record(n);
   return n.out;
 }
@@ -374,10 +377,11 @@ TensorId cached_attention(Graph& g, const std::string& name, TensorId q, TensorI
   n.out = g.activation(name, s, false);
   n.saved[0] = g.activation(name + ".k_cache", Shape{s[0], capacity, s[2]}, false);
   n.saved[1] = g.activation(name + ".v_cache", Shape{s[0], capacity, s[2]}, false);
-  n.attr.i[0] = heads;
-  n.attr.i[1] = omp_get_max_threads();  // workspace slices planned for this many threads
-  n.attr.f = {scale, softcap, 0, 0};
-  n.workspace_bytes = static_cast<size_t>(n.attr.i[1] * (s[1] + 1) * capacity) * dtype_size(g.float_type());
+  n.attr.i[kHeads] = heads;
+  n.attr.i[kPlannedThreads] = omp_get_max_threads();       // workspace slices planned for this many threads
+  n.attr.f[kScale] = scale, n.attr.f[kSoftcap] = softcap;  // kBlockRows stays 0: the saved path until planned
+  n.workspace_bytes =
+      static_cast<size_t>(n.attr.i[kPlannedThreads] * (s[1] + 1) * capacity) * dtype_size(g.float_type());
   g.record(n);
   return n.out;
 }
