@@ -127,7 +127,7 @@ void require(bool ok, const char* what) {
 }  // namespace
 
 ModelConfig crms_config_for(const ModelConfig& c) {
-  require(c.placement == "pre", "placement 'pre'");
+  require(placement_of(c).converts_to_crms, "a plain Pre-LN placement ('pre')");
   require(c.norm.type == "layernorm", "norm.type 'layernorm'");
   if (c.norm.bias)
     fail(

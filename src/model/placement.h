@@ -163,6 +163,11 @@ struct Placement {
   std::string_view notes = "";        // paper-vs-code choices, for `normlab variants`
   bool zero_mean_branch = false;      // Pre-RMSNorm: branch outputs and embeddings are re-centered
   bool compressed_stream = false;     // Pre-CRMSNorm: the stream has width d − 1
+  // A plain Pre-LN (a norm on each branch's input, nothing else): Jiang et al.'s conversion to Pre-CRMSNorm is exact.
+  bool converts_to_crms = false;
+  // What an export states beside the weights for this placement's equations (DeepNorm's α and β per stack, Admin's
+  // ω), merged into its "constants"; nullptr: nothing.
+  Json (*export_constants)(const ModelConfig& c) = nullptr;
 };
 
 const Placement& find_placement(std::string_view name);  // throws normlab::Error listing the known names

@@ -9,7 +9,6 @@
 #include "io/safetensors.h"
 #include "io/tokenizer.h"
 #include "model/placement.h"
-#include "model/placements/deepnorm.h"
 #include "train/checkpoint.h"
 
 namespace normlab::train {
@@ -61,22 +60,6 @@ std::string cross_attention_equation(const model::ModelConfig& c) {
       qk_norm ? "; QK-norm normalizes q and k as in self-attention" : "");
 }
 
-// The DeepNorm pair of each stack, by name ("" for a one-stack model's).
-Json deepnorm_pairs(const model::ModelConfig& c) {
-  Json alpha = Json::object(), beta = Json::object();
-  for (const model::StackSpec& t : model::stacks(c)) {
-    const std::string side = t.kind == model::StackSpec::single ? "layers" : t.prefix() + "layers";
-    const model::DeepNormConstants k = model::deepnorm_constants(c, t.kind);
-    alpha[side] = k.alpha;
-    beta[side] = k.beta;
-  }
-  return Json{{"deepnorm_alpha", alpha},
-              {"deepnorm_beta", beta},
-              {"deepnorm_note",
-               "α weighs the shortcut in h ← LN(α·h + F(h)) in every sub-layer of the stack; β was the init gain of v, "
-               "o, fc1, gate and fc2 (the weights hold its effect)"}};
-}
-
 Json batches(const RunConfig& config, const Vocabulary& v) {
   const model::ModelConfig& c = config.model;
   if (c.encoder_decoder())
@@ -126,11 +109,7 @@ Json export_config(const RunConfig& config, const Vocabulary& vocab, int step) {
       {"attention_scale", qk == "l2" ? Json("learned: <layer>.attn.qk_scale [1] (q and k L2-normalized per head)")
                                      : Json(1 / std::sqrt(static_cast<double>(c.head_dim())))},
   };
-  if (c.placement == "deepnorm") constants.update(deepnorm_pairs(c));
-  if (c.placement == "admin")
-    constants["admin_omega"] =
-        "learned, in the weights: <stack>layers.{i}.{attn,cross,ffn}.admin_omega [d], the shortcut's weight in "
-        "h ← LN(ω ⊙ h + F(h)); initialized by options.admin_omega";
+  if (placement.export_constants) constants.update(placement.export_constants(c));
   const int mask_id = c.encoder() ? c.mask_id() : -1;
   return Json{
       {"format", kExportFormat},

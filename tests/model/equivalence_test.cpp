@@ -209,7 +209,7 @@ TEST(Equivalence, CrmsConversionRejectsModelsItCannotConvert) {
   expect_error(with_bias, "norm.bias");
   expect_error(rms, "layernorm");
   expect_error(qk, "qk_norm");
-  expect_error(small("peri"), "placement 'pre'");
+  expect_error(small("peri"), "a plain Pre-LN placement ('pre')");
 
   // A target that is not the source's Pre-CRMSNorm form.
   auto pre = build(base, eng::DType::f64);

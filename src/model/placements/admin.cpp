@@ -66,6 +66,11 @@ void admin_init(InitContext& ctx) {
     fill_constant(m, site.prefix + ".admin_omega", omega);
   }
 }
+Json admin_export_constants(const ModelConfig&) {
+  return {{"admin_omega",
+           "learned, in the weights: <stack>layers.{i}.{attn,cross,ffn}.admin_omega [d], the shortcut's weight in "
+           "h ← LN(ω ⊙ h + F(h)); initialized by options.admin_omega"}};
+}
 }  // namespace
 
 extern const Placement kAdmin{
@@ -80,6 +85,7 @@ extern const Placement kAdmin{
     .sublayer = admin,
     .init = admin_init,
     .init_rule = "ω = √((N+1)/ln(N+1) − 1), N = 2L (admin_omega = log; encoder-decoder: 2N and 3M), or profiled",
+    .export_constants = admin_export_constants,
 };
 
 }  // namespace normlab::model

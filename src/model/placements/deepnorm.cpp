@@ -82,6 +82,21 @@ void deepnorm_init(InitContext& ctx) {
     else redraw_xavier(m, {Role::v, Role::o, Role::fc1, Role::gate, Role::fc2}, beta, true, ctx.seed, under);
   }
 }
+// The DeepNorm pair of each stack, by name ("layers" for a one-stack model's), for an export's constants.
+Json deepnorm_export_constants(const ModelConfig& c) {
+  Json alpha = Json::object(), beta = Json::object();
+  for (const StackSpec& t : stacks(c)) {
+    const std::string side = t.kind == StackSpec::single ? "layers" : t.prefix() + "layers";
+    const DeepNormConstants k = deepnorm_constants(c, t.kind);
+    alpha[side] = k.alpha;
+    beta[side] = k.beta;
+  }
+  return Json{{"deepnorm_alpha", alpha},
+              {"deepnorm_beta", beta},
+              {"deepnorm_note",
+               "α weighs the shortcut in h ← LN(α·h + F(h)) in every sub-layer of the stack; β was the init gain of v, "
+               "o, fc1, gate and fc2 (the weights hold its effect)"}};
+}
 }  // namespace
 
 extern const Placement kDeepNorm{
@@ -96,6 +111,7 @@ extern const Placement kDeepNorm{
     .init_rule =
         "Xavier-normal gain β = (8L)^(-1/4) on v, o, fc1, gate, fc2; gain 1 on q, k (encoder-decoder: β_e, β_d)",
     .notes = "paper init by default (torchscale scales the existing init and biases: deepnorm_init = torchscale)",
+    .export_constants = deepnorm_export_constants,
 };
 
 }  // namespace normlab::model

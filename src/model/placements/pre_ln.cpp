@@ -17,6 +17,7 @@ extern const Placement kPreLn{
     .paper = "Xiong et al. 2020, On Layer Normalization in the Transformer Architecture (arXiv 2002.04745)",
     .equations = "h = x + Attn(Norm(x));  x' = h + FFN(Norm(h))",
     .sublayer = pre_ln,
+    .converts_to_crms = true,
 };
 
 }  // namespace normlab::model
