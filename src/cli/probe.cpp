@@ -127,7 +127,8 @@ std::optional<Reading> text_reading(const train::Run& run, const std::optional<t
   if (r.ids.size() <= static_cast<size_t>(seq))
     fail("{} gives {} tokens, but the analyses read windows of train.seq_len + 1 = {} tokens: give a longer text",
          file, r.ids.size(), seq + 1);
-  r.loader = std::make_unique<train::Loader>(r.ids, r.ids, run.model->batch, seq, run.config.train.seed);
+  r.loader = std::make_unique<train::Loader>(r.ids, r.ids, run.model->batch, seq, run.config.train.seed, train::Shard{},
+                                             train::objective_of(run.config, run.data));
   r.about = fmt::format("{} tokens of {}{}", r.ids.size(), file,
                         text.empty() ? "" : " (through the run's " + tokenizer->kind() + " tokenizer)");
   return r;
@@ -216,8 +217,10 @@ void add_probe(CLI::App& app) {
   cmd->callback([args, cmd] {
     args->batches_given = cmd->count("--batches") > 0;
     const train::MemoryNeeds needs = analysis::memory_needs(args->analyses);  // refuses an unknown name first
-    train::Run run = args->run.empty() ? train::build_run(load_run_config(args->sources), 0, needs)
-                                       : train::open_run(args->run, 0, needs);
+    // With tokens of its own the probe needs no loader over the run's data, whose splits may be too short for one.
+    const bool loader = args->text.empty() && args->token_ids.empty();
+    train::Run run = args->run.empty() ? train::build_run(load_run_config(args->sources), 0, needs, loader)
+                                       : train::open_run(args->run, 0, needs, loader);
     if (args->run.empty()) model::initialize(*run.model, run.config.train.seed);
     const fs::path out = !args->out.empty()   ? fs::path(args->out)
                          : !args->run.empty() ? fs::path(args->run)

@@ -386,6 +386,7 @@ TEST(Import, ProbeReadsATextThroughTheRunsTokenizerAndWritesAReport) {
   const CliResult imported =
       run_cli({"import", dir.string(), "--out", run.string(), "--text", text.string()}, tmp.path());
   ASSERT_EQ(imported.exit_code, 0) << describe(imported);
+  spit(text, tiny_corpus_text(30, 5));  // another text, short: every 16-token window of it is read
   const CliResult r = run_cli({"probe", "--run", run.string(), "--analysis",
                                "layer-drop,angular-distance,massive-activations,logit-lens", "--text", text.string(),
                                "--out", out.string()},
@@ -414,7 +415,8 @@ TEST(Import, ProbeReadsATextThroughTheRunsTokenizerAndWritesAReport) {
 }
 
 // A run whose token data are ids made elsewhere has no tokenizer to read text with: probe --text is refused in one
-// sentence that says what to do; --token-ids reads ids instead; an unknown analysis is refused listing the table.
+// sentence that says what to do; --token-ids reads ids instead, even where the run's own validation split (2 ids here)
+// is too short for one window; an unknown analysis is refused listing the table.
 TEST(Import, ProbeTextWithoutTheRunsTokenizerIsRefused) {
   ASSERT_TRUE(torch_available()) << kNoTorch;
   TempDir tmp("import_probe_ids");
@@ -422,9 +424,10 @@ TEST(Import, ProbeTextWithoutTheRunsTokenizerIsRefused) {
   std::string id_text;
   for (int i = 0; i < 400; ++i) id_text += std::to_string((i * 37) % 120) + " ";
   spit(ids, id_text);
+  spit(tmp / "few.txt", id_text.substr(0, id_text.find(' ', 100)));
   spit(text, tiny_corpus_text());
   const CliResult imported =
-      run_cli({"import", dir.string(), "--out", run.string(), "--token-ids", ids.string()}, tmp.path());
+      run_cli({"import", dir.string(), "--out", run.string(), "--token-ids", (tmp / "few.txt").string()}, tmp.path());
   ASSERT_EQ(imported.exit_code, 0) << describe(imported);
   const auto probe = [&](const std::string& analyses, const std::string& flag, const fs::path& file) {
     return run_cli({"probe", "--run", run.string(), "--analysis", analyses, flag, file.string(), "--out",
