@@ -143,6 +143,7 @@ struct ProbeArgs {
   std::string run, out, analyses = "grad-init,one-step,angular,layer-drop,attention-entropy", text, token_ids;
   analysis::AnalysisSettings settings;
   bool batches_given = false;
+  bool report = true;
 };
 
 // The command line that reproduces the probe, for its report.
@@ -186,9 +187,9 @@ void run_analyses(ProbeArgs& a, train::Run& run, const fs::path& out) {
   }
   io::write_file_atomic(out / "analysis.jsonl", jsonl);
   io::write_file_atomic(out / "analysis.csv", csv);
-  const fs::path html = write_probe_report(out / "probe-report", report);
-  std::cout << fmt::format("\nwrote {}, {} and {}\n", (out / "analysis.jsonl").string(),
-                           (out / "analysis.csv").string(), html.string());
+  const std::string html = a.report ? ", " + write_probe_report(out / "probe-report", report).string() : "";
+  std::cout << fmt::format("\nwrote {}, {}{}\n", (out / "analysis.jsonl").string(), (out / "analysis.csv").string(),
+                           html);
 }
 
 }  // namespace
@@ -214,6 +215,8 @@ void add_probe(CLI::App& app) {
                   "data's tokenizer.model, or GPT-2's vocab.json and merges.txt that import --text keeps there)");
   cmd->add_option("--token-ids", args->token_ids,
                   "read these white-space-separated token ids instead of the validation split (any tokenizer)");
+  cmd->add_flag("!--no-report", args->report,
+                "leave out probe-report/ (a study's runs, whose charts its own report draws: about 210 KB each)");
   cmd->callback([args, cmd] {
     args->batches_given = cmd->count("--batches") > 0;
     const train::MemoryNeeds needs = analysis::memory_needs(args->analyses);  // refuses an unknown name first

@@ -438,9 +438,12 @@ TEST(Import, ProbeTextWithoutTheRunsTokenizerIsRefused) {
                    {"--text: the run's token data " + (run / "data").string() + " has no tokenizer",
                     "give the text's ids, made by the model's own tokenizer, with --token-ids FILE",
                     "import the checkpoint again with --text"});
-  const CliResult r = probe("logit-lens,massive-activations", "--token-ids", ids);
+  const CliResult r = run_cli({"probe", "--run", run.string(), "--analysis", "logit-lens,massive-activations",
+                               "--token-ids", ids.string(), "--out", (tmp / "out").string(), "--no-report"},
+                              tmp.path());
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_FALSE(analysis_results(tmp / "out" / "analysis.jsonl")["massive-activations"].contains("token"));
+  EXPECT_FALSE(fs::exists(tmp / "out" / "probe-report"));
   expect_cli_error(probe("logit-lens,lens", "--token-ids", ids),
                    {"unknown analysis 'lens'", "massive-activations", "logit-lens", "angular (also: angular-distance)"});
 }
