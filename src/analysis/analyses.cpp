@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numbers>
 
 #include "common/error.h"
@@ -27,15 +28,27 @@ uint64_t fresh_init_seed(uint64_t seed, int k) {
 
 namespace {
 
-// Runs fn(batch) over the first `count` validation batches.
+// Runs fn(batch) over the first `count` validation batches, telling s.progress after each.
 template <typename Fn>
-void over_val_batches(model::Model& m, const train::Loader& loader, int count, Fn fn) {
+void over_val_batches(model::Model& m, const train::Loader& loader, const AnalysisSettings& s, int count, Fn fn) {
   train::Batch batch;
   for (int i = 0; i < count; ++i) {
     loader.eval_batch(i, count, batch);
     train::feed(m, batch);
-    fn();
+    fn(batch, i);
+    if (s.progress) s.progress(i + 1, count);
   }
+}
+
+// The streams the probes mark (entering each layer, then the stack's output); `analysis` names the one that needs
+// them in the refusal of a placement that marks only some.
+const std::vector<eng::TensorId>& marked_streams(const model::Model& m, std::string_view analysis) {
+  const auto& streams = m.landmarks.layer_inputs;
+  if (streams.empty() || std::count(streams.begin(), streams.end(), eng::kNoTensor) > 0)
+    fail("{}: placement '{}' combines its layers itself and does not mark the stream between them; choose another "
+         "analysis",
+         analysis, m.config.placement);
+  return streams;
 }
 
 // Runs fn() on s.seeds fresh initializations × s.batches training batches each. Each init's seed is
@@ -208,7 +221,7 @@ Json angular_distances(model::Model& m, const train::Loader& loader, const Analy
   std::vector<double> sums(pairs, 0.0);
   std::vector<double> a, b;
   int64_t rows = 0;
-  over_val_batches(m, loader, s.batches, [&] {
+  over_val_batches(m, loader, s, s.batches, [&](const train::Batch&, int) {
     m.forward(false);
     for (size_t l = 0; l < pairs; ++l) {
       eng::copy_to_f64(m.graph, inputs[l], a);
@@ -245,6 +258,99 @@ Json layer_drop(model::Model& m, const train::Loader& loader, const AnalysisSett
     out["layer"].push_back(l);
     out["loss"].push_back(loss);
     out["delta_loss"].push_back(loss - full);
+    if (s.progress) s.progress(l + 1, m.config.n_layers);
+  }
+  return out;
+}
+
+namespace {
+
+// The largest |x| of a stream over the batches, and where it sits.
+struct Peak {
+  double abs = -1, value = 0;
+  int batch = 0;
+  int64_t row = 0, position = 0, feature = 0;
+  int32_t token = 0;
+};
+
+// Each row's largest logit's index: the top-1 token at each position.
+void top1(const eng::Graph& g, eng::TensorId logits, std::vector<int32_t>& out) {
+  const int64_t vocab = g.shape(logits).last(), rows = g.shape(logits).numel() / vocab;
+  out.resize(static_cast<size_t>(rows));
+  eng::dispatch_float(g.float_type(), [&]<typename T>() {
+    const T* z = g.data<T>(logits);
+    for (int64_t r = 0; r < rows; ++r)
+      out[static_cast<size_t>(r)] = static_cast<int32_t>(std::max_element(z + r * vocab, z + (r + 1) * vocab) - (z + r * vocab));
+  });
+}
+
+}  // namespace
+
+Json massive_activations(model::Model& m, const train::Loader& loader, const AnalysisSettings& s) {
+  const auto& streams = marked_streams(m, "massive-activations");
+  std::vector<Peak> peaks(streams.size());
+  std::vector<double> squares(streams.size(), 0.0), medians(streams.size(), 0.0), x;
+  double entries = 0;
+  over_val_batches(m, loader, s, s.batches, [&](const train::Batch& batch, int index) {
+    m.forward(false);
+    for (size_t l = 0; l < streams.size(); ++l) {
+      eng::copy_to_f64(m.graph, streams[l], x);
+      const int64_t width = m.graph.shape(streams[l]).last();
+      for (size_t i = 0; i < x.size(); ++i) {
+        squares[l] += x[i] * x[i];
+        if (std::abs(x[i]) <= peaks[l].abs) continue;  // a tie keeps the first place
+        const int64_t token = static_cast<int64_t>(i) / width;  // row · seq + position
+        peaks[l] = {std::abs(x[i]), x[i],          index, token / m.seq, token % m.seq, static_cast<int64_t>(i) % width,
+                    batch.tokens[static_cast<size_t>(token)]};
+      }
+      for (double& v : x) v = std::abs(v);
+      std::nth_element(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(x.size() / 2), x.end());
+      medians[l] += x[x.size() / 2];
+    }
+    entries += static_cast<double>(x.size());
+  });
+  Json out;
+  for (size_t l = 0; l < streams.size(); ++l) {
+    const Peak& p = peaks[l];
+    const double median = medians[l] / s.batches;
+    const Json row{{"layer", l},          {"max_abs", p.abs},   {"value", p.value},
+                   {"batch", p.batch},    {"row", p.row},       {"position", p.position},
+                   {"feature", p.feature}, {"token_id", p.token}, {"rms", std::sqrt(squares[l] / entries)},
+                   {"median_abs", median}, {"max_over_median", median > 0 ? Json(p.abs / median) : Json()}};
+    for (const auto& [key, v] : row.items()) out[key].push_back(v);
+    if (s.token_text) out["token"].push_back(s.token_text(p.token));
+  }
+  return out;
+}
+
+Json logit_lens(model::Model& m, const train::Loader& loader, const AnalysisSettings& s) {
+  const auto& streams = marked_streams(m, "logit-lens");
+  auto readout = model::build_readout_model(m.config, m.batch, m.seq, m.graph.float_type());
+  model::copy_parameters(m, *readout);
+  const eng::TensorSpec& input = readout->graph.spec(readout->stream);
+  const size_t last = streams.size() - 1;
+  std::vector<double> losses(streams.size(), 0.0), hits(streams.size(), 0.0), agreements(streams.size(), 0.0);
+  std::vector<int32_t> top, final_top;
+  double model_loss = 0, scored = 0;
+  over_val_batches(m, loader, s, s.batches, [&](const train::Batch& batch, int) {
+    model_loss += m.forward(false);
+    std::copy(batch.targets.begin(), batch.targets.end(), readout->graph.data<int32_t>(readout->targets));
+    for (size_t l = last + 1; l-- > 0;) {  // the output first: every other stream's top-1 is compared with its
+      std::memcpy(input.data, m.graph.spec(streams[l]).data, input.bytes());
+      losses[l] += readout->forward(false);
+      top1(readout->graph, readout->logits, top);
+      if (l == last) final_top = top;
+      for (size_t i = 0; i < top.size(); ++i)
+        if (batch.targets[i] >= 0) hits[l] += top[i] == batch.targets[i], agreements[l] += top[i] == final_top[i];
+    }
+    scored += static_cast<double>(std::count_if(batch.targets.begin(), batch.targets.end(), [](int32_t t) { return t >= 0; }));
+  });
+  Json out{{"model_loss", model_loss / s.batches}};
+  for (size_t l = 0; l <= last; ++l) {
+    out["layer"].push_back(l);
+    out["loss"].push_back(losses[l] / s.batches);
+    out["top1_accuracy"].push_back(hits[l] / std::max(scored, 1.0));
+    out["top1_agreement"].push_back(agreements[l] / std::max(scored, 1.0));
   }
   return out;
 }
@@ -252,7 +358,7 @@ Json layer_drop(model::Model& m, const train::Loader& loader, const AnalysisSett
 Json attention_entropy(model::Model& m, const train::Loader& loader, const AnalysisSettings& s) {
   const int heads = m.config.n_heads, layers = m.config.n_layers;
   std::vector<double> sums(static_cast<size_t>(heads * layers), 0.0);
-  over_val_batches(m, loader, s.batches, [&] {
+  over_val_batches(m, loader, s, s.batches, [&](const train::Batch&, int) {
     m.forward(false);
     for (int l = 0; l < layers; ++l) {
       // An encoder-decoder's: its decoder's self-attention (the stack the probes report).
@@ -306,7 +412,8 @@ const Analysis kAnalyses[] = {
      "arccos(cos(x_ℓ, x_ℓ+n))/π between the residual streams entering layers ℓ and ℓ+n (n = --span), averaged over "
      "tokens (Gromov et al. 2024; Sun et al. 2025, Curse of Depth: deep Pre-LN layers barely turn the stream).",
      "span, layer, angular_distance",
-     [](const AnalysisInput& in) { return angular_distances(in.model, in.loader, in.settings); }},
+     [](const AnalysisInput& in) { return angular_distances(in.model, in.loader, in.settings); }, 0, false, false,
+     "angular-distance"},
     {"layer-drop",
      "validation loss with layer ℓ skipped, minus the full model's (Li et al. 2025 Mix-LN; Sun et al. 2025: deep "
      "Pre-LN layers can be removed at little cost).",
@@ -321,6 +428,19 @@ const Analysis kAnalyses[] = {
      "inits of the config.",
      "layer, mean_square", [](const AnalysisInput& in) { return stream_at_init(in.config, in.loader, in.settings); },
      1},
+    {"massive-activations",
+     "per stream (entering each layer, then the stack's output) the largest |x| over the batches' tokens and features "
+     "and where it sits (batch, row, position, feature, token id; the token's text where the run has a tokenizer), "
+     "with the stream's RMS and median |x| for scale (Sun et al. 2024, Massive Activations: single values thousands "
+     "of times the median, on a few tokens such as the first, in GPT-2 and Llama 2).",
+     "layer, max_abs, value, batch, row, position, feature, token_id, token, rms, median_abs, max_over_median",
+     [](const AnalysisInput& in) { return massive_activations(in.model, in.loader, in.settings); }},
+    {"logit-lens",
+     "each stream (entering each layer, then the stack's output) through the model's own final norm and head: its "
+     "loss against the next tokens, the share of positions where its top-1 token is the next token and where it is "
+     "the full model's top-1 (nostalgebraist 2020, the logit lens). The last stream's loss is the model's.",
+     "model_loss, layer, loss, top1_accuracy, top1_agreement",
+     [](const AnalysisInput& in) { return logit_lens(in.model, in.loader, in.settings); }},
     {"norm-equivalence",
      "the model (Pre-LN, bias-free LayerNorm, untied embeddings) against Pre-RMSNorm with the same weights and "
      "Pre-CRMSNorm converted from it: logits, loss and gradient errors in fp32 and fp64 (Jiang et al. 2023). Not in "
@@ -338,6 +458,7 @@ std::string analyses_help() {
   for (const Analysis& a : kAnalyses) {
     out += fmt::format("  {:<18} ", a.name);
     size_t column = 21;
+    if (!a.alias.empty()) out += fmt::format("(also: {}) ", a.alias), column += a.alias.size() + 9;
     for (size_t at = 0; at < a.about.size();) {  // words wrapped at 110 columns
       const size_t space = std::min(a.about.find(' ', at), a.about.size());
       const std::string_view word = a.about.substr(at, space - at);
@@ -355,12 +476,14 @@ std::vector<const Analysis*> parse_analyses(std::string_view list) {
   for (size_t at = 0; at <= list.size();) {
     const size_t comma = std::min(list.find(',', at), list.size());
     const std::string_view name = list.substr(at, comma - at);
-    const auto it =
-        std::find_if(std::begin(kAnalyses), std::end(kAnalyses), [&](const Analysis& a) { return a.name == name; });
+    const auto it = std::find_if(std::begin(kAnalyses), std::end(kAnalyses),
+                                 [&](const Analysis& a) { return a.name == name || (!a.alias.empty() && a.alias == name); });
     if (it == std::end(kAnalyses)) {
-      std::vector<std::string_view> names;
-      for (const Analysis& a : kAnalyses) names.push_back(a.name);
-      fail("--analysis: unknown analysis '{}' (known: {})", name, fmt::join(names, ", "));
+      std::vector<std::string> names;
+      for (const Analysis& a : kAnalyses)
+        names.push_back(a.alias.empty() ? std::string(a.name) : fmt::format("{} (also: {})", a.name, a.alias));
+      fail("--analysis: unknown analysis '{}' (known: {}): choose from these, separated by commas", name,
+           fmt::join(names, ", "));
     }
     out.push_back(&*it);
     at = comma + 1;

@@ -1,7 +1,9 @@
 #pragma once
 // On-demand analyses of a model (a checkpoint, or a config freshly initialized), each from the
 // paper that argues with it. `normlab probe` runs them and writes analysis.jsonl / analysis.csv.
+#include <functional>
 #include <span>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -19,6 +21,10 @@ struct AnalysisSettings {
   int seeds = 3;     // initializations averaged (gradient norms at init)
   double lr = 1e-3;  // the one optimizer step of the output-change analysis
   int span = 1;      // n in the angular distance between layer ℓ and ℓ + n
+  // Told after each step of an analysis (a batch, a layer dropped): `done` of `total`, for a progress line.
+  std::function<void(int done, int total)> progress;
+  // A token id's text, where the run has a tokenizer (massive-activations names the token holding the largest value).
+  std::function<std::string(int32_t id)> token_text;
 };
 
 // The seed of the k-th fresh initialization that the init-time analyses average for run seed `seed`:
@@ -49,6 +55,15 @@ Json norm_equivalence(const model::Model& pre_ln, const train::Loader& loader);
 // Entropy of each head's attention distribution, averaged over queries and batches (nats).
 Json attention_entropy(model::Model& m, const train::Loader& loader, const AnalysisSettings& s);
 
+// Sun et al. 2024, Massive Activations: per stream (entering each layer, then the stack's output), the largest |x| over
+// the batches' tokens and features, where it sits (batch, row, position, feature, token id and, with s.token_text, the
+// token), the stream's RMS and the mean over batches of the median |x|, for scale.
+Json massive_activations(model::Model& m, const train::Loader& loader, const AnalysisSettings& s);
+// The logit lens (nostalgebraist 2020): each stream (entering each layer, then the stack's output) through the model's
+// own final norm and head (model::build_readout_model): its loss against the targets, the share of positions whose
+// top-1 token is the target and the share where it is the full model's top-1. The last stream's loss is the model's.
+Json logit_lens(model::Model& m, const train::Loader& loader, const AnalysisSettings& s);
+
 // ---- The table of analyses: `normlab probe --analysis` and its messages list from it
 // ----------------------------------
 
@@ -68,6 +83,7 @@ struct Analysis {
   int extra_models = 0;        // models it holds beside the one it reads at once, for the memory check
   bool optimizer = false;      // it takes an optimizer step (AdamW's moments)
   bool moves_weights = false;  // it changes the model's weights: the caller restores them after it
+  std::string_view alias = {};  // another name --analysis accepts for it (records keep `name`)
 };
 
 std::span<const Analysis> all_analyses();

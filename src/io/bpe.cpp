@@ -274,4 +274,10 @@ std::vector<std::int32_t> Gpt2Bpe::encode(std::string_view text) const {
   return ids;
 }
 
+std::string Gpt2Bpe::symbol(std::int32_t id) const {
+  for (const auto& [symbol, i] : vocab_)
+    if (i == id) return symbol;
+  return "";
+}
+
 }  // namespace normlab::io

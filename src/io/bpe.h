@@ -31,6 +31,9 @@ class Gpt2Bpe {
   std::vector<std::int32_t> encode(std::string_view text) const;
   // The id of `symbol` (in mapped form), or -1.
   std::int32_t id(const std::string& symbol) const;
+  // The symbol of `id` in mapped form ("Ġthe": 'Ġ' is a space), or "" when vocab.json has no such id. A search of the
+  // whole vocabulary: for naming a few tokens, not for decoding text.
+  std::string symbol(std::int32_t id) const;
   // One more than the largest id vocab.json holds.
   int id_bound() const { return id_bound_; }
   std::size_t merges() const { return ranks_.size(); }

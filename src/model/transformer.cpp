@@ -164,6 +164,13 @@ TensorId embed(Graph& g, const ModelConfig& c, const Placement& placement, Tenso
   return h;
 }
 
+// The norm after the last layer, where the model has one (`prefix`: the stack's, "decoder." in an encoder-decoder).
+TensorId final_norm(Graph& g, const ModelConfig& c, const std::string& prefix, TensorId h) {
+  if (!c.has_final_norm()) return h;
+  const double alpha = option(c, "dyt_alpha_final").get<double>();
+  return make_norm(g, c, prefix + "final_norm", h, NormSpec{.dyt_alpha = alpha > 0 ? alpha : -1});
+}
+
 // The layer loop of one stack (or the placement's own stack()), then its final norm.
 TensorId run_stack(const Stack& stack, const Placement& placement, TensorId h, int skip_layer) {
   const ModelConfig& c = stack.config();
@@ -179,10 +186,26 @@ TensorId run_stack(const Stack& stack, const Placement& placement, TensorId h, i
     }
   }
   stack.mark_stream(stack.layers(), h);
-  if (!c.has_final_norm()) return h;
-  const double alpha = option(c, "dyt_alpha_final").get<double>();
-  return make_norm(stack.graph(), c, stack.spec().prefix() + "final_norm", h,
-                   NormSpec{.dyt_alpha = alpha > 0 ? alpha : -1});
+  return final_norm(stack.graph(), c, stack.spec().prefix(), h);
+}
+
+// The head (tied to the token embeddings `table`, or its own lm_head), the final soft-cap and the loss, after the
+// final norm: the model's readout of its stream.
+void add_readout(Model& m, TensorId table, TensorId h) {
+  Graph& g = m.graph;
+  const ModelConfig& c = m.config;
+  TensorId head = c.tied_embeddings
+                      ? table
+                      : g.parameter("lm_head.weight", Shape{c.vocab_size, c.stream_width()}, Role::head, true);
+  m.logits = eng::linear(g, "logits", h, head, eng::kNoTensor);
+  const double cap = option(c, "final_softcap").get<double>();
+  TensorId scored = cap > 0 ? eng::softcap(g, "logits.capped", m.logits, cap) : m.logits;
+  m.loss = eng::cross_entropy(g, "loss", scored, m.targets, c.label_smoothing);
+  if (cap > 0) m.logits = scored;
+}
+
+TensorId token_table(Graph& g, const ModelConfig& c) {
+  return g.parameter("embed.tokens.weight", Shape{c.vocab_size, c.stream_width()}, Role::embedding, true);
 }
 
 // source_seq: an encoder-decoder's source length (seq, but for a decoding model's whole source beside its chunk).
@@ -203,7 +226,7 @@ std::unique_ptr<Model> build_graph(const ModelConfig& c, int batch, int seq, eng
     m->position = g.input("position", Shape{1}, eng::DType::i32);
   }
 
-  TensorId table = g.parameter("embed.tokens.weight", Shape{c.vocab_size, c.stream_width()}, Role::embedding, true);
+  TensorId table = token_table(g, c);
   TensorId h;
   if (c.encoder_decoder()) {
     // The source, padded to seq: its lengths mask the padding wherever source positions are keys.
@@ -231,14 +254,7 @@ std::unique_ptr<Model> build_graph(const ModelConfig& c, int batch, int seq, eng
     h = run_stack(Stack(g, c, m->landmarks, single), placement,
                   embed(g, c, placement, m->tokens, table, "", m->position), skip_layer);
   }
-  TensorId head = c.tied_embeddings
-                      ? table
-                      : g.parameter("lm_head.weight", Shape{c.vocab_size, c.stream_width()}, Role::head, true);
-  m->logits = eng::linear(g, "logits", h, head, eng::kNoTensor);
-  const double cap = option(c, "final_softcap").get<double>();
-  TensorId scored = cap > 0 ? eng::softcap(g, "logits.capped", m->logits, cap) : m->logits;
-  m->loss = eng::cross_entropy(g, "loss", scored, m->targets, c.label_smoothing);
-  if (cap > 0) m->logits = scored;
+  add_readout(*m, table, h);
   return m;
 }
 
@@ -254,6 +270,21 @@ std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng
 std::unique_ptr<Model> build_unplanned_model(const ModelConfig& c, int batch, int seq, eng::DType dtype,
                                              int skip_layer) {
   return build_graph(c, batch, seq, dtype, skip_layer, 0, seq);
+}
+
+std::unique_ptr<Model> build_readout_model(const ModelConfig& c, int batch, int seq, eng::DType dtype) {
+  if (c.encoder_decoder())
+    fail("the readout of a stream reads a decoder-only or encoder model's final norm and head; an encoder-decoder's "
+         "decoder reads its source too: set model.shape to decoder or encoder");
+  auto m = std::make_unique<Model>(c, batch, seq, dtype);
+  Graph& g = m->graph;
+  m->stream = g.input("stream", Shape{batch, seq, c.stream_width()}, dtype);
+  m->targets = g.input("targets", Shape{batch, seq}, eng::DType::i32);
+  // Only a tied head reads the token table; an untied model's readout leaves it out.
+  const TensorId table = c.tied_embeddings ? token_table(g, c) : eng::kNoTensor;
+  add_readout(*m, table, final_norm(g, c, "", m->stream));
+  g.plan();
+  return m;
 }
 
 std::unique_ptr<Model> build_decoding_model(const ModelConfig& c, int batch, int capacity, int chunk,

@@ -33,6 +33,7 @@ struct Model {
   // encoder_decoder only: the source [batch, seq] (padded) and its lengths [batch].
   engine::TensorId source = engine::kNoTensor, source_lengths = engine::kNoTensor;
   engine::TensorId logits = engine::kNoTensor, loss = engine::kNoTensor;
+  engine::TensorId stream = engine::kNoTensor;  // a readout model's input (build_readout_model)
   // A decoding model only (build_decoding_model): how many positions its key-value caches hold, and the position of
   // the first token of its input chunk (i32 [1]).
   int cache_capacity = 0;
@@ -76,6 +77,13 @@ std::unique_ptr<Model> build_unplanned_model(const ModelConfig& config, int batc
 // copy_parameters() from a trained model. Inference only (no backward).
 std::unique_ptr<Model> build_decoding_model(const ModelConfig& config, int batch, int capacity, int chunk = 1,
                                             engine::DType dtype = engine::DType::f32);
+// The model's readout alone, for the logit lens (nostalgebraist 2020): the final norm, the head, the final soft-cap and
+// the loss, over a stream of [batch, seq, stream width] given as the input `stream` (of `dtype`, the model's float
+// type) instead of the layers' output. Its parameters have the full model's names (final_norm.*, lm_head.weight or the tied embed.tokens.weight):
+// copy_parameters() from the model. Planned; refused for an encoder-decoder. Fed the stack's output it computes the
+// model's own logits and loss.
+std::unique_ptr<Model> build_readout_model(const ModelConfig& config, int batch, int seq,
+                                          engine::DType dtype = engine::DType::f32);
 // Approximations for inference (`normlab eval` and `generate` options; issue 14's efficient-norm direction for long
 // sequences), set on a built model: top-k sparse attention (each query keeps its attn_top_k largest logits; 0 = all)
 // and sampled norm statistics (LayerNorm's μ and v, RMSNorm's mean square, from every norm_sample-th feature; 1 =

@@ -17,6 +17,18 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// The lines of `content` that hold more than white space.
+std::vector<std::string_view> non_blank_lines(const std::string& content) {
+  std::vector<std::string_view> lines;
+  for (std::size_t at = 0; at <= content.size();) {
+    std::size_t end = std::min(content.find('\n', at), content.size());
+    const std::string_view line = std::string_view(content).substr(at, end - at);
+    if (line.find_first_not_of(" \t\r") != std::string_view::npos) lines.push_back(line);
+    at = end + 1;
+  }
+  return lines;
+}
+
 // The share of the data held out for validation, as one block at the end (normlab prepare's default).
 constexpr double kValFraction = 0.05;
 
@@ -50,14 +62,9 @@ HfTokens bpe_tokens(const fs::path& dir, int vocab_size, const fs::path& text) {
   if (t.eos_id < 0)
     fail("{} has no <|endoftext|> entry, which ends each line of the token data: use GPT-2's own vocab.json",
          (dir / "vocab.json").string());
+  t.bpe_dir = dir;
   const std::string content = io::read_file(text, "text", "check the --text path", io::kMaxDataFileBytes);
-  std::vector<std::string_view> lines;
-  for (std::size_t at = 0; at <= content.size();) {
-    std::size_t end = std::min(content.find('\n', at), content.size());
-    const std::string_view line = std::string_view(content).substr(at, end - at);
-    if (line.find_first_not_of(" \t\r") != std::string_view::npos) lines.push_back(line);
-    at = end + 1;
-  }
+  const std::vector<std::string_view> lines = non_blank_lines(content);
   if (lines.size() < 2)
     fail("{} has {} non-blank line{}: give at least 2, so that training and validation each get one", text.string(),
          lines.size(), lines.size() == 1 ? "" : "s");
@@ -146,7 +153,43 @@ io::PrepareSummary write_hf_tokens(const HfTokens& tokens, int vocab_size, const
     options.val_fraction = kValFraction;
     return io::prepare_corpus(options);
   }
-  return io::write_token_ids(data_dir, tokens.train, tokens.val, vocab_size, tokens.eos_id, tokens.kind, tokens.source);
+  const io::PrepareSummary summary =
+      io::write_token_ids(data_dir, tokens.train, tokens.val, vocab_size, tokens.eos_id, tokens.kind, tokens.source);
+  if (tokens.kind == "gpt2-bpe")
+    for (const char* file : {"vocab.json", "merges.txt"})
+      fs::copy_file(tokens.bpe_dir / file, data_dir / file, fs::copy_options::overwrite_existing);
+  return summary;
+}
+
+std::optional<RunTokenizer> RunTokenizer::find(const fs::path& data_dir, const io::TokenData& data) {
+  RunTokenizer t;
+  t.eos_ = data.eos_id;
+  if (!data.tokenizer_path.empty()) {
+    t.kind_ = "sentencepiece";
+    t.sentencepiece_ = std::make_shared<const io::Tokenizer>(io::Tokenizer::load(data.tokenizer_path));
+  } else if (fs::exists(data_dir / "vocab.json") && fs::exists(data_dir / "merges.txt")) {
+    t.kind_ = "gpt2-bpe";
+    t.bpe_ = std::make_shared<const io::Gpt2Bpe>(io::Gpt2Bpe::load(data_dir));
+  } else {
+    return std::nullopt;
+  }
+  return t;
+}
+
+std::vector<std::int32_t> RunTokenizer::encode_lines(const fs::path& text) const {
+  const std::string content = io::read_file(text, "text", "check the --text path", io::kMaxDataFileBytes);
+  std::vector<std::int32_t> ids;
+  for (const std::string_view line : non_blank_lines(content)) {
+    const std::vector<std::int32_t> piece = sentencepiece_ ? sentencepiece_->encode(line) : bpe_->encode(line);
+    ids.insert(ids.end(), piece.begin(), piece.end());
+    ids.push_back(eos_);
+  }
+  if (ids.empty()) fail("{} has no line that holds more than white space: give a text to read", text.string());
+  return ids;
+}
+
+std::string RunTokenizer::piece(std::int32_t id) const {
+  return sentencepiece_ ? sentencepiece_->piece(id) : bpe_->symbol(id);
 }
 
 }  // namespace normlab::train

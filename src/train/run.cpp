@@ -18,7 +18,7 @@ void feed(model::Model& m, const Batch& batch) {
   m.set_batch(batch.tokens.data(), batch.targets.data());
 }
 
-Run plan_run(RunConfig config, int batch, const MemoryNeeds& needs) {
+Run plan_run(RunConfig config, int batch, const MemoryNeeds& needs, bool loader) {
   engine::set_threads(config.train.threads);
   Run run;
   run.data = io::load_tokens(config.data_dir);
@@ -47,26 +47,27 @@ Run plan_run(RunConfig config, int batch, const MemoryNeeds& needs) {
   run.model->graph.set_fusion(config.engine.fuse);
   if (config.engine.recompute_attention) engine::recompute_attention_probabilities(run.model->graph);
   run.memory = estimate_memory(*run.model, needs);
-  run.loader = std::make_unique<Loader>(run.data.train, run.data.val, batch, t.seq_len, t.seed, Shard{},
-                                        objective_of(config, run.data));
+  if (loader)
+    run.loader = std::make_unique<Loader>(run.data.train, run.data.val, batch, t.seq_len, t.seed, Shard{},
+                                          objective_of(config, run.data));
   run.config = std::move(config);
   return run;
 }
 
-Run build_run(RunConfig config, int batch, const MemoryNeeds& needs) {
-  Run run = plan_run(std::move(config), batch, needs);
+Run build_run(RunConfig config, int batch, const MemoryNeeds& needs, bool loader) {
+  Run run = plan_run(std::move(config), batch, needs, loader);
   check_memory(run.memory, available_memory());
   run.model->graph.plan();
   run.model->reset_source();
   return run;
 }
 
-Run open_run(const std::filesystem::path& run_dir, int batch, MemoryNeeds needs) {
+Run open_run(const std::filesystem::path& run_dir, int batch, MemoryNeeds needs, bool loader) {
   const std::filesystem::path file = run_dir / kCheckpointFile;
   // First: it says so when the checkpoint is missing or damaged. Read once, for the config and the weights.
   const CheckpointFile checkpoint = read_checkpoint(file);
   needs.checkpoint_file = std::filesystem::file_size(file);
-  Run run = build_run(checkpoint_config(checkpoint), batch, needs);
+  Run run = build_run(checkpoint_config(checkpoint), batch, needs, loader);
   run.step = load_checkpoint(checkpoint, *run.model, nullptr);
   return run;
 }

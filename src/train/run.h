@@ -16,7 +16,7 @@ struct Run {
   RunConfig config;  // with model.vocab_size taken from the token data when it was 0 (plus [MASK] for an encoder)
   io::TokenData data;
   std::unique_ptr<model::Model> model;
-  std::unique_ptr<Loader> loader;
+  std::unique_ptr<Loader> loader;  // null when opened without one (the caller reads tokens of its own)
   int step = 0;           // the step of the loaded checkpoint; 0 when built from a config
   MemoryEstimate memory;  // made before the model was allocated
 };
@@ -32,14 +32,16 @@ void feed(model::Model& m, const Batch& batch);
 // against it, builds the model for `batch` rows (0 = train.batch_size) of train.seq_len tokens and
 // the loader. The weights are left at zero: initialize them or load a checkpoint. Before the model is
 // allocated, its memory (with `needs` beside it) is estimated and a run that does not fit is refused.
-Run build_run(RunConfig config, int batch = 0, const MemoryNeeds& needs = {});
+// With `loader` false no loader is made over the token data (the caller brings tokens of its own, as probe --text does),
+// so a split too short for one window is not refused.
+Run build_run(RunConfig config, int batch = 0, const MemoryNeeds& needs = {}, bool loader = true);
 
 // The same up to the estimate: run.memory is filled in, but the model's graph is left unplanned
 // (nothing big allocated) and no memory check is made. For normlab train --dry-run.
-Run plan_run(RunConfig config, int batch = 0, const MemoryNeeds& needs = {});
+Run plan_run(RunConfig config, int batch = 0, const MemoryNeeds& needs = {}, bool loader = true);
 
 // The run in run_dir from its checkpoint: the stored config, then its weights (not the optimizer's
 // moments, which only the trainer needs). `needs` adds to the memory check what the caller builds beside it.
-Run open_run(const std::filesystem::path& run_dir, int batch = 0, MemoryNeeds needs = {});
+Run open_run(const std::filesystem::path& run_dir, int batch = 0, MemoryNeeds needs = {}, bool loader = true);
 
 }  // namespace normlab::train

@@ -4,13 +4,14 @@
 // forward/backward over the same inits and batches.
 #include <gtest/gtest.h>
 
-#include <set>
-
+#include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "analysis/analyses.h"
 #include "common/error.h"
 #include "model/crms_convert.h"
+#include "model/init.h"
 #include "probe/probe_test_util.h"
 #include "train/run.h"
 #include "train/trainer.h"
@@ -345,6 +346,71 @@ TEST(ProbeAnalyses, MemoryNeedsCoverTheModelsTheAnalysesBuild) {
   EXPECT_NE(planned.memory.breakdown().find("analysis models"), std::string::npos);
 }
 
+// A value planted in the token embedding of one token: the stream entering layer 0 holds it at that token's first place
+// and feature, and a Pre-LN stack's residual path carries it to the output (the branches add values of order 1).
+TEST(ProbeAnalyses, MassiveActivationsFindsAPlantedValue) {
+  const train::RunConfig c = tiny_run({{"placement", "pre"}});
+  auto m = fresh_model(c);
+  const train::Loader loader = make_loader(c);
+  train::Batch batch;
+  loader.eval_batch(0, 1, batch);
+  // A token that stands once in the batch: its one place is where the peak must be found.
+  const auto once = std::find_if(batch.tokens.begin(), batch.tokens.end(), [&](int32_t t) {
+    return std::count(batch.tokens.begin(), batch.tokens.end(), t) == 1;
+  });
+  ASSERT_NE(once, batch.tokens.end());
+  const int32_t token = *once;
+  const auto place = static_cast<size_t>(once - batch.tokens.begin());
+  const int64_t feature = 7, width = m->config.stream_width();
+  engine::Graph& g = m->graph;
+  g.data<float>(g.at("embed.tokens.weight"))[token * width + feature] = 1000.0f;
+  AnalysisSettings s;
+  s.batches = 1;
+  s.token_text = [](int32_t id) { return fmt::format("<{}>", id); };
+  const Json r = massive_activations(*m, loader, s);
+  ASSERT_EQ(r.at("layer").size(), 3u) << r.dump();  // L + 1 streams
+  for (size_t l = 0; l < 3; ++l) {
+    EXPECT_EQ(r["feature"][l].get<int64_t>(), feature) << "stream " << l << ": " << r.dump();
+    EXPECT_EQ(r["token_id"][l].get<int32_t>(), token) << "stream " << l;
+    EXPECT_EQ(r["token"][l].get<std::string>(), fmt::format("<{}>", token));
+    EXPECT_EQ(r["row"][l].get<size_t>() * static_cast<size_t>(c.train.seq_len) + r["position"][l].get<size_t>(), place);
+    EXPECT_GT(r["max_abs"][l].get<double>(), 990.0);
+    EXPECT_GT(r["max_over_median"][l].get<double>(), 1000.0);
+    EXPECT_LT(r["rms"][l].get<double>(), r["max_abs"][l].get<double>() / 10);
+  }
+  EXPECT_NEAR(r["value"][0].get<double>(), 1000.0, 1.0);  // the token's embedding plus its position's
+}
+
+// The logit lens reads each stream through the model's own final norm and head: fed the stack's output it is the
+// model itself, so its loss there equals the model's evaluated loss (the final norm's gain of 5 makes logits of order
+// 10, so a readout that skipped the norm would be far off). Post-LN has no final norm: the readout is the head alone
+// (its rows scaled up for the same reason).
+TEST(ProbeAnalyses, LogitLensAtTheLastStreamIsTheModelsLoss) {
+  for (const char* placement : {"pre", "post"}) {
+    const train::RunConfig c = tiny_run({{"placement", placement}, {"tied_embeddings", false}});
+    auto m = fresh_model(c);
+    engine::Graph& g = m->graph;
+    if (m->config.has_final_norm()) model::fill_constant(*m, "final_norm.weight", 5.0);
+    else  // the head's rows, 20 times larger (a constant head would make every stream's logits uniform)
+      for (float* w = g.data<float>(g.at("lm_head.weight")), *end = w + g.shape(g.at("lm_head.weight")).numel(); w < end;)
+        *w++ *= 20;
+    const train::Loader loader = make_loader(c);
+    AnalysisSettings s;
+    s.batches = 2;
+    const Json r = logit_lens(*m, loader, s);
+    const double loss = train::evaluate(*m, loader, 2).loss;
+    EXPECT_DOUBLE_EQ(r.at("model_loss").get<double>(), loss) << placement;
+    ASSERT_EQ(r.at("loss").size(), 3u) << r.dump();
+    EXPECT_NEAR(r["loss"][2].get<double>(), loss, 1e-6 * loss) << placement << ": " << r.dump();
+    EXPECT_EQ(r["top1_agreement"][2].get<double>(), 1.0) << placement;
+    EXPECT_GT(std::abs(r["loss"][0].get<double>() - loss), 1e-3) << placement << ": the embedding is not the output";
+    for (size_t l = 0; l < 3; ++l) {
+      EXPECT_GE(r["top1_accuracy"][l].get<double>(), 0.0);
+      EXPECT_LE(r["top1_agreement"][l].get<double>(), 1.0);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace normlab::analysis
 
@@ -361,6 +427,15 @@ TEST(AnalysisTable, AnUnknownNameIsRefusedListingTheTable) {
     const std::string message = e.what();
     EXPECT_NE(message.find("unknown analysis 'nope'"), std::string::npos) << message;
     for (const Analysis& a : all_analyses()) EXPECT_NE(message.find(std::string(a.name)), std::string::npos) << a.name;
+  }
+  // One spelling per entry, with its alias listed beside it: both select the entry, whose records keep its name.
+  ASSERT_EQ(parse_analyses("angular-distance").size(), 1u);
+  EXPECT_EQ(parse_analyses("angular-distance")[0], parse_analyses("angular")[0]);
+  try {
+    parse_analyses("logit-lenses");
+    FAIL() << "an unknown analysis was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("angular (also: angular-distance)"), std::string::npos) << e.what();
   }
   const std::vector<const Analysis*> both = parse_analyses("one-step,norm-equivalence");
   ASSERT_EQ(both.size(), 2u);

@@ -8,12 +8,15 @@
 #include <algorithm>
 #include <cmath>
 #include <iostream>
+#include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
 #include "io/safetensors.h"
 #include "model/transformer.h"
+#include "serve/run_index.h"
 #include "train/checkpoint.h"
 #include "train/hf_import.h"
 #include "train/tiny_corpus.h"
@@ -358,6 +361,91 @@ TEST(Import, TokenIdsFromAFileAreTheRunsData) {
       {"import", dir.string(), "--out", (tmp / "run2").string(), "--token-ids", ids.string(), "--text", ids.string()},
       tmp.path());
   expect_cli_error(both, {"--text and --token-ids both give the run's token data"});
+}
+
+// analysis.jsonl's results by analysis name.
+std::map<std::string, Json> analysis_results(const fs::path& file) {
+  std::map<std::string, Json> results;
+  std::istringstream lines(slurp(file));
+  for (std::string line; std::getline(lines, line);) {
+    const Json record = Json::parse(line);
+    results[record.at("analysis").get<std::string>()] = record.at("result");
+  }
+  return results;
+}
+
+// probe --text on a released model: the text goes through the run's own tokenizer (GPT-2's BPE, which import --text
+// keeps in RUN/data) in place of the validation split; the four analyses of issue 49 run on it and make a report that
+// the live view lists. The logit lens's last stream must give the loss layer-drop measures for the full model on the
+// same windows.
+TEST(Import, ProbeReadsATextThroughTheRunsTokenizerAndWritesAReport) {
+  ASSERT_TRUE(torch_available()) << kNoTorch;
+  TempDir tmp("import_probe_text");
+  const fs::path dir = copy_of("gpt2", tmp), run = tmp / "run", text = tmp / "text.txt", out = tmp / "out";
+  spit(text, tiny_corpus_text());
+  const CliResult imported =
+      run_cli({"import", dir.string(), "--out", run.string(), "--text", text.string()}, tmp.path());
+  ASSERT_EQ(imported.exit_code, 0) << describe(imported);
+  spit(text, tiny_corpus_text(30, 5));  // another text, short: every 16-token window of it is read
+  const CliResult r = run_cli({"probe", "--run", run.string(), "--analysis",
+                               "layer-drop,angular-distance,massive-activations,logit-lens", "--text", text.string(),
+                               "--out", out.string()},
+                              tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_NE(r.out.find("tokens of " + text.string() + " (through the run's gpt2-bpe tokenizer)"), std::string::npos)
+      << describe(r);
+  std::map<std::string, Json> results = analysis_results(out / "analysis.jsonl");
+  ASSERT_EQ(results.size(), 4u);
+  ASSERT_TRUE(results.contains("angular"));  // the alias's records keep the entry's name
+  const Json &lens = results["logit-lens"], &drop = results["layer-drop"], &massive = results["massive-activations"];
+  const double full = drop.at("full_loss").get<double>();
+  EXPECT_NEAR(lens.at("model_loss").get<double>(), full, 1e-12 * full);
+  EXPECT_NEAR(lens.at("loss").back().get<double>(), full, 1e-6 * full) << lens.dump();
+  const size_t streams = lens.at("layer").size();
+  ASSERT_EQ(massive.at("token").size(), streams);
+  for (const Json& token : massive["token"]) EXPECT_FALSE(token.get<std::string>().empty()) << massive.dump();
+  const std::string html = slurp(out / "probe-report" / "report.html");
+  for (const char* chart : {"logit-lens: loss", "massive-activations: max_abs", "angular: angular_distance"})
+    EXPECT_NE(html.find(chart), std::string::npos) << chart;
+  const Json index = serve::RunIndex(tmp.path()).scan();
+  const auto listed = std::find_if(index["studies"].begin(), index["studies"].end(),
+                                   [](const Json& s) { return s["path"] == "out/probe-report"; });
+  ASSERT_NE(listed, index["studies"].end()) << index.dump();
+  EXPECT_EQ((*listed)["report"], "out/probe-report/report.html");
+}
+
+// A run whose token data are ids made elsewhere has no tokenizer to read text with: probe --text is refused in one
+// sentence that says what to do; --token-ids reads ids instead, even where the run's own validation split (2 ids here)
+// is too short for one window; an unknown analysis is refused listing the table.
+TEST(Import, ProbeTextWithoutTheRunsTokenizerIsRefused) {
+  ASSERT_TRUE(torch_available()) << kNoTorch;
+  TempDir tmp("import_probe_ids");
+  const fs::path dir = copy_of("llama", tmp), run = tmp / "run", ids = tmp / "ids.txt", text = tmp / "text.txt";
+  std::string id_text;
+  for (int i = 0; i < 400; ++i) id_text += std::to_string((i * 37) % 120) + " ";
+  spit(ids, id_text);
+  spit(tmp / "few.txt", id_text.substr(0, id_text.find(' ', 100)));
+  spit(text, tiny_corpus_text());
+  const CliResult imported =
+      run_cli({"import", dir.string(), "--out", run.string(), "--token-ids", (tmp / "few.txt").string()}, tmp.path());
+  ASSERT_EQ(imported.exit_code, 0) << describe(imported);
+  const auto probe = [&](const std::string& analyses, const std::string& flag, const fs::path& file) {
+    return run_cli({"probe", "--run", run.string(), "--analysis", analyses, flag, file.string(), "--out",
+                    (tmp / "out").string()},
+                   tmp.path());
+  };
+  expect_cli_error(probe("logit-lens", "--text", text),
+                   {"--text: the run's token data " + (run / "data").string() + " has no tokenizer",
+                    "give the text's ids, made by the model's own tokenizer, with --token-ids FILE",
+                    "import the checkpoint again with --text"});
+  const CliResult r = run_cli({"probe", "--run", run.string(), "--analysis", "logit-lens,massive-activations",
+                               "--token-ids", ids.string(), "--out", (tmp / "out").string(), "--no-report"},
+                              tmp.path());
+  ASSERT_EQ(r.exit_code, 0) << describe(r);
+  EXPECT_FALSE(analysis_results(tmp / "out" / "analysis.jsonl")["massive-activations"].contains("token"));
+  EXPECT_FALSE(fs::exists(tmp / "out" / "probe-report"));
+  expect_cli_error(probe("logit-lens,lens", "--token-ids", ids),
+                   {"unknown analysis 'lens'", "massive-activations", "logit-lens", "angular (also: angular-distance)"});
 }
 
 }  // namespace
