@@ -175,8 +175,9 @@ bool resumes(const RunOutcome& o) {
 std::vector<std::vector<std::string>> stages(const RunOutcome& o) {
   const fs::path& dir = o.dir;
   std::vector<std::vector<std::string>> out;
+  // A study reports on its runs itself: the probe's own report of each run would only fill the study's folder.
   const auto probe = [&](std::vector<std::string> args) {
-    args.insert(args.end(), {"--out", dir.string(), "--analysis", o.request.analyses});
+    args.insert(args.end(), {"--out", dir.string(), "--analysis", o.request.analyses, "--no-report"});
     args.insert(args.end(), o.request.probe_flags.begin(), o.request.probe_flags.end());
     out.push_back(args);
   };
