@@ -16,6 +16,7 @@
 #include "study/claim_file.h"
 #include "study/findings.h"
 #include "study/kit.h"
+#include "study/ladder.h"
 #include "study/preregistration.h"
 #include "study/statistics.h"
 #include "study/studies.h"
@@ -128,13 +129,38 @@ void write_findings_index(const fs::path& results, bool check) {
   }
 }
 
+// --ladder: the study once per rung, then the ladder's report beside the rungs' folders (default
+// runs/study-NAME[-quick|-large]-ladder-AXIS); fails at the end, after the report, if a rung's runs failed.
+void climb_ladder(const study::Study& s, study::StudyOptions options, const study::RunnerOptions& runner,
+                  const std::string& spec, const std::string& out, std::string_view preset) {
+  const std::string axis = spec.substr(0, spec.find('='));
+  options.dir = out.empty() ? fs::path(default_study_dir(s.name, preset).string() + "-ladder-" + axis) : fs::path(out);
+  options.command_line = command_line();
+  const study::Ladder ladder = study::plan_ladder(s, options, spec);
+  const study::LadderResult result = study::run_ladder(s, options, ladder, runner);
+  study::release_workers();
+  std::vector<std::string> failed;
+  for (size_t i = 0; i < result.rungs.size(); ++i) {
+    std::cout << fmt::format("rung {}={}: {} ({})\n", axis, ladder.rungs[i].value, result.rungs[i].verdict,
+                             result.rungs[i].report.string());
+    if (!result.rungs[i].failures.empty()) failed.push_back(ladder.rungs[i].dir.string());
+  }
+  for (const std::string& line : result.trends) std::cout << "  " << line << "\n";
+  std::cout << fmt::format("ladder: {}\n", result.html.string());
+  if (!failed.empty())
+    fail(
+        "--ladder {}: runs failed in {} (listed in each rung's report.md); fix the cause and rerun the same command, "
+        "the finished runs are reused",
+        spec, fmt::join(failed, ", "));
+}
+
 }  // namespace
 
 void add_study(CLI::App& app) {
   struct Args {
     std::string name, out, index_dir;
     bool help = false, large = false, check = false, preregistration = false;
-    std::string seeds;
+    std::string seeds, ladder;
     int max_seeds = study::SeedSchedule::kDefaultCap;
     study::StudyOptions options;
     study::RunnerOptions runner;
@@ -171,6 +197,11 @@ void add_study(CLI::App& app) {
   cmd->add_option("-g,--grid", args->options.grid,
                   "replace the values of one of the study's axes, e.g. --grid model.n_layers=8,16,32 (repeatable; "
                   "`normlab study NAME --help` lists its axes)");
+  cmd->add_option("--ladder", args->ladder,
+                  "run the preset once per rung of one scale axis, AXIS=V1,V2,V3 (at least 3; train.steps, "
+                  "model.n_layers or model.d_model, whose heads, d_ff and lr follow it), each rung a study in "
+                  "OUT/rung-AXIS-V, with the same fixed seeds (default 1,2,3), and report each sub-claim's trend in "
+                  "OUT/ladder.html (default OUT runs/study-<name>[-quick|-large]-ladder-AXIS; docs/studies.md)");
   cmd->add_option("-o,--out", args->out, "study directory (default runs/study-<name>[-quick|-large])");
   add_runner_options(cmd, args->runner);
   cmd->callback([args, cmd] {
@@ -192,11 +223,14 @@ void add_study(CLI::App& app) {
     if (served_as_worker()) return;
     if (args->large) study::use_large_preset(s, args->options);
     const bool default_preset = !args->options.quick && !args->large;
-    study::choose_seeds(args->options,
-                        args->seeds.empty() && default_preset ? std::string(s.default_seeds) : args->seeds,
-                        args->max_seeds);
+    if (args->ladder.empty())
+      study::choose_seeds(args->options,
+                          args->seeds.empty() && default_preset ? std::string(s.default_seeds) : args->seeds,
+                          args->max_seeds);
+    else study::choose_ladder_seeds(args->options, args->seeds);
     if (args->preregistration) return void(std::cout << study::preregistration_text(s, args->options));
     const std::string_view preset = args->options.quick ? "quick" : args->large ? "large" : "";
+    if (!args->ladder.empty()) return climb_ladder(s, args->options, args->runner, args->ladder, args->out, preset);
     args->options.dir = args->out.empty() ? default_study_dir(s.name, preset) : fs::path(args->out);
     args->options.command_line = command_line();
     const study::StudyResult result = study::run_study(s, args->options, args->runner);

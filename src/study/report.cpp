@@ -45,7 +45,7 @@ Json chart_config(const Chart& c) {
         {"responsive", false},
         {"plugins", {{"title", {{"display", true}, {"text", c.title}}}}},
         {"scales",
-         {{"x", {{"title", {{"display", true}, {"text", c.x_label}}}}},
+         {{"x", {{"type", c.log_x ? "logarithmic" : "linear"}, {"title", {{"display", true}, {"text", c.x_label}}}}},
           {"y",
            {{"type", c.log_y ? "logarithmic" : "linear"}, {"title", {{"display", true}, {"text", c.y_label}}}}}}}}}};
 }
@@ -337,7 +337,7 @@ document.body.setAttribute('data-errors', window.__errors);
   return html;
 }
 
-std::string markdown_report(const Report& r) {
+std::string markdown_report(const Report& r, const std::string& stem) {
   std::string md = "# " + r.title + "\n\n**Claim.** " + r.claim + "\n\n**Source.** " + r.source + "\n\n**Setup.** " +
                    r.setup + "\n\n";
   if (!r.paper_setting.empty()) md += "**The paper's setting.** " + r.paper_setting + "\n\n";
@@ -357,12 +357,12 @@ std::string markdown_report(const Report& r) {
     md += "\n## Reproduce\n\n";
     for (const auto& p : r.provenance) md += "* " + p + "\n";
   }
-  md += "\nCharts: report.html. Runs: " + std::to_string(r.run_dirs.size()) + " directories under runs/.\n";
+  md += "\nCharts: " + stem + ".html. Runs: " + std::to_string(r.run_dirs.size()) + " directories under runs/.\n";
   return md;
 }
 
 // report.json and seeds.csv (one row per sub-claim and seed).
-void write_json_report(const fs::path& dir, const Report& r) {
+void write_json_report(const fs::path& dir, const Report& r, const std::string& stem) {
   Json json = r.record.is_object() ? r.record : Json::object();
   json.update(Json{{"name", r.name}, {"title", r.title}, {"verdict", r.verdict}, {"written", utc_now()}});
   if (!r.claims.empty()) {
@@ -381,17 +381,17 @@ void write_json_report(const fs::path& dir, const Report& r) {
         csv += fmt::format("{},{},{},{}\n", c.id, c.values.seeds[i], c.values.values[i], csv_quoted(c.statistic));
     io::write_file_atomic(dir / "seeds.csv", csv);
   }
-  io::write_file_atomic(dir / "report.json", json.dump(2) + "\n");
+  io::write_file_atomic(dir / (stem + ".json"), json.dump(2) + "\n");
 }
 
 }  // namespace
 
-fs::path write_report(const fs::path& dir, const Report& r) {
+fs::path write_report(const fs::path& dir, const Report& r, const std::string& stem) {
   fs::create_directories(dir);
-  io::write_file_atomic(dir / "report.html", html_head(r) + html_verdict(r) + html_evidence(r));
-  io::write_file_atomic(dir / "report.md", markdown_report(r));
-  write_json_report(dir, r);
-  return dir / "report.html";
+  io::write_file_atomic(dir / (stem + ".html"), html_head(r) + html_verdict(r) + html_evidence(r));
+  io::write_file_atomic(dir / (stem + ".md"), markdown_report(r, stem));
+  write_json_report(dir, r, stem);
+  return dir / (stem + ".html");
 }
 
 std::optional<ReportEntry> read_report_entry(const fs::path& dir) {

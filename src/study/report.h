@@ -22,6 +22,7 @@ struct Chart {
   std::string title, x_label, y_label;
   std::vector<Series> series;
   bool log_y = false;
+  bool log_x = false;
 };
 
 struct Table {
@@ -63,8 +64,10 @@ std::string setting_text(const Json& record);
 // Writes report.html, report.md and report.json (name, title, verdict, sub-claims with their per-seed values and
 // intervals, the looks, `record`, when) into dir, with a paragraph naming each failing sub-claim "not reproduced
 // at" the setting of `record` with its effect and interval, and seeds.csv (one row per sub-claim and seed) when there
-// are sub-claims; returns the HTML path. A report without a verdict (a sweep's) has no verdict section.
-std::filesystem::path write_report(const std::filesystem::path& dir, const Report& report);
+// are sub-claims; returns the HTML path. A report without a verdict (a sweep's) has no verdict section. `stem` names
+// the files (a ladder's report is ladder.html, .md and .json beside its rungs' folders).
+std::filesystem::path write_report(const std::filesystem::path& dir, const Report& report,
+                                   const std::string& stem = "report");
 
 // A decided sub-claim as report.json records it: id, statement, statistic, per-seed values, mean, sd, interval,
 // confidence, threshold, side and outcome.
