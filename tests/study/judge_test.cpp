@@ -608,6 +608,12 @@ TEST(StudyJudgeOneStep, JudgesIndependentBranchNoiseNotTheAdamStep) {
     }
     return judge_study(study, options, runs);
   };
+  // The plan asks each fresh init for both measurements.
+  StudyOptions quick{.quick = true, .seeds = {1}, .dir = tmp / "plan"};
+  for (const RunRequest& r : plan_study(study, quick)) {
+    EXPECT_EQ(r.kind, "probe") << r.id;
+    EXPECT_EQ(r.analyses, "one-step,branch-noise") << r.id;
+  }
   const Report theorem = judged("theorem", {{"post", {2.0, 1.0}}, {"pre", {2.0, 0.3}}, {"admin", {2.0, 0.3}}});
   for (const char* id : {"A", "B", "C1", "C2", "D"}) EXPECT_EQ(claim_of(theorem, id).truth, Truth::holds) << id;
   EXPECT_EQ(theorem.verdict, "reproduced");
@@ -642,6 +648,11 @@ TEST(StudyJudgeGradByDepth, CReadsTheExpectedGradientAtTheShallowestDepth) {
   };
   EXPECT_EQ(c_of("rises", true).truth, Truth::holds);
   EXPECT_EQ(c_of("falls", false).truth, Truth::fails);
+  // The default preset's shallowest depth, which C reads, is Fig. 3(a)'s 6 layers.
+  StudyOptions defaults{.seeds = {1}, .dir = tmp / "plan"};
+  std::set<std::string> ids;
+  for (const RunRequest& r : plan_study(study, defaults)) ids.insert(r.id);
+  EXPECT_TRUE(ids.contains("xavier-post-L6-s1") && !ids.contains("xavier-post-L3-s1"));
 }
 
 // mt-depth reads the validation loss, not the BLEU: DeepNorm and Admin with the higher BLEU but the higher loss
