@@ -164,19 +164,52 @@ Json norm_equivalence(const model::Model& pre_ln, const train::Loader& loader) {
   return out;
 }
 
+namespace {
+
+// Xiong et al.'s expected gradient of each parameter for one init: the batches' gradients summed, entry by entry.
+struct ExpectedGradients {
+  std::vector<std::vector<double>> sums;  // per parameter
+  std::vector<double> g;                  // scratch
+
+  void add(const eng::Graph& graph) {
+    sums.resize(graph.parameters().size());
+    for (size_t i = 0; i < sums.size(); ++i) {
+      eng::copy_to_f64(graph, graph.parameters()[i], g, true);
+      sums[i].resize(g.size(), 0.0);
+      for (size_t j = 0; j < g.size(); ++j) sums[i][j] += g[j];
+    }
+  }
+  // Adds ‖sum / batches‖ of each parameter to norms, and starts the next init from zero.
+  void close(int batches, std::vector<double>& norms) {
+    for (size_t i = 0; i < sums.size(); ++i) {
+      double square = 0;
+      for (double& v : sums[i]) square += v * v, v = 0;
+      norms[i] += std::sqrt(square) / batches;
+    }
+  }
+};
+
+}  // namespace
+
 Json gradient_norms_at_init(const train::RunConfig& config, const train::Loader& loader, const AnalysisSettings& s) {
   auto m = model::build_model(config.model, config.train.batch_size, config.train.seq_len);
-  std::vector<double> sums(m->graph.parameters().size(), 0.0);
+  const auto& params = m->graph.parameters();
+  std::vector<double> sums(params.size(), 0.0), expected(params.size(), 0.0);
+  ExpectedGradients per_init;
+  int batch = 0;
   over_fresh_inits(*m, config, loader, s, [&] {
     m->graph.zero_param_grads();
     m->forward(false);
     m->graph.backward(m->loss);
-    for (size_t i = 0; i < sums.size(); ++i) sums[i] += parameter_grad_norm(m->graph, m->graph.parameters()[i]);
+    for (size_t i = 0; i < sums.size(); ++i) sums[i] += parameter_grad_norm(m->graph, params[i]);
+    per_init.add(m->graph);
+    if (++batch % s.batches == 0) per_init.close(s.batches, expected);  // this init's last batch
   });
-  Json out{{"name", Json::array()}, {"grad_norm", Json::array()}};
+  Json out{{"name", Json::array()}, {"grad_norm", Json::array()}, {"expected_grad_norm", Json::array()}};
   for (size_t i = 0; i < sums.size(); ++i) {
-    out["name"].push_back(m->graph.spec(m->graph.parameters()[i]).name);
+    out["name"].push_back(m->graph.spec(params[i]).name);
     out["grad_norm"].push_back(sums[i] / (s.seeds * s.batches));
+    out["expected_grad_norm"].push_back(expected[i] / s.seeds);
   }
   return out;
 }
@@ -213,6 +246,73 @@ Json one_step_output_change(model::Model& m, const train::Loader& loader, const 
   return {{"lr", s.lr},
           {"output_change_rms", std::sqrt(mean_square(after, before))},
           {"stack_change_ms", mean_square(stack_after, stack_before)}};
+}
+
+namespace {
+
+// The tape position of the node that writes tensor t.
+size_t writer_of(const eng::Graph& g, eng::TensorId t) {
+  for (const eng::Node& n : g.nodes())
+    if (n.out == t) return static_cast<size_t>(n.index);
+  fail("internal: no node writes '{}'", g.spec(t).name);
+}
+
+// Every residual branch's output with the node that writes it, in tape order: a forward pass stopped right after
+// that node can change the output before any reader sees it.
+std::vector<std::pair<size_t, eng::TensorId>> branch_writers(const model::Model& m) {
+  std::vector<std::pair<size_t, eng::TensorId>> out;
+  for (const auto& layer : m.landmarks.branch_outputs)
+    for (eng::TensorId y : layer)
+      if (y != eng::kNoTensor) out.emplace_back(writer_of(m.graph, y), y);
+  if (out.empty()) fail("branch-noise: placement '{}' marks no residual branch outputs", m.config.placement);
+  std::sort(out.begin(), out.end());
+  for (const auto& [node, y] : out)
+    if (m.graph.nodes()[node].fused_with_next)
+      fail("branch-noise: the branch output '{}' is written inside a fused pair (run with engine.fuse=false)",
+           m.graph.spec(y).name);
+  return out;
+}
+
+// One forward pass with N(0, std²) added to every entry of every branch output as soon as it is written.
+void forward_with_branch_noise(model::Model& m, const std::vector<std::pair<size_t, eng::TensorId>>& branches,
+                               double std, Rng& rng) {
+  size_t start = 0;
+  for (const auto& [node, y] : branches) {
+    m.graph.forward(false, start, node + 1);
+    eng::dispatch_float(m.graph.float_type(), [&]<typename T>() {
+      T* v = m.graph.data<T>(y);
+      for (int64_t i = 0, n = m.graph.shape(y).numel(); i < n; ++i) v[i] += static_cast<T>(std * rng.normal());
+    });
+    start = node + 1;
+  }
+  m.graph.forward(false, start);
+}
+
+}  // namespace
+
+Json branch_noise_output_change(model::Model& m, const train::Loader& loader, const train::RunConfig& config,
+                                const AnalysisSettings& s) {
+  const auto branches = branch_writers(m);
+  // F: what the head reads, the stack's output on the normalized scale every placement shares.
+  const eng::TensorId F = m.graph.nodes()[writer_of(m.graph, m.graph.at("logits"))].in[0];
+  Rng rng(hash_string("branch-noise", config.train.seed));
+  std::vector<double> clean, noisy;
+  double sum = 0;
+  size_t count = 0;
+  train::Batch batch;
+  for (int b = 0; b < s.batches; ++b) {
+    loader.eval_batch(b, s.batches, batch);
+    train::feed(m, batch);
+    m.forward(false);
+    eng::copy_to_f64(m.graph, F, clean);
+    forward_with_branch_noise(m, branches, s.branch_noise, rng);
+    eng::copy_to_f64(m.graph, F, noisy);
+    for (size_t i = 0; i < clean.size(); ++i) sum += (noisy[i] - clean[i]) * (noisy[i] - clean[i]);
+    count += clean.size();
+  }
+  return {{"branch_noise_var", s.branch_noise * s.branch_noise},
+          {"branches", branches.size()},
+          {"output_change_var", sum / static_cast<double>(std::max<size_t>(count, 1))}};
 }
 
 Json angular_distances(model::Model& m, const train::Loader& loader, const AnalysisSettings& s) {
@@ -391,15 +491,17 @@ Json attention_entropy(model::Model& m, const train::Loader& loader, const Analy
 
 namespace {
 
-// grad-init and stream-init build fresh models one at a time, layer-drop one model without a layer at a time,
-// norm-equivalence the Pre-LN, Pre-RMS and Pre-CRMS models in fp64 (6 fp32 copies' worth).
+// grad-init builds fresh models one at a time and keeps each init's gradient sums in fp64 (as many bytes as a
+// model's fp32 parameters and gradients), stream-init builds fresh models one at a time, layer-drop one model without
+// a layer at a time, norm-equivalence the Pre-LN, Pre-RMS and Pre-CRMS models in fp64 (6 fp32 copies' worth).
 const Analysis kAnalyses[] = {
     {"grad-init",
      "‖∂L/∂W‖ of every weight at initialization, averaged over --seeds inits x --batches batches (Xiong et al. 2020, "
-     "Fig. 3: Post-LN's last-layer gradient is flat in depth, Pre-LN's shrinks like 1/√L). Always from fresh inits of "
-     "the config.",
-     "name, grad_norm",
-     [](const AnalysisInput& in) { return gradient_norms_at_init(in.config, in.loader, in.settings); }, 1},
+     "Fig. 3: Post-LN's last-layer gradient is flat in depth, Pre-LN's shrinks like 1/√L), and expected_grad_norm = "
+     "‖the gradient averaged over the batches‖ per init, averaged over inits (Fig. 3(a, b)'s 'expected gradient'). "
+     "Always from fresh inits of the config.",
+     "name, grad_norm, expected_grad_norm",
+     [](const AnalysisInput& in) { return gradient_norms_at_init(in.config, in.loader, in.settings); }, 2},
     {"one-step",
      "the output change after one Adam step of --lr from W to W* on training batch 0 (Liu et al. 2020, Admin's "
      "amplification: Post-LN's output change grows with depth), two ways: output_change_rms = RMS of the logit change "
@@ -408,6 +510,13 @@ const Analysis kAnalyses[] = {
      "output_change_rms, stack_change_ms",
      [](const AnalysisInput& in) { return one_step_output_change(in.model, in.loader, in.config, in.settings); }, 0,
      true, true},
+    {"branch-noise",
+     "Admin's Theorem 2 (Liu et al. 2020): independent N(0, C) noise (C = 1e-4) on every entry of every residual "
+     "branch's output, and output_change_var = Var[ΔF], the mean square change of the stack's normalized output (what "
+     "the head reads) over --batches draws on validation batches. Post-LN's grows like N sub-layers, Pre-LN's and "
+     "Admin's like log N; one Adam step (one-step) moves every branch the same way instead.",
+     "branch_noise_var, branches, output_change_var",
+     [](const AnalysisInput& in) { return branch_noise_output_change(in.model, in.loader, in.config, in.settings); }},
     {"angular",
      "arccos(cos(x_ℓ, x_ℓ+n))/π between the residual streams entering layers ℓ and ℓ+n (n = --span), averaged over "
      "tokens (Gromov et al. 2024; Sun et al. 2025, Curse of Depth: deep Pre-LN layers barely turn the stream).",

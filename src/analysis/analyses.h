@@ -25,6 +25,9 @@ struct AnalysisSettings {
   std::function<void(int done, int total)> progress;
   // A token id's text, where the run has a tokenizer (massive-activations names the token holding the largest value).
   std::function<std::string(int32_t id)> token_text;
+  // √C of branch-noise: the std of the noise added to each entry of each residual branch's output. Small enough that
+  // the output change stays linear in it (at 1e-2 the deepest Post-LN output moves by a few percent of its scale).
+  double branch_noise = 1e-2;
 };
 
 // The seed of the k-th fresh initialization that the init-time analyses average for run seed `seed`:
@@ -45,6 +48,13 @@ Json stream_at_init(const train::RunConfig& config, const train::Loader& loader,
 //     batch 0), as the mean square per entry.
 Json one_step_output_change(model::Model& m, const train::Loader& loader, const train::RunConfig& config,
                             const AnalysisSettings& s);
+// Liu et al. 2020 (Admin), Theorem 2's perturbation: every residual branch's output f_i gets its own independent
+// N(0, C) noise on every entry (C = s.branch_noise²), and Var[ΔF] is the mean square change of F, the stack's
+// normalized output that the head reads (the final norm's output, or the last sub-layer's norm in Post-LN), over
+// s.batches draws, draw b on validation batch b. Unlike one step of Adam, which moves every branch the same way
+// (so the changes add up ∝ N²), independent changes add up as the theorem's Σ_i β²_{N,i}·C.
+Json branch_noise_output_change(model::Model& m, const train::Loader& loader, const train::RunConfig& config,
+                                const AnalysisSettings& s);
 // Gromov et al. / Curse of Depth: arccos(cos(x_ℓ, x_{ℓ+n}))/π averaged over tokens, per layer pair.
 Json angular_distances(model::Model& m, const train::Loader& loader, const AnalysisSettings& s);
 // Mix-LN / Curse of Depth: validation loss with layer ℓ skipped, minus the full model's.

@@ -177,6 +177,75 @@ TEST(ProbeAnalyses, OneStepAdminDefinitionIsTheStackChangeOnAnotherBatch) {
   EXPECT_EQ(twin->landmarks.layer_inputs.size(), 4u);  // L + 1: the last is the stack's output
 }
 
+// Branch noise on a Pre-LN stack whose branches are switched off (every branch's last linear map zero, so each
+// outputs 0 whatever its input): the stream leaving the stack is x_0 + Σ_i ε_i exactly, and F = FinalNorm(x_N)
+// changes by J·Σ_i ε_i with J = P/σ (σ² = the row's variance + eps, P the projection that removes the row's mean
+// and its own direction, rank d − 2). With N independent branches of noise variance C the mean square of ΔF is
+// N·C·(d − 2)/d · mean over rows of 1/σ²: linear in N (the same noise on every branch would give N²), and scaled
+// by the final norm (the raw stream's change would be N·C).
+TEST(ProbeAnalyses, BranchNoiseOnSwitchedOffBranchesMatchesTheClosedForm) {
+  for (int layers : {1, 3}) {
+    const train::RunConfig c = tiny_run({{"placement", "pre"}, {"n_layers", layers}});
+    auto m = fresh_model(c);
+    for (int l = 0; l < layers; ++l)
+      for (const char* linear : {"attn.o", "ffn.fc2"})
+        for (const char* part : {"weight", "bias"}) {
+          const std::string name = fmt::format("layers.{}.{}.{}", l, linear, part);
+          if (m->graph.find(name) != engine::kNoTensor) model::fill_constant(*m, name, 0.0);
+        }
+    const train::Loader loader = make_loader(c);
+    AnalysisSettings s;
+    s.batches = 4;
+    s.branch_noise = 1e-4;  // the final norm divides by σ ≈ 0.02 (GPT-2 init): keeps ΔF small beside F
+    const Json r = branch_noise_output_change(*m, loader, c, s);
+    ASSERT_EQ(r.at("branches").get<int>(), 2 * layers);
+
+    const int64_t d = c.model.d_model;
+    double inverse_variance = 0;
+    int64_t rows = 0;
+    train::Batch batch;
+    for (int b = 0; b < s.batches; ++b) {
+      loader.eval_batch(b, s.batches, batch);
+      m->set_batch(batch.tokens.data(), batch.targets.data());
+      m->forward(false);
+      const std::vector<double> x = values(m->graph, m->landmarks.layer_inputs.back());
+      for (size_t at = 0; at < x.size(); at += size_t(d), ++rows) {
+        double mean = 0, square = 0;
+        for (int64_t j = 0; j < d; ++j) mean += x[at + size_t(j)] / double(d);
+        for (int64_t j = 0; j < d; ++j) square += (x[at + size_t(j)] - mean) * (x[at + size_t(j)] - mean) / double(d);
+        inverse_variance += 1 / (square + c.model.norm.eps);
+      }
+    }
+    const double C = s.branch_noise * s.branch_noise;
+    const double want = 2.0 * layers * C * double(d - 2) / double(d) * inverse_variance / double(rows);
+    EXPECT_DOUBLE_EQ(r.at("branch_noise_var").get<double>(), C);
+    // 4 draws of 4 × 16 rows × 30 free directions: the estimate's relative sd is about √(2/7680) = 1.6%.
+    EXPECT_NEAR(r.at("output_change_var").get<double>(), want, 0.08 * want) << layers << " layers: " << r.dump();
+  }
+}
+
+// The two output changes disagree on a Pre-LN model: one Adam step moves every branch the same way, so its output
+// change grows about like N² (log-log slope near 2), while independent noise on each branch grows like log N
+// (slope well below 1), as Admin's Theorem 2 says. Xavier init with unit-variance embeddings, as one-step uses.
+TEST(ProbeAnalyses, BranchNoiseGrowsSlowerThanTheAdamStepInPreLn) {
+  std::vector<double> adam, noise;
+  for (int layers : {1, 8}) {
+    const train::RunConfig c = tiny_run({{"placement", "pre"},
+                                         {"n_layers", layers},
+                                         {"embed_scale", "sqrt_d"},
+                                         {"init", {{"scheme", "xavier"}, {"embed_std", 0.0}}}});
+    const train::Loader loader = make_loader(c);
+    AnalysisSettings s;
+    s.lr = 1e-5;
+    auto m = fresh_model(c);
+    noise.push_back(branch_noise_output_change(*m, loader, c, s).at("output_change_var").get<double>());
+    adam.push_back(std::pow(one_step_output_change(*m, loader, c, s).at("output_change_rms").get<double>(), 2));
+  }
+  const auto slope = [](const std::vector<double>& v) { return std::log(v[1] / v[0]) / std::log(16.0 / 2.0); };
+  EXPECT_GT(slope(adam), 1.5) << adam[0] << " → " << adam[1];
+  EXPECT_LT(slope(noise), 1.0) << noise[0] << " → " << noise[1];
+}
+
 // The inits averaged for run seed s are not those of seed s + 1 (seed + k made seeds 1–3 share two of
 // their three inits).
 TEST(ProbeAnalyses, FreshInitsOfDifferentSeedsAreDistinct) {
@@ -186,8 +255,10 @@ TEST(ProbeAnalyses, FreshInitsOfDifferentSeedsAreDistinct) {
   EXPECT_EQ(fresh_init_seed(7, 1), fresh_init_seed(7, 1));
 }
 
-// gradient_norms_at_init = the mean over seeds × batches of ‖∂L/∂W‖, one entry per parameter in
-// graph order, reproduced here by a direct forward/backward over the same inits and batches.
+// gradient_norms_at_init = the mean over seeds × batches of ‖∂L/∂W‖, and expected_grad_norm = the mean over seeds
+// of ‖the gradient averaged over that seed's batches‖, one entry per parameter in graph order, reproduced here by a
+// direct forward/backward over the same inits and batches. By the triangle inequality the norm of the mean is at
+// most the mean of the norms, and below it wherever the batches' gradients point different ways.
 TEST(ProbeAnalyses, GradientNormsAtInitEqualADirectComputation) {
   const train::RunConfig c = tiny_run({{"placement", "pre"}});
   const train::Loader loader = make_loader(c);
@@ -200,28 +271,49 @@ TEST(ProbeAnalyses, GradientNormsAtInitEqualADirectComputation) {
   const auto& params = m->graph.parameters();
   ASSERT_EQ(r.at("name").size(), params.size());
   ASSERT_EQ(r.at("grad_norm").size(), params.size());
-  std::vector<double> expected(params.size(), 0.0);
+  ASSERT_EQ(r.at("expected_grad_norm").size(), params.size());
+  std::vector<double> mean_of_norms(params.size(), 0.0), norm_of_mean(params.size(), 0.0);
   train::Batch batch;
   for (int seed = 0; seed < s.seeds; ++seed) {
     model::initialize(*m, fresh_init_seed(c.train.seed, seed));
+    std::vector<std::vector<double>> sum(params.size());
     for (int b = 0; b < s.batches; ++b) {
       loader.train_batch(b + 1, seed, batch);
       m->set_batch(batch.tokens.data(), batch.targets.data());
       m->graph.zero_param_grads();
       m->forward(false);
       m->graph.backward(m->loss);
-      for (size_t i = 0; i < params.size(); ++i)
-        expected[i] += l2(values(m->graph, params[i], true)) / (s.seeds * s.batches);
+      for (size_t i = 0; i < params.size(); ++i) {
+        const std::vector<double> g = values(m->graph, params[i], true);
+        mean_of_norms[i] += l2(g) / (s.seeds * s.batches);
+        sum[i].resize(g.size(), 0.0);
+        for (size_t j = 0; j < g.size(); ++j) sum[i][j] += g[j] / s.batches;
+      }
     }
+    for (size_t i = 0; i < params.size(); ++i) norm_of_mean[i] += l2(sum[i]) / s.seeds;
   }
+  int below = 0;
   for (size_t i = 0; i < params.size(); ++i) {
     const std::string& name = m->graph.spec(params[i]).name;
+    const double got = r["grad_norm"][i].get<double>(), expected = r["expected_grad_norm"][i].get<double>();
     EXPECT_EQ(r["name"][i].get<std::string>(), name);
-    EXPECT_NEAR(r["grad_norm"][i].get<double>(), expected[i], 1e-9 * (1 + expected[i])) << name;
+    EXPECT_NEAR(got, mean_of_norms[i], 1e-9 * (1 + mean_of_norms[i])) << name;
+    EXPECT_NEAR(expected, norm_of_mean[i], 1e-9 * (1 + norm_of_mean[i])) << name;
+    EXPECT_LE(expected, got * (1 + 1e-12)) << name;
+    below += expected < 0.99 * got;
     // ‖∂L/∂W‖ of the attention's key bias is 0 in exact arithmetic (softmax is shift-invariant).
     if (!name.ends_with("attn.k.bias")) {
-      EXPECT_GT(expected[i], 0.0) << name;
+      EXPECT_GT(mean_of_norms[i], 0.0) << name;
     }
+  }
+  EXPECT_GT(below, static_cast<int>(params.size()) / 2) << "the two statistics differ on most parameters";
+
+  // One batch per init: the expected gradient is that batch's, so the two columns agree exactly.
+  s.batches = 1;
+  const Json one = gradient_norms_at_init(c, loader, s);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const double each = one["grad_norm"][i].get<double>();
+    EXPECT_NEAR(one["expected_grad_norm"][i].get<double>(), each, 1e-12 * (1 + each)) << i;
   }
 }
 
@@ -325,7 +417,8 @@ TEST(ProbeAnalyses, MemoryNeedsCoverTheModelsTheAnalysesBuild) {
   EXPECT_EQ(memory_needs("angular,attention-entropy").extra_models, 0);
   EXPECT_FALSE(memory_needs("angular").optimizer);
   const train::MemoryNeeds usual = memory_needs("grad-init,one-step,angular,layer-drop,attention-entropy");
-  EXPECT_EQ(usual.extra_models, 1);
+  EXPECT_EQ(usual.extra_models, 2);  // grad-init: a fresh model and its gradient sums
+  EXPECT_EQ(memory_needs("one-step,branch-noise,layer-drop").extra_models, 1);
   EXPECT_TRUE(usual.optimizer);
   EXPECT_EQ(memory_needs("stream-init").extra_models, 1);
   EXPECT_EQ(memory_needs("layer-drop,norm-equivalence").extra_models, 6);

@@ -43,12 +43,18 @@ std::vector<double> ramp(size_t n, double first, double last) {
 }
 
 // grad-init's columns: the fc2 weight of every layer, with the given norms (appended to `out`, the layers named
-// under `stack`: "encoder." / "decoder." in an encoder-decoder).
+// under `stack`: "encoder." / "decoder." in an encoder-decoder) and expected-gradient norms (the same when not given).
 Json fc2_grads(const std::vector<double>& norms, const std::string& stack = "",
-               Json out = Json{{"name", Json::array()}, {"grad_norm", Json::array()}}) {
+               Json out = Json{{"name", Json::array()},
+                               {"grad_norm", Json::array()},
+                               {"expected_grad_norm", Json::array()}},
+               std::vector<double> expected = {}) {
+  if (expected.empty()) expected = norms;
   for (size_t l = 0; l < norms.size(); ++l) {
     out["name"].push_back(fmt::format("{}layers.{}.attn.qkv.weight", stack, l)), out["grad_norm"].push_back(99.0);
+    out["expected_grad_norm"].push_back(99.0);
     out["name"].push_back(fmt::format("{}layers.{}.ffn.fc2.weight", stack, l)), out["grad_norm"].push_back(norms[l]);
+    out["expected_grad_norm"].push_back(expected[l]);
   }
   return out;
 }
@@ -83,12 +89,19 @@ void grad_by_depth(Runs& runs, const Holds& holds) {
   for (RunOutcome& o : runs) {
     const int seed = seed_of(o), L = layers_of(o);
     const bool post = o.request.id.find("-post-") != std::string::npos;
-    // Post-LN: last layer 1 at every depth (A) and twice the first (C); Pre-LN: last layer √(2/L) (B).
-    const double last = holds(seed, 'A') ? 1.0 : L / 2.0, first = holds(seed, 'C') ? last / 2 : last;
+    // Post-LN: last layer 1 at every depth (A), flat per-batch norms; expected gradients rising to the top, the last
+    // twice the first (C; fails: falling). Pre-LN: last layer √(2/L) (B).
+    const double last = holds(seed, 'A') ? 1.0 : L / 2.0;
     const std::vector<double> norms = post
-                                          ? ramp(size_t(L), first, last)
+                                          ? std::vector<double>(size_t(L), last)
                                           : std::vector<double>(size_t(L), holds(seed, 'B') ? std::sqrt(2.0 / L) : 1.0);
-    write_analysis(o, "grad-init", fc2_grads(norms));
+    const std::vector<double> expected =
+        post ? (holds(seed, 'C') ? ramp(size_t(L), last / 4, last / 2) : ramp(size_t(L), last / 2, last / 4)) : norms;
+    write_analysis(
+        o, "grad-init",
+        fc2_grads(norms, "",
+                  Json{{"name", Json::array()}, {"grad_norm", Json::array()}, {"expected_grad_norm", Json::array()}},
+                  expected));
   }
 }
 
@@ -174,19 +187,27 @@ void model_update(Runs& runs, const Holds& holds) {
   }
 }
 
+// one-step's two analyses with ‖ΔF‖² ∝ N^adam after one Adam step and Var[ΔF] ∝ N^noise under branch noise.
+void write_one_step(const RunOutcome& o, double adam, double noise) {
+  const double n = 2.0 * layers_of(o);
+  write_analysis(o, "one-step", {{"lr", 1e-5}, {"output_change_rms", std::sqrt(0.01 * std::pow(n, adam))}});
+  write_analysis(o, "branch-noise",
+                 {{"branch_noise_var", 1e-4}, {"branches", n}, {"output_change_var", 1e-4 * std::pow(n, noise)}});
+}
+
 void one_step(Runs& runs, const Holds& holds) {
   for (RunOutcome& o : runs) {
     const int seed = seed_of(o);
-    const double n = 2.0 * layers_of(o);
     const std::string& id = o.request.id;
-    // ‖ΔF‖² ∝ N^slope. C: Pre-LN 0.9 and Admin 0 (fails: both 2); A: Post-LN 2 (1.1 above Pre-LN); B only:
-    // Post-LN 1 (0.1 above Pre-LN's 0.9, 1 above Admin's 0); neither: 0.
-    const double slope = id.starts_with("post-")  ? (holds(seed, 'A')   ? 2.0
-                                                     : holds(seed, 'B') ? 1.0
-                                                                        : 0.0)
-                         : id.starts_with("pre-") ? (holds(seed, 'C') ? 0.9 : 2.0)
-                                                  : (holds(seed, 'C') ? 0.0 : 2.0);
-    write_analysis(o, "one-step", {{"lr", 1e-5}, {"output_change_rms", std::sqrt(0.01 * std::pow(n, slope))}});
+    // The Adam step's slope is 2 everywhere (it would fail A-C). Branch noise: C: Pre-LN 0.6 and Admin 0.2 (fails:
+    // both 1.4); D: Post-LN 1.2, 0.6 above Pre-LN (A) and 1 above Admin (B); A alone failing: Post-LN 0.9 (0.3
+    // above Pre-LN, B and D hold); D failing: Post-LN 0.2 (A and B fail too).
+    const double noise = id.starts_with("post-")  ? (!holds(seed, 'D')  ? 0.2
+                                                     : holds(seed, 'A') ? 1.2
+                                                                        : 0.9)
+                         : id.starts_with("pre-") ? (holds(seed, 'C') ? 0.6 : 1.4)
+                                                  : (holds(seed, 'C') ? 0.2 : 1.4);
+    write_one_step(o, 2.0, noise);
   }
 }
 
@@ -569,6 +590,69 @@ TEST(StudyJudgeShapes, AnEncoderDecoderIsJudgedOnItsDecodersLayers) {
   }
   const Report r = judge_study(study, options, runs);
   EXPECT_EQ(r.verdict, "reproduced");
+}
+
+// one-step judges Theorem 2's perturbation, independent noise on every branch (branch-noise), not one Adam step:
+// Adam slopes of 2 everywhere (each branch moved the same way) beside theorem-like branch-noise slopes reproduce
+// the claim, and Adam slopes that would pass the old rule beside branch-noise slopes of 2 do not.
+TEST(StudyJudgeOneStep, JudgesIndependentBranchNoiseNotTheAdamStep) {
+  TempDir tmp("judge");
+  const Study& study = find_study("one-step");
+  const auto judged = [&](const std::string& name, std::map<std::string, std::pair<double, double>> slopes) {
+    StudyOptions options{.quick = true, .seeds = {1, 2, 3}, .dir = tmp / name};
+    Runs runs = planned_runs(study, options);
+    for (RunOutcome& o : runs) {
+      const auto [adam, noise] = slopes.at(o.request.id.substr(0, o.request.id.find('-')));
+      write_one_step(o, adam, noise + 0.01 * (seed_of(o) - 2));
+      write_status(o);
+    }
+    return judge_study(study, options, runs);
+  };
+  // The plan asks each fresh init for both measurements.
+  StudyOptions quick{.quick = true, .seeds = {1}, .dir = tmp / "plan"};
+  for (const RunRequest& r : plan_study(study, quick)) {
+    EXPECT_EQ(r.kind, "probe") << r.id;
+    EXPECT_EQ(r.analyses, "one-step,branch-noise") << r.id;
+  }
+  const Report theorem = judged("theorem", {{"post", {2.0, 1.0}}, {"pre", {2.0, 0.3}}, {"admin", {2.0, 0.3}}});
+  for (const char* id : {"A", "B", "C1", "C2", "D"}) EXPECT_EQ(claim_of(theorem, id).truth, Truth::holds) << id;
+  EXPECT_EQ(theorem.verdict, "reproduced");
+  const Report coherent = judged("coherent", {{"post", {2.0, 2.0}}, {"pre", {0.5, 2.0}}, {"admin", {0.5, 2.0}}});
+  for (const char* id : {"A", "B", "C1", "C2", "D"}) EXPECT_EQ(claim_of(coherent, id).truth, Truth::fails) << id;
+  EXPECT_EQ(coherent.verdict, "not reproduced");
+}
+
+// grad-by-depth's C reads Xiong's expected gradient (the norm of the batch-averaged gradient) of Post-LN at the
+// shallowest depth: a profile that rises there decides it, whatever the mean of per-batch norms does and whatever
+// the deepest model shows.
+TEST(StudyJudgeGradByDepth, CReadsTheExpectedGradientAtTheShallowestDepth) {
+  TempDir tmp("judge");
+  const Study& study = find_study("grad-by-depth");
+  const auto c_of = [&](const std::string& name, bool rises) {
+    StudyOptions options{.quick = true, .seeds = {1, 2, 3}, .dir = tmp / name};
+    Runs runs = planned_runs(study, options);
+    for (RunOutcome& o : runs) {
+      const size_t L = size_t(layers_of(o));
+      const bool shallow = L == 2, post = o.request.id.find("-post-") != std::string::npos;
+      // Per-batch norms against the expected gradients everywhere; the deepest model's expected gradients too.
+      const std::vector<double> each = rises ? ramp(L, 2, 1) : ramp(L, 1, 2);
+      const std::vector<double> expected = rises == (shallow && post) ? ramp(L, 0.5, 1) : ramp(L, 1, 0.5);
+      write_analysis(
+          o, "grad-init",
+          fc2_grads(each, "",
+                    Json{{"name", Json::array()}, {"grad_norm", Json::array()}, {"expected_grad_norm", Json::array()}},
+                    expected));
+      write_status(o);
+    }
+    return claim_of(judge_study(study, options, runs), "C");
+  };
+  EXPECT_EQ(c_of("rises", true).truth, Truth::holds);
+  EXPECT_EQ(c_of("falls", false).truth, Truth::fails);
+  // The default preset's shallowest depth, which C reads, is Fig. 3(a)'s 6 layers.
+  StudyOptions defaults{.seeds = {1}, .dir = tmp / "plan"};
+  std::set<std::string> ids;
+  for (const RunRequest& r : plan_study(study, defaults)) ids.insert(r.id);
+  EXPECT_TRUE(ids.contains("xavier-post-L6-s1") && !ids.contains("xavier-post-L3-s1"));
 }
 
 // mt-depth reads the validation loss, not the BLEU: DeepNorm and Admin with the higher BLEU but the higher loss
