@@ -69,9 +69,13 @@ const Json* headline_claim(const Json& r) {
   return nullptr;
 }
 
-// A sub-claim's mean and interval: "1.310 [0.920, 1.700]".
+// A sub-claim's mean and interval, "1.310 [0.920, 1.700]", or a count's seeds on each side and its sign test's p,
+// "6 vs 0 seeds, p = 0.031".
 std::string effect_of(const Json& claim) {
   const auto number = [](const Json& v) { return v.is_number() ? num(v.get<double>()) : std::string("n/a"); };
+  if (claim.contains("counts"))
+    return fmt::format("{} vs {} seeds, p = {}", claim["counts"]["claimed"].get<int>(),
+                       claim["counts"]["reverse"].get<int>(), number(claim["p_value"]));
   return fmt::format("{} [{}, {}]", number(claim["mean"]), number(claim["interval"][0]), number(claim["interval"][1]));
 }
 
@@ -165,13 +169,7 @@ std::vector<double> per_seed_values(const Json& claim) {
 }
 
 // A set's cell: the effect and interval, or for a count the seeds on each side and the sign test's p.
-std::string set_cell(const Json& claim) {
-  const std::string outcome = claim.value("outcome", "");
-  if (!claim.contains("counts")) return fmt::format("{} ({})", effect_of(claim), outcome);
-  const Json& n = claim["counts"];
-  return fmt::format("{} vs {} seeds, p = {} ({})", n["claimed"].get<int>(), n["reverse"].get<int>(),
-                     claim["p_value"].is_number() ? num(claim["p_value"].get<double>()) : "n/a", outcome);
-}
+std::string set_cell(const Json& claim) { return fmt::format("{} ({})", effect_of(claim), claim.value("outcome", "")); }
 
 // Every seed of every set together, an estimate rather than a decision: the mean with its 95% t interval, or for a
 // count the summed seeds on each side with the sign test's p.
