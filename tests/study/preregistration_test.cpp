@@ -101,7 +101,7 @@ TEST(Preregistration, TheFrozenOnesAreWhatTheCodeStillDoes) {
 // Every kept unseen set: its report says "unseen", and its runs pass the check again now.
 TEST(Preregistration, KeptUnseenSetsFollowTheirFreeze) {
   const fs::path results = fs::path(NORMLAB_SOURCE_DIR) / "results";
-  if (run_in(results, "git rev-parse --is-shallow-repository") == "true")
+  if (std::system(("git -C '" + results.string() + "' rev-parse --is-shallow-repository | grep -q true").c_str()) == 0)
     GTEST_SKIP() << "a shallow clone lacks the history the freeze commits are in";
   for (const Study* s : all_studies()) {
     const fs::path dir = results / s->name / "unseen";
