@@ -45,9 +45,10 @@ void over_val_batches(model::Model& m, const train::Loader& loader, const Analys
 const std::vector<eng::TensorId>& marked_streams(const model::Model& m, std::string_view analysis) {
   const auto& streams = m.landmarks.layer_inputs;
   if (streams.empty() || std::count(streams.begin(), streams.end(), eng::kNoTensor) > 0)
-    fail("{}: placement '{}' combines its layers itself and does not mark the stream between them; choose another "
-         "analysis",
-         analysis, m.config.placement);
+    fail(
+        "{}: placement '{}' combines its layers itself and does not mark the stream between them; choose another "
+        "analysis",
+        analysis, m.config.placement);
   return streams;
 }
 
@@ -380,7 +381,8 @@ void top1(const eng::Graph& g, eng::TensorId logits, std::vector<int32_t>& out) 
   eng::dispatch_float(g.float_type(), [&]<typename T>() {
     const T* z = g.data<T>(logits);
     for (int64_t r = 0; r < rows; ++r)
-      out[static_cast<size_t>(r)] = static_cast<int32_t>(std::max_element(z + r * vocab, z + (r + 1) * vocab) - (z + r * vocab));
+      out[static_cast<size_t>(r)] =
+          static_cast<int32_t>(std::max_element(z + r * vocab, z + (r + 1) * vocab) - (z + r * vocab));
   });
 }
 
@@ -398,9 +400,14 @@ Json massive_activations(model::Model& m, const train::Loader& loader, const Ana
       const int64_t width = m.graph.shape(streams[l]).last();
       for (size_t i = 0; i < x.size(); ++i) {
         squares[l] += x[i] * x[i];
-        if (std::abs(x[i]) <= peaks[l].abs) continue;  // a tie keeps the first place
+        if (std::abs(x[i]) <= peaks[l].abs) continue;           // a tie keeps the first place
         const int64_t token = static_cast<int64_t>(i) / width;  // row · seq + position
-        peaks[l] = {std::abs(x[i]), x[i],          index, token / m.seq, token % m.seq, static_cast<int64_t>(i) % width,
+        peaks[l] = {std::abs(x[i]),
+                    x[i],
+                    index,
+                    token / m.seq,
+                    token % m.seq,
+                    static_cast<int64_t>(i) % width,
                     batch.tokens[static_cast<size_t>(token)]};
       }
       for (double& v : x) v = std::abs(v);
@@ -413,10 +420,17 @@ Json massive_activations(model::Model& m, const train::Loader& loader, const Ana
   for (size_t l = 0; l < streams.size(); ++l) {
     const Peak& p = peaks[l];
     const double median = medians[l] / s.batches;
-    const Json row{{"layer", l},          {"max_abs", p.abs},   {"value", p.value},
-                   {"batch", p.batch},    {"row", p.row},       {"position", p.position},
-                   {"feature", p.feature}, {"token_id", p.token}, {"rms", std::sqrt(squares[l] / entries)},
-                   {"median_abs", median}, {"max_over_median", median > 0 ? Json(p.abs / median) : Json()}};
+    const Json row{{"layer", l},
+                   {"max_abs", p.abs},
+                   {"value", p.value},
+                   {"batch", p.batch},
+                   {"row", p.row},
+                   {"position", p.position},
+                   {"feature", p.feature},
+                   {"token_id", p.token},
+                   {"rms", std::sqrt(squares[l] / entries)},
+                   {"median_abs", median},
+                   {"max_over_median", median > 0 ? Json(p.abs / median) : Json()}};
     for (const auto& [key, v] : row.items()) out[key].push_back(v);
     if (s.token_text) out["token"].push_back(s.token_text(p.token));
   }
@@ -443,7 +457,8 @@ Json logit_lens(model::Model& m, const train::Loader& loader, const AnalysisSett
       for (size_t i = 0; i < top.size(); ++i)
         if (batch.targets[i] >= 0) hits[l] += top[i] == batch.targets[i], agreements[l] += top[i] == final_top[i];
     }
-    scored += static_cast<double>(std::count_if(batch.targets.begin(), batch.targets.end(), [](int32_t t) { return t >= 0; }));
+    scored += static_cast<double>(
+        std::count_if(batch.targets.begin(), batch.targets.end(), [](int32_t t) { return t >= 0; }));
   });
   Json out{{"model_loss", model_loss / s.batches}};
   for (size_t l = 0; l <= last; ++l) {
@@ -585,8 +600,9 @@ std::vector<const Analysis*> parse_analyses(std::string_view list) {
   for (size_t at = 0; at <= list.size();) {
     const size_t comma = std::min(list.find(',', at), list.size());
     const std::string_view name = list.substr(at, comma - at);
-    const auto it = std::find_if(std::begin(kAnalyses), std::end(kAnalyses),
-                                 [&](const Analysis& a) { return a.name == name || (!a.alias.empty() && a.alias == name); });
+    const auto it = std::find_if(std::begin(kAnalyses), std::end(kAnalyses), [&](const Analysis& a) {
+      return a.name == name || (!a.alias.empty() && a.alias == name);
+    });
     if (it == std::end(kAnalyses)) {
       std::vector<std::string> names;
       for (const Analysis& a : kAnalyses)

@@ -125,8 +125,8 @@ std::optional<Reading> text_reading(const train::Run& run, const std::optional<t
   const std::string& file = text.empty() ? token_ids : text;
   const int seq = run.config.train.seq_len;
   if (r.ids.size() <= static_cast<size_t>(seq))
-    fail("{} gives {} tokens, but the analyses read windows of train.seq_len + 1 = {} tokens: give a longer text",
-         file, r.ids.size(), seq + 1);
+    fail("{} gives {} tokens, but the analyses read windows of train.seq_len + 1 = {} tokens: give a longer text", file,
+         r.ids.size(), seq + 1);
   r.loader = std::make_unique<train::Loader>(r.ids, r.ids, run.model->batch, seq, run.config.train.seed, train::Shard{},
                                              train::objective_of(run.config, run.data));
   r.about = fmt::format("{} tokens of {}{}", r.ids.size(), file,
@@ -164,13 +164,14 @@ void run_analyses(ProbeArgs& a, train::Run& run, const fs::path& out) {
   if (reading && !a.batches_given) a.settings.batches = loader.eval_batches_available();
   if (tokenizer) a.settings.token_text = [&](int32_t id) { return tokenizer->piece(id); };
   const model::ModelConfig& c = run.config.model;
-  ProbeReport report{a.run.empty() ? "a fresh init of " + c.placement : a.run,
-                     fmt::format("{}, {} layers, d_model {}, vocabulary {}; {}, {} batch{} of {} x {} tokens",
-                                 c.placement, c.n_layers, c.d_model, c.vocab_size,
-                                 reading ? reading->about : "the run's validation split", a.settings.batches,
-                                 a.settings.batches == 1 ? "" : "es", run.model->batch, run.config.train.seq_len),
-                     command_of(a), a.run.empty() ? "" : fs::relative(a.run, out / "probe-report").generic_string(),
-                     {}};
+  ProbeReport report{
+      a.run.empty() ? "a fresh init of " + c.placement : a.run,
+      fmt::format("{}, {} layers, d_model {}, vocabulary {}; {}, {} batch{} of {} x {} tokens", c.placement, c.n_layers,
+                  c.d_model, c.vocab_size, reading ? reading->about : "the run's validation split", a.settings.batches,
+                  a.settings.batches == 1 ? "" : "es", run.model->batch, run.config.train.seq_len),
+      command_of(a),
+      a.run.empty() ? "" : fs::relative(a.run, out / "probe-report").generic_string(),
+      {}};
   std::cout << fmt::format("probing {} ({})\n", report.subject, report.setup);
   std::string jsonl, csv = "analysis,name,layer,head,quantity,value\n";
   for (const analysis::Analysis* an : analysis::parse_analyses(a.analyses)) {

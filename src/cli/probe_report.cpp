@@ -14,11 +14,10 @@ namespace normlab::cli {
 namespace {
 
 // Columns that say where a value sits rather than what it is: they are table columns, never charted.
-constexpr std::array<std::string_view, 7> kPlaces = {"layer", "head", "batch", "row", "position", "feature", "token_id"};
+constexpr std::array<std::string_view, 7> kPlaces = {"layer",    "head",    "batch",   "row",
+                                                     "position", "feature", "token_id"};
 
-bool is_place(const std::string& column) {
-  return std::find(kPlaces.begin(), kPlaces.end(), column) != kPlaces.end();
-}
+bool is_place(const std::string& column) { return std::find(kPlaces.begin(), kPlaces.end(), column) != kPlaces.end(); }
 
 // Quantities that span orders of magnitude across layers (a massive activation against the rest) read on a log axis.
 bool spans_magnitudes(const std::string& column) { return column == "max_abs" || column == "max_over_median"; }

@@ -274,8 +274,9 @@ std::unique_ptr<Model> build_unplanned_model(const ModelConfig& c, int batch, in
 
 std::unique_ptr<Model> build_readout_model(const ModelConfig& c, int batch, int seq, eng::DType dtype) {
   if (c.encoder_decoder())
-    fail("the readout of a stream reads a decoder-only or encoder model's final norm and head; an encoder-decoder's "
-         "decoder reads its source too: set model.shape to decoder or encoder");
+    fail(
+        "the readout of a stream reads a decoder-only or encoder model's final norm and head; an encoder-decoder's "
+        "decoder reads its source too: set model.shape to decoder or encoder");
   auto m = std::make_unique<Model>(c, batch, seq, dtype);
   Graph& g = m->graph;
   m->stream = g.input("stream", Shape{batch, seq, c.stream_width()}, dtype);

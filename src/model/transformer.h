@@ -79,11 +79,11 @@ std::unique_ptr<Model> build_decoding_model(const ModelConfig& config, int batch
                                             engine::DType dtype = engine::DType::f32);
 // The model's readout alone, for the logit lens (nostalgebraist 2020): the final norm, the head, the final soft-cap and
 // the loss, over a stream of [batch, seq, stream width] given as the input `stream` (of `dtype`, the model's float
-// type) instead of the layers' output. Its parameters have the full model's names (final_norm.*, lm_head.weight or the tied embed.tokens.weight):
-// copy_parameters() from the model. Planned; refused for an encoder-decoder. Fed the stack's output it computes the
-// model's own logits and loss.
+// type) instead of the layers' output. Its parameters have the full model's names (final_norm.*, lm_head.weight or the
+// tied embed.tokens.weight): copy_parameters() from the model. Planned; refused for an encoder-decoder. Fed the stack's
+// output it computes the model's own logits and loss.
 std::unique_ptr<Model> build_readout_model(const ModelConfig& config, int batch, int seq,
-                                          engine::DType dtype = engine::DType::f32);
+                                           engine::DType dtype = engine::DType::f32);
 // Approximations for inference (`normlab eval` and `generate` options; issue 14's efficient-norm direction for long
 // sequences), set on a built model: top-k sparse attention (each query keeps its attn_top_k largest logits; 0 = all)
 // and sampled norm statistics (LayerNorm's μ and v, RMSNorm's mean square, from every norm_sample-th feature; 1 =

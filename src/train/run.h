@@ -17,8 +17,8 @@ struct Run {
   io::TokenData data;
   std::unique_ptr<model::Model> model;
   std::unique_ptr<Loader> loader;  // null when opened without one (the caller reads tokens of its own)
-  int step = 0;           // the step of the loaded checkpoint; 0 when built from a config
-  MemoryEstimate memory;  // made before the model was allocated
+  int step = 0;                    // the step of the loaded checkpoint; 0 when built from a config
+  MemoryEstimate memory;           // made before the model was allocated
 };
 
 // What the run's model learns to predict: the next token (a decoder), masked tokens (an encoder) or a translation's
@@ -32,8 +32,8 @@ void feed(model::Model& m, const Batch& batch);
 // against it, builds the model for `batch` rows (0 = train.batch_size) of train.seq_len tokens and
 // the loader. The weights are left at zero: initialize them or load a checkpoint. Before the model is
 // allocated, its memory (with `needs` beside it) is estimated and a run that does not fit is refused.
-// With `loader` false no loader is made over the token data (the caller brings tokens of its own, as probe --text does),
-// so a split too short for one window is not refused.
+// With `loader` false no loader is made over the token data (the caller brings tokens of its own, as probe --text
+// does), so a split too short for one window is not refused.
 Run build_run(RunConfig config, int batch = 0, const MemoryNeeds& needs = {}, bool loader = true);
 
 // The same up to the estimate: run.memory is filled in, but the model's graph is left unplanned

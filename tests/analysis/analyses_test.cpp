@@ -485,7 +485,8 @@ TEST(ProbeAnalyses, LogitLensAtTheLastStreamIsTheModelsLoss) {
     engine::Graph& g = m->graph;
     if (m->config.has_final_norm()) model::fill_constant(*m, "final_norm.weight", 5.0);
     else  // the head's rows, 20 times larger (a constant head would make every stream's logits uniform)
-      for (float* w = g.data<float>(g.at("lm_head.weight")), *end = w + g.shape(g.at("lm_head.weight")).numel(); w < end;)
+      for (float *w = g.data<float>(g.at("lm_head.weight")), *end = w + g.shape(g.at("lm_head.weight")).numel();
+           w < end;)
         *w++ *= 20;
     const train::Loader loader = make_loader(c);
     AnalysisSettings s;

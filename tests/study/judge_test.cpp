@@ -75,8 +75,9 @@ void why_pre_ln(Runs& runs, const Holds& holds) {
     } else {  // B (counts): Post-LN stalls without warm-up where Pre-LN and the warmed Post-LN train (fails: the
               // reverse on every seed)
       const bool b = holds(seed, 'B');
-      const bool stalls = arm == "train-post-L6-w0" ? b : arm == "train-pre-L6-w0" || arm == "train-post-L6-w30" ? !b
-                                                                                                                 : false;
+      const bool stalls = arm == "train-post-L6-w0"                                ? b
+                          : arm == "train-pre-L6-w0" || arm == "train-post-L6-w30" ? !b
+                                                                                   : false;
       stalls ? write_stalled(o) : write_trained(o, arm == "train-post-L6-w30" ? 4.5 : 4.0);
     }
     if (id.starts_with("train-")) {  // C: the warmed-up Pre-LN's stream grows with depth during training

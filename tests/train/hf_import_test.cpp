@@ -387,10 +387,10 @@ TEST(Import, ProbeReadsATextThroughTheRunsTokenizerAndWritesAReport) {
       run_cli({"import", dir.string(), "--out", run.string(), "--text", text.string()}, tmp.path());
   ASSERT_EQ(imported.exit_code, 0) << describe(imported);
   spit(text, tiny_corpus_text(30, 5));  // another text, short: every 16-token window of it is read
-  const CliResult r = run_cli({"probe", "--run", run.string(), "--analysis",
-                               "layer-drop,angular-distance,massive-activations,logit-lens", "--text", text.string(),
-                               "--out", out.string()},
-                              tmp.path());
+  const CliResult r = run_cli(
+      {"probe", "--run", run.string(), "--analysis", "layer-drop,angular-distance,massive-activations,logit-lens",
+       "--text", text.string(), "--out", out.string()},
+      tmp.path());
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_NE(r.out.find("tokens of " + text.string() + " (through the run's gpt2-bpe tokenizer)"), std::string::npos)
       << describe(r);
@@ -430,9 +430,9 @@ TEST(Import, ProbeTextWithoutTheRunsTokenizerIsRefused) {
       run_cli({"import", dir.string(), "--out", run.string(), "--token-ids", (tmp / "few.txt").string()}, tmp.path());
   ASSERT_EQ(imported.exit_code, 0) << describe(imported);
   const auto probe = [&](const std::string& analyses, const std::string& flag, const fs::path& file) {
-    return run_cli({"probe", "--run", run.string(), "--analysis", analyses, flag, file.string(), "--out",
-                    (tmp / "out").string()},
-                   tmp.path());
+    return run_cli(
+        {"probe", "--run", run.string(), "--analysis", analyses, flag, file.string(), "--out", (tmp / "out").string()},
+        tmp.path());
   };
   expect_cli_error(probe("logit-lens", "--text", text),
                    {"--text: the run's token data " + (run / "data").string() + " has no tokenizer",
@@ -444,8 +444,8 @@ TEST(Import, ProbeTextWithoutTheRunsTokenizerIsRefused) {
   ASSERT_EQ(r.exit_code, 0) << describe(r);
   EXPECT_FALSE(analysis_results(tmp / "out" / "analysis.jsonl")["massive-activations"].contains("token"));
   EXPECT_FALSE(fs::exists(tmp / "out" / "probe-report"));
-  expect_cli_error(probe("logit-lens,lens", "--token-ids", ids),
-                   {"unknown analysis 'lens'", "massive-activations", "logit-lens", "angular (also: angular-distance)"});
+  expect_cli_error(probe("logit-lens,lens", "--token-ids", ids), {"unknown analysis 'lens'", "massive-activations",
+                                                                  "logit-lens", "angular (also: angular-distance)"});
 }
 
 }  // namespace

@@ -112,7 +112,6 @@ int add_profiles(Report& r, int L, const std::vector<double>& pre, const std::ve
   return post_unit;
 }
 
-
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const int L = depth(o);
   Report r;
