@@ -306,8 +306,9 @@ void decide_family(std::vector<SubClaim>& claims, const SeedSchedule& schedule) 
     if (decidable(c)) tested.push_back(&c);
     else decide(c, schedule.alpha());
   }
+  for (SubClaim* c : tested) c->p_value = p_value(*c);  // once each, for the ordering
   std::stable_sort(tested.begin(), tested.end(),
-                   [](const SubClaim* a, const SubClaim* b) { return p_value(*a) < p_value(*b); });
+                   [](const SubClaim* a, const SubClaim* b) { return a->p_value < b->p_value; });
   double level = schedule.alpha();
   bool stopped = false;
   for (size_t j = 0; j < tested.size(); ++j) {

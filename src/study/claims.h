@@ -98,6 +98,8 @@ struct SubClaim {
     int claimed = 0, reverse = 0, ties = 0;
   };
   Counts counts() const;
+  // The test's one spelling in reports and pre-registrations: "t interval" or "exact sign test".
+  const char* test_name() const { return test == Test::sign ? "exact sign test" : "t interval"; }
 
   // The threshold as text: "> 0.2", "< 0.85", "in (0.75, 1.33)".
   std::string threshold() const;

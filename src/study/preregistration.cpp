@@ -35,7 +35,7 @@ Json sub_claims_of(const Report& report) {
     claims.push_back({{"id", c.id},
                       {"statement", c.statement},
                       {"statistic", c.statistic},
-                      {"test", c.test == SubClaim::Test::sign ? "exact sign test" : "t interval"},
+                      {"test", c.test_name()},
                       {"holds_when", c.threshold()},
                       {"control_at_init", c.init_statistic},
                       {"quote", c.quote},

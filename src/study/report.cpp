@@ -216,7 +216,7 @@ Json sub_claim_json(const SubClaim& c) {
                {"said", c.outcome()}};
   if (!c.quote.empty()) json["quote"] = c.quote;
   if (!c.where.empty()) json["where"] = c.where;
-  json["test"] = c.test == SubClaim::Test::sign ? "exact sign test" : "t interval";
+  json["test"] = c.test_name();
   json["p_value"] = number(c.p_value);
   if (c.test == SubClaim::Test::sign) {
     const SubClaim::Counts n = c.counts();

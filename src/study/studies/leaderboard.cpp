@@ -162,6 +162,11 @@ Totals add_ranking(Report& r, const std::vector<Entry>& entries, const std::vect
   return totals;
 }
 
+// A placement's final validation loss per seed (a diverged run counts as the unigram entropy).
+SeedValues final_val_loss(const StudyOptions& o, const std::vector<RunOutcome>& runs, const std::string& placement) {
+  return over_seeds(o.seeds, [&](int seed) { return val_loss_or_unigram(find_run(runs, seed_id(placement, seed))); });
+}
+
 std::vector<SubClaim> sub_claims(const StudyOptions& o, const std::vector<Arm>& rows,
                                  const std::vector<RunOutcome>& runs) {
   // A: the worst placement of each seed, by its final training loss above the trained line; B: val loss.
@@ -176,10 +181,7 @@ std::vector<SubClaim> sub_claims(const StudyOptions& o, const std::vector<Arm>& 
       if (std::isnan(loss_above_trained_line(find_run(runs, seed_id(arm.label, seed))))) return double(NAN);
     return 0.0;
   });
-  const auto val = [&](const std::string& placement) {
-    return over_seeds(o.seeds, [&](int seed) { return val_loss_or_unigram(find_run(runs, seed_id(placement, seed))); });
-  };
-  const SeedValues pre = val("pre"), post = val("post");
+  const SeedValues pre = final_val_loss(o, runs, "pre"), post = final_val_loss(o, runs, "post");
   std::vector<SubClaim> claims = {
       claim_below("A",
                   "(this lab's own question: no paper claims it) Under one shared training rule every placement "
@@ -213,10 +215,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const std::vector<Entry> entries = ranked_entries(o, rows, runs);
   const Totals totals = add_ranking(r, entries, runs);
   r.claims = sub_claims(o, rows, runs);
-  const auto val = [&](const std::string& placement) {
-    return over_seeds(o.seeds, [&](int seed) { return val_loss_or_unigram(find_run(runs, seed_id(placement, seed))); });
-  };
-  const SeedValues pre = val("pre"), post = val("post");
+  const SeedValues pre = final_val_loss(o, runs, "pre"), post = final_val_loss(o, runs, "post");
   r.evidence = {
       fmt::format("runs that diverged: {}; that stalled: {}; that failed: {} (of {})", totals.diverged, totals.stalled,
                   totals.failed, entries.size() * o.seeds.size()),
