@@ -278,7 +278,10 @@ std::vector<std::pair<size_t, eng::TensorId>> branch_writers(const model::Model&
 void forward_with_branch_noise(model::Model& m, const std::vector<std::pair<size_t, eng::TensorId>>& branches,
                                double std, Rng& rng) {
   size_t start = 0;
-  for (const auto& [node, y] : branches) {
+  for (const auto& branch : branches) {
+    // Named copies, not a structured binding: clang-14 cannot capture a binding in the lambda below.
+    const size_t node = branch.first;
+    const eng::TensorId y = branch.second;
     m.graph.forward(false, start, node + 1);
     eng::dispatch_float(m.graph.float_type(), [&]<typename T>() {
       T* v = m.graph.data<T>(y);
