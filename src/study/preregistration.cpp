@@ -79,7 +79,9 @@ Json preregistration(const Study& study, const StudyOptions& given) {
           {"axes", options.axes},
           {"seed_rule",
            {{"automatic", given.auto_seeds},
-            {"cap", given.auto_seeds ? Json(given.max_seeds) : Json()},
+            // The most seeds the plan runs: the cap of auto, or the length of a fixed list, so that a fixed
+            // plan run on more seeds than it froze is a different plan and its seeds are not called unseen.
+            {"cap", given.auto_seeds ? given.max_seeds : static_cast<int>(given.seeds.size())},
             {"planned_looks", given.schedule.looks},
             {"family_alpha", SeedSchedule::kFamilyAlpha}}},
           {"arms", arms_of(study, options)},

@@ -37,6 +37,15 @@ TEST(Preregistration, EveryStudyHasOneAndItsHashFollowsTheDesign) {
   EXPECT_NE(preregistration_hash(preregistration(flagship, other)),
             preregistration_hash(preregistration(flagship, default_preset(flagship))));
   EXPECT_NE(preregistration_text(flagship, default_preset(flagship)).find("frozen why-pre-ln "), std::string::npos);
+  // A fixed plan's length is part of it: the flagship's 10 seeds run as 1001-1020 are not what was frozen.
+  StudyOptions longer = default_preset(flagship);
+  choose_seeds(longer, "1001-1020", SeedSchedule::kDefaultCap);
+  StudyOptions same_length = default_preset(flagship);
+  choose_seeds(same_length, "1001-1010", SeedSchedule::kDefaultCap);
+  EXPECT_NE(preregistration_hash(preregistration(flagship, longer)),
+            preregistration_hash(preregistration(flagship, default_preset(flagship))));
+  EXPECT_EQ(preregistration_hash(preregistration(flagship, same_length)),
+            preregistration_hash(preregistration(flagship, default_preset(flagship))));
 }
 
 std::string run_in(const fs::path& dir, const std::string& command) {
