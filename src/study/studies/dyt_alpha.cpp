@@ -12,6 +12,10 @@ namespace normlab::study {
 
 namespace {
 
+// Each threshold written once: the sub-claims and the rule text read them.
+constexpr double kMatchWithin = 0.1;  // A: best DyT − LayerNorm (nats), at most
+constexpr double kMattersBy = 0.1;    // B: worst α₀ − best α₀ (nats), at least
+
 struct Preset {
   int layers, steps;
   std::vector<double> alphas;
@@ -125,11 +129,11 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.claims = {
       claim_below(
           "A", fmt::format("DyT at a well-chosen α₀ (here {:g}, the lowest mean loss) matches LayerNorm", best_alpha),
-          "final validation loss, best DyT − LayerNorm (nats)", difference(best, ln), 0.1),
+          "final validation loss, best DyT − LayerNorm (nats)", difference(best, ln), kMatchWithin),
       claim_above(
           "B", "α₀ matters",
           fmt::format("final validation loss, worst α₀ ({:g}) − best α₀ ({:g}) (nats)", worst_alpha, best_alpha),
-          difference(worst, best), 0.1),
+          difference(worst, best), kMattersBy),
   };
   cannot_decide_unless(r.claims.back(), p.alphas.size() >= 2,
                        "the model.options.dyt_alpha axis has one value, B needs two");
@@ -143,10 +147,11 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       fmt::format("Contrast (not in the verdict): DyT α₀ = 0.5 with GPT-2's small init reaches {} (LayerNorm "
                   "with unit-variance embeddings: {})",
                   contrast.show(), ln.show()));
-  r.verdict_rule =
+  r.verdict_rule = fmt::format(
       "Final validation loss per seed (a diverged run counts as the unigram entropy); the best and worst α₀ are "
       "those with the lowest and highest mean loss, then compared seed by seed. A: the best α₀'s loss is less than "
-      "0.1 nats above LayerNorm's (or below); B: the worst α₀'s loss exceeds the best's by > 0.1 nats.";
+      "{:g} nats above LayerNorm's (or below); B: the worst α₀'s loss exceeds the best's by > {:g} nats.",
+      kMatchWithin, kMattersBy);
   return r;
 }
 

@@ -14,6 +14,10 @@ namespace normlab::study {
 
 namespace {
 
+// Each threshold written once: the sub-claims and the rule text read them.
+constexpr double kPreLnImbalance = 1.5;  // A: Pre-LN's first-layer ÷ last-layer gradient, at least
+constexpr double kBalancedBy = 0.0;      // B-D: a placement's imbalance − Pre-LN's, at most
+
 // The preset as --set leaves it (model.n_layers, train.steps; the probe interval scales with the steps).
 TrainPreset preset(const StudyOptions& o) {
   return configured(o, o.quick ? TrainPreset{4, 30, 10} : TrainPreset{12, 400, 40});
@@ -79,20 +83,21 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 
   r.claims.push_back(claim_above("A", "Pre-LN's early layers receive much larger gradients than its late layers",
                                  "Pre-LN first-layer ÷ last-layer fc2 gradient norm, early in training", ratios["pre"],
-                                 1.5));
+                                 kPreLnImbalance));
   char letter = 'B';
   for (const Arm& arm : kArms) {
     if (arm.id == std::string("pre")) continue;
     r.claims.push_back(claim_below(std::string(1, letter++),
                                    fmt::format("{} balances the gradient across depth", arm.label),
                                    fmt::format("|ln(first ÷ last layer fc2 gradient)|, {} − Pre-LN", arm.label),
-                                   difference(imbalance[arm.id], imbalance["pre"]), 0.0));
+                                   difference(imbalance[arm.id], imbalance["pre"]), kBalancedBy));
   }
-  r.verdict_rule =
+  r.verdict_rule = fmt::format(
       "Per layer, the norm of the FFN fc2 weight's gradient, averaged over the probes of the first quarter of "
       "training; ratios per seed. A: "
-      "Pre-LN's first-layer gradient > 1.5× its last layer's; B, C, D: NormFormer's, Mix-LN's and HybridNorm's "
-      "imbalance |ln(first ÷ last)| is below Pre-LN's (difference per seed < 0).";
+      "Pre-LN's first-layer gradient > {:g}× its last layer's; B, C, D: NormFormer's, Mix-LN's and HybridNorm's "
+      "imbalance |ln(first ÷ last)| is below Pre-LN's (difference per seed < {:g}).",
+      kPreLnImbalance, kBalancedBy);
   return r;
 }
 

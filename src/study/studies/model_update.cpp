@@ -14,6 +14,11 @@ namespace normlab::study {
 
 namespace {
 
+// Each threshold written once: the sub-claims and the rule text read them.
+constexpr double kFirstUpdateRatio = 1.5;  // A: Post-LN's ‖ΔF‖ after step 1 ÷ DeepNorm's, at least
+constexpr double kInputGrowth = 1.5;       // B: Post-LN's norm inputs, last probe ÷ first, at least
+constexpr double kWarmupDamps = 0.0;       // C: with warm-up − without, at most
+
 struct Preset {
   int layers, steps, warmup, probe_every;
 };
@@ -123,15 +128,15 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   // size of an update.
   r.claims.push_back(claim_above("A", "Post-LN's first model update is larger than DeepNorm's",
                                  "‖ΔF‖ after step 1, Post-LN ÷ DeepNorm",
-                                 ratio(post.first_update, deepnorm.first_update), 1.5));
+                                 ratio(post.first_update, deepnorm.first_update), kFirstUpdateRatio));
   r.claims.push_back(claim_above("B", "Post-LN's LayerNorm inputs grow during training",
                                  "mean ‖x‖/√d entering Post-LN's post-residual norms, last probe ÷ first", post.growth,
-                                 1.5));
+                                 kInputGrowth));
   r.claims.push_back(claim_below("C", "Warm-up damps Post-LN's early update",
                                  fmt::format("largest ‖ΔF‖ in the first {} steps, Post-LN with {} warm-up steps − "
                                              "without",
                                              early, p.warmup),
-                                 difference(warm.early_update, post.early_update), 0.0));
+                                 difference(warm.early_update, post.early_update), kWarmupDamps));
   r.evidence = {
       fmt::format("‖ΔF‖ after step 1: Post-LN {}, DeepNorm {}; largest ‖ΔF‖ in the first {} steps: Post-LN {}, "
                   "with warm-up {}, DeepNorm {}",
@@ -140,10 +145,11 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       fmt::format("LayerNorm input size, last probe ÷ first: Post-LN {}, DeepNorm {}", post.growth.show(),
                   deepnorm.growth.show()),
   };
-  r.verdict_rule =
-      "A: Post-LN's (no warm-up) ‖ΔF‖ after its first step > 1.5× DeepNorm's (ratio per seed); "
-      "B: the mean ‖x‖/√d entering Post-LN's post-residual norms grows > 1.5× from the first probe to the last; C: "
-      "with warm-up, Post-LN's largest early ‖ΔF‖ is below the no-warm-up run's (difference per seed < 0).";
+  r.verdict_rule = fmt::format(
+      "A: Post-LN's (no warm-up) ‖ΔF‖ after its first step > {:g}× DeepNorm's (ratio per seed); "
+      "B: the mean ‖x‖/√d entering Post-LN's post-residual norms grows > {:g}× from the first probe to the last; C: "
+      "with warm-up, Post-LN's largest early ‖ΔF‖ is below the no-warm-up run's (difference per seed < {:g}).",
+      kFirstUpdateRatio, kInputGrowth, kWarmupDamps);
   return r;
 }
 

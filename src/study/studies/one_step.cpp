@@ -14,6 +14,11 @@ namespace normlab::study {
 
 namespace {
 
+// Each threshold written once: the sub-claims and the rule text read them.
+constexpr double kFasterBy = 0.5;                                // A, B: Post-LN's slope − the other's, at least
+constexpr double kLinear = 1.0;                                  // C1, C2: the slope of sub-linear growth, at most
+constexpr double kAboutLinearLow = 0.5, kAboutLinearHigh = 1.5;  // D: Post-LN's slope, within
+
 constexpr const char* kPlacements[] = {"post", "pre", "admin"};
 // A small step keeps the change in its linear regime: at lr 1e-3 the deepest Post-LN models saturate
 // (docs/studies.md, one-step), hiding the growth rate.
@@ -107,14 +112,14 @@ std::vector<SubClaim> sub_claims(std::map<std::string, SeedValues>& slopes) {
   const std::string slope = "least-squares slope of log Var[ΔF] against log N, independent branch noise";
   std::vector<SubClaim> claims = {
       claim_above("A", "Post-LN's output change grows faster with depth than Pre-LN's", slope + ", Post-LN − Pre-LN",
-                  difference(post, pre), 0.5),
-      claim_above("B", "Admin damps Post-LN's growth", slope + ", Post-LN − Admin", difference(post, admin), 0.5),
+                  difference(post, pre), kFasterBy),
+      claim_above("B", "Admin damps Post-LN's growth", slope + ", Post-LN − Admin", difference(post, admin), kFasterBy),
       claim_below("C1", "Pre-LN's output change grows less than linearly in N (the theorem: O(log N))",
-                  slope + ", Pre-LN", pre, 1.0),
+                  slope + ", Pre-LN", pre, kLinear),
       claim_below("C2", "Admin's output change grows less than linearly in N (the theorem: O(log N))",
-                  slope + ", Admin", admin, 1.0),
+                  slope + ", Admin", admin, kLinear),
       claim_within("D", "Post-LN's output change grows about linearly in N (the theorem: O(N))", slope + ", Post-LN",
-                   post, 0.5, 1.5),
+                   post, kAboutLinearLow, kAboutLinearHigh),
   };
   for (SubClaim& c : claims) c.quote = kQuote, c.where = kWhere;
   return claims;
@@ -148,12 +153,13 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
                 fmt::format("one Adam step's ‖ΔF‖² slopes (not judged: every branch moves the same way, so the changes "
                             "add up ∝ N² whatever the placement): Post-LN {}, Pre-LN {}, Admin {}",
                             adam_slopes["post"].show(), adam_slopes["pre"].show(), adam_slopes["admin"].show())};
-  r.verdict_rule =
+  r.verdict_rule = fmt::format(
       "Growth is the least-squares slope of log Var[ΔF] against log N (1 = linear, 0 = flat; logarithmic growth gives "
       "a small slope), fitted per seed, Var[ΔF] under independent noise of the same variance on every branch's "
-      "output (Theorem 2's perturbation). A: Post-LN's slope exceeds Pre-LN's by > 0.5; B: Post-LN's exceeds "
-      "Admin's by > 0.5; C1, C2: Pre-LN's and Admin's slopes are < 1; D: Post-LN's slope is within (0.5, 1.5). The "
-      "Adam step's slopes are evidence only.";
+      "output (Theorem 2's perturbation). A: Post-LN's slope exceeds Pre-LN's by > {0:g}; B: Post-LN's exceeds "
+      "Admin's by > {0:g}; C1, C2: Pre-LN's and Admin's slopes are < {1:g}; D: Post-LN's slope is within ({2:g}, "
+      "{3:g}). The Adam step's slopes are evidence only.",
+      kFasterBy, kLinear, kAboutLinearLow, kAboutLinearHigh);
   return r;
 }
 

@@ -12,6 +12,10 @@ namespace normlab::study {
 
 namespace {
 
+// Each threshold written once: the sub-claims and the rule text read them.
+constexpr double kInsideMargin = 0.0;                // A: the least inside layer's margin, at least
+constexpr double kSlopeLow = 0.5, kSlopeHigh = 1.5;  // B: the slope's band around the lemma's linear growth
+
 // The lemma's inputs: no position table (RoPE), no biases, unit-variance token embeddings; d_ff set by the plan.
 Json lemma_config(const StudyOptions& o, const std::string& placement, int seed) {
   Json config = small_lm(placement, o.quick ? 8 : 24, 1, static_cast<uint64_t>(seed));
@@ -133,10 +137,13 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const SeedValues top = over_seeds(o.seeds, [&](int seed) { return seed_profile(runs, "pre", L, seed).back(); });
   r.claims.push_back(claim_above(
       "A", fmt::format("Pre-LN's E‖x_l‖²/d lies inside [1 + l/2, 1 + 3l/2] at every layer l = 1..{} (d_ff = d)", L),
-      "least inside layer's distance to the nearer bound, as a fraction of the band's width (> 0: all inside)", margin,
-      0.0));
+      fmt::format("least inside layer's distance to the nearer bound, as a fraction of the band's width (> {:g}: all "
+                  "inside)",
+                  kInsideMargin),
+      margin, kInsideMargin));
   r.claims.push_back(claim_within("B", "Pre-LN's E‖x_l‖²/d grows linearly with l (d_ff = d)",
-                                  "least-squares slope of E‖x_l‖²/d against l = 0..L, per layer", pre_slope, 0.5, 1.5));
+                                  "least-squares slope of E‖x_l‖²/d against l = 0..L, per layer", pre_slope, kSlopeLow,
+                                  kSlopeHigh));
   r.evidence = {
       fmt::format("Pre-LN (d_ff = d): E‖x_{}‖²/d = {} (lemma: between {} and {})", L, top.show(), num(1 + L / 2.0),
                   num(1 + 1.5 * L)),
@@ -153,11 +160,13 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
         over_seeds(o.seeds, [&](int seed) { return slope(seed_profile(runs, c.id, L, seed)); }).show(),
         num(p[static_cast<size_t>(L)]), L));
   }
-  r.verdict_rule =
+  r.verdict_rule = fmt::format(
       "A: the Pre-LN (d_ff = d) mean square lies inside [1 + l/2, 1 + 3l/2] at every layer l = 1..L (the least inside "
-      "layer's margin > 0); B: its least-squares slope against l (l = 0..L) lies in (0.5, 1.5), the lemma's linear "
+      "layer's margin > {:g}); B: its least-squares slope against l (l = 0..L) lies in ({:g}, {:g}), the lemma's "
+      "linear "
       "growth. Post-LN's layer inputs are LayerNorm outputs (mean square 1 by construction): shown as a check. The "
-      "wider Pre-LN models are not part of the lemma and are shown for contrast.";
+      "wider Pre-LN models are not part of the lemma and are shown for contrast.",
+      kInsideMargin, kSlopeLow, kSlopeHigh);
   return r;
 }
 
