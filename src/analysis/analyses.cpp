@@ -11,6 +11,7 @@
 #include "common/rng.h"
 #include "model/crms_convert.h"
 #include "model/init.h"
+#include "model/placement.h"
 #include "probe/stats.h"
 #include "train/adamw.h"
 #include "train/trainer.h"
@@ -99,13 +100,34 @@ Json stream_at_init(const train::RunConfig& config, const train::Loader& loader,
   return out;
 }
 
-// The three models run one validation batch in each precision. Pre-RMS has the same parameters, so
-// its gradients compare name by name: ‖g_rms − g_ln‖ / max(‖g_ln‖, 10⁻³ max ‖g_ln‖), the floor for the
-// key bias, whose exact gradient is 0 (softmax ignores a shift of a row). Pre-CRMS's weights are a
-// linear transform of Pre-LN's, so only its logits and loss compare.
+namespace {
+
+// Pre-RMS has Pre-LN's parameters, so their gradients compare name by name: the largest
+// ‖g_rms − g_ln‖ / max(‖g_ln‖, 10⁻³ max ‖g_ln‖), the floor for the key bias, whose exact gradient is 0 (softmax
+// ignores a shift of a row).
+double largest_grad_error(const eng::Graph& ln, const eng::Graph& rms) {
+  double largest = 0;
+  for (eng::TensorId id : ln.parameters()) largest = std::max(largest, parameter_grad_norm(ln, id));
+  double error = 0;
+  std::vector<double> g_ln, g_rms;
+  for (eng::TensorId id : ln.parameters()) {
+    eng::copy_to_f64(ln, id, g_ln, true);
+    eng::copy_to_f64(rms, rms.at(ln.spec(id).name), g_rms, true);
+    double diff2 = 0, ref2 = 0;
+    for (size_t i = 0; i < g_ln.size(); ++i)
+      diff2 += (g_rms[i] - g_ln[i]) * (g_rms[i] - g_ln[i]), ref2 += g_ln[i] * g_ln[i];
+    error = std::max(error, std::sqrt(diff2) / std::max(std::sqrt(ref2), 1e-3 * largest));
+  }
+  return error;
+}
+
+}  // namespace
+
+// The three models run one validation batch in each precision. Pre-RMS's gradients compare with Pre-LN's
+// (largest_grad_error); Pre-CRMS's weights are a linear transform of Pre-LN's, so only its logits and loss compare.
 Json norm_equivalence(const model::Model& pre_ln, const train::Loader& loader) {
   const model::ModelConfig& c = pre_ln.config;
-  if (c.placement != "pre" || c.norm.type != "layernorm" || c.norm.bias || c.tied_embeddings)
+  if (!model::placement_of(c).converts_to_crms || c.norm.type != "layernorm" || c.norm.bias || c.tied_embeddings)
     fail(
         "norm-equivalence compares a Pre-LN model with bias-free LayerNorm and untied embeddings (set "
         "model.placement=pre, "
@@ -141,18 +163,7 @@ Json norm_equivalence(const model::Model& pre_ln, const train::Loader& loader) {
     run(*crms, false);
     eng::copy_to_f64(ln->graph, ln->logits, want);
 
-    double largest = 0;
-    for (eng::TensorId id : ln->graph.parameters()) largest = std::max(largest, parameter_grad_norm(ln->graph, id));
-    double grad_error = 0;
-    std::vector<double> g_ln, g_rms;
-    for (eng::TensorId id : ln->graph.parameters()) {
-      eng::copy_to_f64(ln->graph, id, g_ln, true);
-      eng::copy_to_f64(rms->graph, rms->graph.at(ln->graph.spec(id).name), g_rms, true);
-      double diff2 = 0, ref2 = 0;
-      for (size_t i = 0; i < g_ln.size(); ++i)
-        diff2 += (g_rms[i] - g_ln[i]) * (g_rms[i] - g_ln[i]), ref2 += g_ln[i] * g_ln[i];
-      grad_error = std::max(grad_error, std::sqrt(diff2) / std::max(std::sqrt(ref2), 1e-3 * largest));
-    }
+    const double grad_error = largest_grad_error(ln->graph, rms->graph);
     for (const model::Model* m : {rms.get(), crms.get()}) {
       eng::copy_to_f64(m->graph, m->logits, got);
       out["precision"].push_back(dtype == eng::DType::f64 ? "fp64" : "fp32");

@@ -154,107 +154,115 @@ void climb_ladder(const study::Study& s, study::StudyOptions options, const stud
         spec, fmt::join(failed, ", "));
 }
 
-}  // namespace
+struct StudyArgs {
+  std::string name, out, index_dir;
+  bool help = false, large = false, check = false, preregistration = false;
+  std::string seeds, ladder;
+  int max_seeds = study::SeedSchedule::kDefaultCap;
+  study::StudyOptions options;
+  study::RunnerOptions runner;
+};
 
-void add_study(CLI::App& app) {
-  struct Args {
-    std::string name, out, index_dir;
-    bool help = false, large = false, check = false, preregistration = false;
-    std::string seeds, ladder;
-    int max_seeds = study::SeedSchedule::kDefaultCap;
-    study::StudyOptions options;
-    study::RunnerOptions runner;
-  };
-  auto args = std::make_shared<Args>();
-  CLI::App* cmd = app.add_subcommand("study", "run a named experiment and write its report (`normlab study list`)");
-  // `normlab study NAME --help` describes that study (its axes, presets, examples), so the help flag is
-  // read in the callback rather than by CLI11, which would print the generic help.
-  cmd->set_help_flag();
-  cmd->add_flag("-h,--help", args->help, "this help; with a study name, that study's claim, axes and examples");
-  cmd->add_option("name", args->name,
+void add_study_options(CLI::App* cmd, StudyArgs& a) {
+  cmd->add_flag("-h,--help", a.help, "this help; with a study name, that study's claim, axes and examples");
+  cmd->add_option("name", a.name,
                   "study name, @FILE (your own claim as a file: docs/studies.md, \"Your own claim\"), `list`, "
                   "`statistics` (what a sub-claim can read from a run), or `index` (writes DIR/README.md, the findings "
                   "table of the reports kept under DIR, default results)");
-  cmd->add_option("dir", args->index_dir, "with `index`: the results folder (default results)");
-  cmd->add_flag("--check", args->check,
+  cmd->add_option("dir", a.index_dir, "with `index`: the results folder (default results)");
+  cmd->add_flag("--check", a.check,
                 "with `index`: write nothing, fail if DIR/README.md differs from what the reports say");
-  cmd->add_flag("--quick", args->options.quick, "the small preset (a few minutes)");
-  cmd->add_flag("--large", args->large,
+  cmd->add_flag("--quick", a.options.quick, "the small preset (a few minutes)");
+  cmd->add_flag("--large", a.large,
                 "the cluster-sized preset: d 256, T 128, 12-48 layers, thousands of steps (`normlab study NAME --help` "
                 "shows its settings; docs/studies.md its core-hours)");
-  cmd->add_option("--seeds", args->seeds,
+  cmd->add_option("--seeds", a.seeds,
                   "the seeds every configuration runs with: auto (the default: 3 seeds, then 2 more at a time while a "
                   "sub-claim is unclear, up to --max-seeds), auto:101 (the same from seed 101), or fixed: a count N "
                   "(seeds 1..N), a list 101,102,103 or a range 101-103 (--quick: 1 seed, --large: 3)");
-  cmd->add_option("--max-seeds", args->max_seeds, "the cap of --seeds auto")->capture_default_str();
-  cmd->add_flag("--judge-only", args->options.judge_only,
+  cmd->add_option("--max-seeds", a.max_seeds, "the cap of --seeds auto")->capture_default_str();
+  cmd->add_flag("--judge-only", a.options.judge_only,
                 "judge the runs stored in --out again with this build's rule, running nothing (a run that is not "
                 "there counts as failed): kept results judged again after a change to the study wing");
-  cmd->add_flag("--preregistration", args->preregistration,
+  cmd->add_flag("--preregistration", a.preregistration,
                 "print the study's pre-registration (arms, sub-claims, rule, seed rule, preset) and its hash, run "
                 "nothing; commit it with \"frozen NAME HASH\" before running unseen seeds (1001 on)");
-  cmd->add_option("-s,--set", args->options.overrides, "override a field of every run, e.g. --set train.lr=3e-4");
-  cmd->add_option("-g,--grid", args->options.grid,
+  cmd->add_option("-s,--set", a.options.overrides, "override a field of every run, e.g. --set train.lr=3e-4");
+  cmd->add_option("-g,--grid", a.options.grid,
                   "replace the values of one of the study's axes, e.g. --grid model.n_layers=8,16,32 (repeatable; "
                   "`normlab study NAME --help` lists its axes)");
-  cmd->add_option("--ladder", args->ladder,
+  cmd->add_option("--ladder", a.ladder,
                   "run the preset once per rung of one scale axis, AXIS=V1,V2,V3 (at least 3; train.steps, "
                   "model.n_layers or model.d_model, whose heads, d_ff and lr follow it), each rung a study in "
                   "OUT/rung-AXIS-V, with the same fixed seeds (default 1,2,3), and report each sub-claim's trend in "
                   "OUT/ladder.html (default OUT runs/study-<name>[-quick|-large]-ladder-AXIS; docs/studies.md)");
-  cmd->add_option("-o,--out", args->out, "study directory (default runs/study-<name>[-quick|-large])");
-  add_runner_options(cmd, args->runner);
-  cmd->callback([args, cmd] {
-    if (args->help) {
-      if (args->name.empty() || args->name == "list") return void(std::cout << cmd->help());
-      std::shared_ptr<const study::ClaimFile> claim;
-      std::cout << study::study_help(study_named(args->name, claim)) << "\n" << cmd->help();
-      return;
-    }
-    if (args->name.empty()) fail("study: a study name is required (`normlab study list` shows them)");
-    if (args->name == "list") return print_study_list();
-    if (args->name == "statistics") return void(std::cout << study::statistics_help());
-    study::check_runner_options(args->runner);
-    if (args->name == "index")
-      return write_findings_index(args->index_dir.empty() ? "results" : args->index_dir, args->check);
-    if (!args->index_dir.empty()) fail("study {}: unexpected argument '{}'", args->name, args->index_dir);
-    std::shared_ptr<const study::ClaimFile> claim;
-    const study::Study& s = study_named(args->name, claim);
-    if (served_as_worker()) return;
-    if (args->large) study::use_large_preset(s, args->options);
-    const bool default_preset = !args->options.quick && !args->large;
-    if (args->ladder.empty())
-      study::choose_seeds(args->options,
-                          args->seeds.empty() && default_preset ? std::string(s.default_seeds) : args->seeds,
-                          args->max_seeds);
-    else study::choose_ladder_seeds(args->options, args->seeds);
-    if (args->preregistration) return void(std::cout << study::preregistration_text(s, args->options));
-    const std::string_view preset = args->options.quick ? "quick" : args->large ? "large" : "";
-    if (!args->ladder.empty()) return climb_ladder(s, args->options, args->runner, args->ladder, args->out, preset);
-    args->options.dir = args->out.empty() ? default_study_dir(s.name, preset) : fs::path(args->out);
-    args->options.command_line = command_line();
-    const study::StudyResult result = study::run_study(s, args->options, args->runner);
-    study::release_workers();
-    std::cout << fmt::format("verdict: {}\n", result.verdict);
-    for (const study::SubClaim& c : result.claims)
-      std::cout << fmt::format("  {}. {} — {}: {}, interval {}, threshold {}\n", c.id, c.outcome(), c.statistic,
-                               c.values.show(), c.interval(), c.threshold());
-    std::cout << fmt::format("headline: {}\nreport: {}\nsummary: {}\nevery report: {}\n", result.headline,
-                             result.report.string(), (args->options.dir / "report.md").string(), result.index.string());
-    if (result.verdict != "incomplete") return;
-    for (const std::string& f : result.failures) std::cerr << "study: failed run " << f << "\n";
-    if (!result.failures.empty())
-      fail(
-          "study {} is incomplete: {} run(s) failed (listed above and in {}); nothing was decided. Fix the cause and "
-          "rerun "
-          "the same command: the finished runs are reused",
-          s.name, result.failures.size(), (args->options.dir / "report.md").string());
+  cmd->add_option("-o,--out", a.out, "study directory (default runs/study-<name>[-quick|-large])");
+  add_runner_options(cmd, a.runner);
+}
+
+// The study run to its verdict and printed; fails after the report when the study is incomplete.
+void run_and_print(const study::Study& s, StudyArgs& a, std::string_view preset) {
+  a.options.dir = a.out.empty() ? default_study_dir(s.name, preset) : fs::path(a.out);
+  a.options.command_line = command_line();
+  const study::StudyResult result = study::run_study(s, a.options, a.runner);
+  study::release_workers();
+  std::cout << fmt::format("verdict: {}\n", result.verdict);
+  for (const study::SubClaim& c : result.claims)
+    std::cout << fmt::format("  {}. {} — {}: {}, interval {}, threshold {}\n", c.id, c.outcome(), c.statistic,
+                             c.values.show(), c.interval(), c.threshold());
+  std::cout << fmt::format("headline: {}\nreport: {}\nsummary: {}\nevery report: {}\n", result.headline,
+                           result.report.string(), (a.options.dir / "report.md").string(), result.index.string());
+  if (result.verdict != "incomplete") return;
+  for (const std::string& f : result.failures) std::cerr << "study: failed run " << f << "\n";
+  if (!result.failures.empty())
     fail(
-        "study {} is incomplete: a sub-claim lacks a number it needs (a run's files miss a record; see \"cannot "
-        "decide\" in "
-        "{})",
-        s.name, (args->options.dir / "report.md").string());
-  });
+        "study {} is incomplete: {} run(s) failed (listed above and in {}); nothing was decided. Fix the cause and "
+        "rerun the same command: the finished runs are reused",
+        s.name, result.failures.size(), (a.options.dir / "report.md").string());
+  fail(
+      "study {} is incomplete: a sub-claim lacks a number it needs (a run's files miss a record; see \"cannot decide\" "
+      "in {})",
+      s.name, (a.options.dir / "report.md").string());
+}
+
+void dispatch_study(StudyArgs& a, const CLI::App& cmd) {
+  if (a.help) {
+    if (a.name.empty() || a.name == "list") return void(std::cout << cmd.help());
+    std::shared_ptr<const study::ClaimFile> claim;
+    std::cout << study::study_help(study_named(a.name, claim)) << "\n" << cmd.help();
+    return;
+  }
+  if (a.name.empty()) fail("study: a study name is required (`normlab study list` shows them)");
+  if (a.name == "list") return print_study_list();
+  if (a.name == "statistics") return void(std::cout << study::statistics_help());
+  study::check_runner_options(a.runner);
+  if (a.name == "index") return write_findings_index(a.index_dir.empty() ? "results" : a.index_dir, a.check);
+  if (!a.index_dir.empty()) fail("study {}: unexpected argument '{}'", a.name, a.index_dir);
+  std::shared_ptr<const study::ClaimFile> claim;
+  const study::Study& s = study_named(a.name, claim);
+  if (served_as_worker()) return;
+  if (a.large) study::use_large_preset(s, a.options);
+  const bool default_preset = !a.options.quick && !a.large;
+  if (a.ladder.empty())
+    study::choose_seeds(a.options, a.seeds.empty() && default_preset ? std::string(s.default_seeds) : a.seeds,
+                        a.max_seeds);
+  else study::choose_ladder_seeds(a.options, a.seeds);
+  if (a.preregistration) return void(std::cout << study::preregistration_text(s, a.options));
+  const std::string_view preset = a.options.quick ? "quick" : a.large ? "large" : "";
+  if (!a.ladder.empty()) return climb_ladder(s, a.options, a.runner, a.ladder, a.out, preset);
+  run_and_print(s, a, preset);
+}
+
+}  // namespace
+
+void add_study(CLI::App& app) {
+  auto args = std::make_shared<StudyArgs>();
+  CLI::App* cmd = app.add_subcommand("study", "run a named experiment and write its report (`normlab study list`)");
+  // `normlab study NAME --help` describes that study (its axes, presets, examples), so the help flag is
+  // read in the callback rather than by CLI11, which would print the generic help.
+  cmd->set_help_flag();
+  add_study_options(cmd, *args);
+  cmd->callback([args, cmd] { dispatch_study(*args, *cmd); });
 }
 
 void add_sweep(CLI::App& app) {

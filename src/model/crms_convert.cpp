@@ -152,12 +152,12 @@ ModelConfig crms_config_for(const ModelConfig& c) {
   return read_model_config(j, "Pre-CRMSNorm conversion target");
 }
 
-void convert_pre_ln_to_crms(const Model& src, Model& dst) {
-  const ModelConfig& c = src.config;
-  const ModelConfig want = crms_config_for(c);
-  // The target must be the Pre-CRMSNorm form of the source: compare the explicit configs, minus the
-  // fields that do not change the function (init) or are inactive at evaluation (dropout).
-  Json a = to_json(want), b = to_json(dst.config);
+namespace {
+
+// The target must be the Pre-CRMSNorm form of the source: compare the explicit configs, minus the
+// fields that do not change the function (init) or are inactive at evaluation (dropout).
+void require_crms_form_of(const ModelConfig& source, const ModelConfig& target) {
+  Json a = to_json(crms_config_for(source)), b = to_json(target);
   for (Json* j : {&a, &b}) {
     j->erase("init");
     j->erase("dropout");
@@ -169,7 +169,13 @@ void convert_pre_ln_to_crms(const Model& src, Model& dst) {
           "convert_pre_ln_to_crms: the target model's {} is {}, the Pre-CRMSNorm form of the source needs {} "
           "(build the target from crms_config_for())",
           key, b[key].dump(), value.dump());
+}
 
+}  // namespace
+
+void convert_pre_ln_to_crms(const Model& src, Model& dst) {
+  const ModelConfig& c = src.config;
+  require_crms_form_of(c, dst.config);
   const int64_t d = c.d_model, w = d - 1, V = c.vocab_size, ff = c.d_ff;
   Writer out(dst);
   std::set<std::string> used;
