@@ -346,13 +346,13 @@ void leaderboard(Runs& runs, const Holds& holds) {
   for (RunOutcome& o : runs) {
     const int seed = seed_of(o);
     const std::string arm = arm_of(o);
-    // A: every placement trains (fails: ReZero stalls); B: Pre-LN ends below Post-LN.
+    // A: every placement trains (fails: ReZero stalls); B: Pre-LN at Post-LN's lr ends below Post-LN.
     if (!holds(seed, 'A') && arm == "rezero") write_stalled(o);
     else
       write_trained(o, 4.0,
-                    (arm == "pre"    ? (holds(seed, 'B') ? 4.0 : 4.3)
-                     : arm == "post" ? (holds(seed, 'B') ? 4.2 : 4.1)
-                                     : 4.1) *
+                    (arm == "pre-at-post-lr" ? (holds(seed, 'B') ? 4.0 : 4.3)
+                     : arm == "post"         ? (holds(seed, 'B') ? 4.2 : 4.1)
+                                             : 4.1) *
                         jitter(o));
   }
 }
