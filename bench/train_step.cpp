@@ -143,7 +143,7 @@ int run(const Options& o) {
                         {"d_ff", cfg.d_ff},
                         {"seq", o.seq},
                         {"batch", o.batch},
-                        {"placement", cfg.placement},
+                        {"placement", std::string(cfg.placement.name())},
                         {"norm", cfg.norm.type},
                         {"fused_pairs", m->graph.fused_pairs()},
                         {"recompute_attention", o.recompute_attention},

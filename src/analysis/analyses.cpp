@@ -167,7 +167,7 @@ Json norm_equivalence(const model::Model& pre_ln, const train::Loader& loader) {
     for (const model::Model* m : {rms.get(), crms.get()}) {
       eng::copy_to_f64(m->graph, m->logits, got);
       out["precision"].push_back(dtype == eng::DType::f64 ? "fp64" : "fp32");
-      out["variant"].push_back(m->config.placement);
+      out["variant"].push_back(std::string(m->config.placement.name()));
       out["logits_max_error"].push_back(scaled_max_error(got, want));
       out["loss_error"].push_back(std::abs(m->loss_value() - ln->loss_value()));
       out["grad_max_rel_error"].push_back(m == rms.get() ? Json(grad_error) : Json());

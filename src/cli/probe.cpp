@@ -165,7 +165,7 @@ void run_analyses(ProbeArgs& a, train::Run& run, const fs::path& out) {
   if (tokenizer) a.settings.token_text = [&](int32_t id) { return tokenizer->piece(id); };
   const model::ModelConfig& c = run.config.model;
   ProbeReport report{
-      a.run.empty() ? "a fresh init of " + c.placement : a.run,
+      a.run.empty() ? "a fresh init of " + std::string(c.placement.name()) : a.run,
       fmt::format("{}, {} layers, d_model {}, vocabulary {}; {}, {} batch{} of {} x {} tokens", c.placement, c.n_layers,
                   c.d_model, c.vocab_size, reading ? reading->about : "the run's validation split", a.settings.batches,
                   a.settings.batches == 1 ? "" : "es", run.model->batch, run.config.train.seq_len),
@@ -226,9 +226,10 @@ void add_probe(CLI::App& app) {
     train::Run run = args->run.empty() ? train::build_run(load_run_config(args->sources), 0, needs, loader)
                                        : train::open_run(args->run, 0, needs, loader);
     if (args->run.empty()) model::initialize(*run.model, run.config.train.seed);
-    const fs::path out = !args->out.empty()   ? fs::path(args->out)
-                         : !args->run.empty() ? fs::path(args->run)
-                                              : fs::path("runs") / ("probe-" + run.config.model.placement);
+    const fs::path out = !args->out.empty() ? fs::path(args->out)
+                         : !args->run.empty()
+                             ? fs::path(args->run)
+                             : fs::path("runs") / ("probe-" + std::string(run.config.model.placement.name()));
     fs::create_directories(out);
     run_analyses(*args, run, out);
   });

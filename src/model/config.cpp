@@ -45,17 +45,14 @@ Json resolve_options(const Placement& p, const Json& given, const std::string& w
 ModelConfig read_model_config(const Json& user, const std::string& where) {
   ModelConfig c;
   if (!user.is_object()) fail("{}: expected an object {{...}}", where);
-  const bool formula = user.contains("placement") && is_formula(user["placement"]);
-  if (formula) c.formula = Formula::read(user["placement"], where + ".placement");
-  else if (user.contains("placement") && user["placement"].is_string())
-    c.placement = user["placement"].get<std::string>();
-  if (!formula) try {
-      c.builtin = &find_placement(c.placement);  // the one lookup of a placement by name
+  if (user.contains("placement") && is_formula(user["placement"]))
+    c.placement = PlacementRef(Formula::read(user["placement"], where + ".placement"));
+  else if (user.contains("placement") && user["placement"].is_string()) try {
+      c.placement = PlacementRef(find_placement(user["placement"].get<std::string>()));  // the one lookup by name
     } catch (const Error& e) {
       fail("{}.placement: {}", where, e.what());
     }
   const Placement& placement = placement_of(c);
-  c.placement = placement.name;
   Json section = Json::parse(placement.defaults);
   section.merge_patch(user);
   ConfigReader r(section, where);
@@ -73,8 +70,12 @@ ModelConfig read_model_config(const Json& user, const std::string& where) {
     n.read("eps", c.norm.eps, 0.0, 1.0);
     n.read("bias", c.norm.bias);
   });
-  if (formula) r.raw("placement");
-  else r.read("placement", c.placement, placement_names());
+  if (c.placement.formula()) {
+    r.raw("placement");
+  } else {
+    std::string name(c.placement.name());  // resolved above; read again so that the key counts as read
+    r.read("placement", name, placement_names());
+  }
   r.read("final_norm", c.final_norm);
   r.read("embed_norm", c.embed_norm);
   r.read("embed_scale", c.embed_scale, kEmbedScales);
@@ -107,7 +108,7 @@ void validate(const ModelConfig& c, const std::string& where) {
   if (c.positions == Positions::rope && c.head_dim() % 2 != 0)
     fail("{}: rope needs an even head size, but d_model / n_heads = {}", where, c.head_dim());
   const Placement& p = placement_of(c);
-  if (c.formula) c.formula->check(c, where);
+  if (c.placement.formula()) c.placement.formula()->check(c, where);
   if (c.encoder_layers > 0 && !c.encoder_decoder())
     fail("{}: encoder_layers = {} applies to shape 'encoder_decoder' only (this model is a '{}'): remove it", where,
          c.encoder_layers, name(c.shape));
@@ -126,11 +127,7 @@ void validate(const ModelConfig& c, const std::string& where) {
          where);
 }
 
-void set_placement(ModelConfig& c, std::string_view name) {
-  c.formula.reset();
-  c.builtin = &find_placement(name);
-  c.placement = c.builtin->name;
-}
+void set_placement(ModelConfig& c, std::string_view name) { c.placement = PlacementRef(find_placement(name)); }
 
 Json to_json(const ModelConfig& c) {
   Json options = c.options;
@@ -147,7 +144,7 @@ Json to_json(const ModelConfig& c) {
            {"d_ff", c.d_ff},
            {"max_seq_len", c.max_seq_len},
            {"norm", {{"type", c.norm.type}, {"eps", c.norm.eps}, {"bias", c.norm.bias}}},
-           {"placement", c.formula ? c.formula->json() : Json(c.placement)},
+           {"placement", c.placement.json()},
            {"final_norm", c.has_final_norm()},
            {"embed_norm", c.embed_norm},
            {"embed_scale", name_of(c.embed_scale, kEmbedScales)},

@@ -4,6 +4,9 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+
+#include <fmt/format.h>
 
 #include "common/config_reader.h"
 
@@ -12,6 +15,25 @@ namespace normlab::model {
 class Formula;
 struct Placement;
 extern const Placement kPreLn;  // the default (placements/pre_ln.cpp)
+
+// A model's placement, in one field: a built-in one from the registry (placements/), or a formula (model/formula.h:
+// model.placement's object or "@file"), which compiles to a placement of its own. Set when the config is read, or by
+// set_placement in code; a name alone is never stored, so nothing reads an unresolved placement.
+class PlacementRef {
+ public:
+  PlacementRef() = default;  // Pre-LN
+  explicit PlacementRef(const Placement& builtin) : builtin_(&builtin) {}
+  explicit PlacementRef(std::shared_ptr<const Formula> formula);
+  const Placement& get() const;                              // what builds the model
+  std::string_view name() const;                             // the built-in one's name, or the formula's
+  const Formula* formula() const { return formula_.get(); }  // null for a built-in one
+  Json json() const;                                         // as a config writes it: the name, or the formula
+  bool operator==(std::string_view other) const { return name() == other; }
+
+ private:
+  const Placement* builtin_ = &kPreLn;
+  std::shared_ptr<const Formula> formula_;
+};
 
 // decoder: causal attention, trained to predict the next token (a GPT). encoder: bidirectional attention, trained
 // as a masked LM (BERT); its vocabulary is the tokenizer's plus one [MASK] id, the last. encoder_decoder: a
@@ -70,12 +92,7 @@ struct ModelConfig {
   int d_ff = 512;
   int max_seq_len = 128;
   NormConfig norm;
-  std::string placement = "pre";  // a built-in placement's name, or the formula's when `formula` is set
-  // The built-in placement of that name, resolved once: when the config is read, or by set_placement.
-  const Placement* builtin = &kPreLn;
-  // A placement written as a formula (model/formula.h): given as model.placement's object or "@file", and written
-  // back as its object.
-  std::shared_ptr<const Formula> formula;
+  PlacementRef placement;
   std::optional<bool> final_norm;  // unset = the placement's default
   bool embed_norm = false;         // a norm on the embedding output
   EmbedScale embed_scale = EmbedScale::none;
@@ -111,3 +128,12 @@ void validate(const ModelConfig& config, const std::string& where);
 Json to_json(const ModelConfig& config);
 
 }  // namespace normlab::model
+
+// "{}" of a placement prints its name.
+template <>
+struct fmt::formatter<normlab::model::PlacementRef> : fmt::formatter<std::string_view> {
+  template <typename Context>
+  auto format(const normlab::model::PlacementRef& placement, Context& ctx) const {
+    return fmt::formatter<std::string_view>::format(placement.name(), ctx);
+  }
+};

@@ -894,8 +894,8 @@ std::string rule_text(const Rule& r) {
 
 // The Placement a formula stands as: its texts (for `normlab variants check`, reports and init-report) and the
 // functions that build and initialize it from the config's formula.
-TensorId formula_sublayer(const SubLayer& s, TensorId h) { return s.config().formula->sublayer(s, h); }
-void formula_init(InitContext& ctx) { ctx.model.config.formula->initialize(ctx); }
+TensorId formula_sublayer(const SubLayer& s, TensorId h) { return s.config().placement.formula()->sublayer(s, h); }
+void formula_init(InitContext& ctx) { ctx.model.config.placement.formula()->initialize(ctx); }
 
 void describe_placement(Formula::Impl& f) {
   std::vector<std::string> parts;

@@ -54,13 +54,15 @@ Json option(const ModelConfig& c, const std::string& name) {
   fail("internal: option '{}' has no default; declare it in the placement's switches", name);
 }
 
-const Placement& placement_of(const ModelConfig& c) {
-  if (c.formula) return c.formula->placement();
-  if (!c.builtin || c.builtin->name != c.placement)  // a config built in code that assigned the name alone
-    fail("internal: the placement '{}' of a config built in code was not resolved: name it with set_placement",
-         c.placement);
-  return *c.builtin;
-}
+PlacementRef::PlacementRef(std::shared_ptr<const Formula> formula) : formula_(std::move(formula)) {}
+
+const Placement& PlacementRef::get() const { return formula_ ? formula_->placement() : *builtin_; }
+
+std::string_view PlacementRef::name() const { return get().name; }
+
+Json PlacementRef::json() const { return formula_ ? formula_->json() : Json(std::string(builtin_->name)); }
+
+const Placement& placement_of(const ModelConfig& c) { return c.placement.get(); }
 
 std::string_view branch_name(Branch b) { return b == Branch::attn ? "attn" : b == Branch::cross ? "cross" : "ffn"; }
 
