@@ -86,6 +86,7 @@ bool ranks(const std::vector<Arm>& rows, std::string_view placement) {
 // B compares Pre-LN with Post-LN at one learning rate, as Xiong et al. §4.2 do (lr_max 5e-4 for both): a Pre-LN run at
 // Post-LN's rate beside the ranking, which keeps each family's own rate.
 constexpr const char* kPreAtPostLr = "pre-at-post-lr";
+constexpr double kPreLnLowerBy = 0.0;  // B: Pre-LN − Post-LN (nats), at most
 bool compares_at_one_lr(const std::vector<Arm>& rows) { return ranks(rows, "pre") && ranks(rows, "post"); }
 
 Json run_config(const TrainPreset& p, int seed, const Json& placement, double lr) {
@@ -205,7 +206,7 @@ std::vector<SubClaim> sub_claims(const StudyOptions& o, const std::vector<Arm>& 
                   paired(worst, any_missing, [](double w, double m) { return w + m; }), 0.0),
       claim_below("B", "Pre-LN ends below Post-LN at the same learning rate",
                   fmt::format("final validation loss at lr {:g}, Pre-LN − Post-LN (nats)", family_of("post").second),
-                  difference(pre, post), 0.0),
+                  difference(pre, post), kPreLnLowerBy),
   };
   claims.back().quote =
       "\"the Pre-LN Transformer converges faster than the Post-LN Transformer using the same lr_max\"";
@@ -241,11 +242,11 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       fmt::format("best: {} ({}); worst: {} ({})", entries.front().placement, num(entries.front().mean),
                   entries.back().placement, num(entries.back().mean)),
   };
-  r.verdict_rule = "A: on each seed the worst placement's final training loss ends below " + trained_line() + " (" +
-                   stalled_rule() +
-                   "; a diverged run counts as the unigram entropy); B: at Post-LN's learning rate, a Pre-LN run's "
-                   "final validation loss (beside the ranking, which keeps each family's rate) is below Post-LN's "
-                   "(difference per seed < 0).";
+  r.verdict_rule = fmt::format(
+      "A: on each seed the worst placement's final training loss ends below {} ({}; a diverged run counts as the "
+      "unigram entropy); B: at Post-LN's learning rate, a Pre-LN run's final validation loss (beside the ranking, "
+      "which keeps each family's rate) is below Post-LN's (difference per seed < {:g}).",
+      trained_line(), stalled_rule(), kPreLnLowerBy);
   return r;
 }
 
