@@ -775,7 +775,9 @@ std::string inferred_site(const Formula::Impl& f, const Expr& call) {
   return holds_branch ? "post_norm" : "in_norm";
 }
 
-void check_formula(Formula::Impl& f) {
+// Every equation gives the type its place needs: a tensor for a sub-layer, numbers elsewhere. Marks the init rules
+// that vary by layer.
+void check_types(Formula::Impl& f) {
   Checker checker(f);
   for (const auto& own : f.sublayer) {
     if (!own) continue;
@@ -802,7 +804,10 @@ void check_formula(Formula::Impl& f) {
     f.visit(r.value, [&](const Expr& e, const Source&) { uses_l |= e.kind == Expr::Kind::name && e.name == "l"; });
     r.per_layer = uses_l || !r.branches.empty();
   }
-  // Sites: every norm(...) call's, and the branch sites each branch kind has.
+}
+
+// Sites: every norm(...) call's, and the branch sites each branch kind has; a norms.SITE no norm has is refused.
+void check_sites(Formula::Impl& f) {
   std::set<std::string> used;
   for (const Branch b : {Branch::attn, Branch::cross, Branch::ffn}) {
     const auto& own = f.sublayer[static_cast<size_t>(b)];
@@ -832,7 +837,10 @@ void check_formula(Formula::Impl& f) {
     if (!used.contains(site))
       fail("{}: norms.{}: no norm(...) of the formula has this site (its sites: {})", f.where, site,
            fmt::join(used, ", "));
-  // A let or learned coefficient nothing uses is most likely a misspelling.
+}
+
+// A let or learned coefficient nothing uses is most likely a misspelling.
+void check_every_name_used(const Formula::Impl& f) {
   std::set<std::string> named;
   const auto collect = [&](const Parsed& p) {
     f.visit(p, [&](const Expr& e, const Source&) {
@@ -847,6 +855,12 @@ void check_formula(Formula::Impl& f) {
     if (!named.contains(name)) fail("{}: let.{}: nothing in the formula uses it", f.where, name);
   for (const auto& [name, learned] : f.learned)
     if (!named.contains(name)) fail("{}: learned.{}: nothing in the formula uses it", f.where, name);
+}
+
+void check_formula(Formula::Impl& f) {
+  check_types(f);
+  check_sites(f);
+  check_every_name_used(f);
 }
 
 // Each distinct equation with the branches it serves ("attn, cross, ffn" when one serves all), norm sites shown

@@ -163,8 +163,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.verdict_rule = fmt::format(
       "A: the Pre-LN (d_ff = d) mean square lies inside [1 + l/2, 1 + 3l/2] at every layer l = 1..L (the least inside "
       "layer's margin > {:g}); B: its least-squares slope against l (l = 0..L) lies in ({:g}, {:g}), the lemma's "
-      "linear "
-      "growth. Post-LN's layer inputs are LayerNorm outputs (mean square 1 by construction): shown as a check. The "
+      "linear growth. Post-LN's layer inputs are LayerNorm outputs (mean square 1 by construction): shown as a check. "
+      "The "
       "wider Pre-LN models are not part of the lemma and are shown for contrast.",
       kInsideMargin, kSlopeLow, kSlopeHigh);
   return r;
