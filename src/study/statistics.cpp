@@ -60,6 +60,13 @@ double not_trained(const RunOutcome* run, const Json&) {
   return outcome == Outcome::trained ? 0 : 1;
 }
 
+// Training tokens (steps × batch × sequence length) ÷ the training's wall time.
+double tokens_per_second(const RunOutcome* run, const Json&) {
+  if (!run) return NAN;
+  const Json& train = run->config["train"];
+  return number(train, "steps") * number(train, "batch_size") * number(train, "seq_len") / train_result(run).seconds;
+}
+
 std::string final_train_loss_text(const Json&) {
   return "final training loss (mean of the last 3 logs; a diverged run counts as the unigram entropy)";
 }
@@ -71,6 +78,7 @@ std::string above_trained_line_text(const Json&) {
 }
 std::string stalled_text(const Json&) { return "stalled or diverged (1) or not (0), by the stall rule"; }
 std::string not_trained_text(const Json&) { return "did not train (1: slow, stalled or diverged) or trained (0)"; }
+std::string tokens_per_second_text(const Json&) { return "training tokens per second"; }
 
 // ---- An analysis of a finished probe run (analysis.jsonl) ----------------------------------------------------------
 
@@ -174,6 +182,13 @@ const std::vector<Statistic> kStatistics = {
      {},
      not_trained,
      not_trained_text},
+    {"tokens_per_second",
+     "training tokens (steps × batch × sequence length) ÷ the training's wall time (summary.json): compare it only "
+     "between runs timed alone on one machine (RunRequest::exclusive)",
+     "tokens/s",
+     {},
+     tokens_per_second,
+     tokens_per_second_text},
     {"analysis",
      "a column of an analysis of the run (`normlab probe --analysis`), at the row of one layer's tensor",
      "the column's",

@@ -56,6 +56,19 @@ TEST(Statistics, LossAboveTheTrainedLineAndStalledFollowTheStallRule) {
   EXPECT_TRUE(std::isnan(measure("stalled_or_diverged", nullptr)));
 }
 
+TEST(Statistics, TokensPerSecondIsTheTrainingTokensOverItsWallTime) {
+  TempDir tmp("stat");
+  RunOutcome fast = a_run(tmp, "fast"), slow = a_run(tmp, "slow");
+  write_trained(fast, 4.0, NAN, 8);
+  write_trained(slow, 4.0, NAN, 32);
+  const Json& train = fast.config["train"];
+  const double tokens =
+      train["steps"].get<double>() * train["batch_size"].get<double>() * train["seq_len"].get<double>();
+  EXPECT_NEAR(measure("tokens_per_second", &fast), tokens / 8, 1e-9);
+  EXPECT_NEAR(measure("tokens_per_second", &fast) / measure("tokens_per_second", &slow), 4, 1e-12);
+  EXPECT_TRUE(std::isnan(measure("tokens_per_second", nullptr)));
+}
+
 TEST(Statistics, AnalysisReadsOneLayersTensorCountingFromTheTop) {
   TempDir tmp("stat");
   RunOutcome run = a_run(tmp, "init", 3);
