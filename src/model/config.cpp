@@ -92,6 +92,7 @@ ModelConfig read_model_config(const Json& user, const std::string& where) {
     i.read("xavier", c.init.xavier, {"uniform", "normal"});
     i.read("head", c.init.head, {"auto", "xavier_uniform", "xavier_normal", "normal"});
     i.read("head_std", c.init.head_std, 0.0, 10.0);
+    i.read("from_pre_ln", c.init.from_pre_ln);
   });
   Json given = Json::object();
   r.read("options", given);
@@ -114,6 +115,10 @@ void validate(const ModelConfig& c, const std::string& where) {
          c.encoder_layers, name(c.shape));
   if ((c.norm.type == "crmsnorm") != p.compressed_stream)
     fail("{}: norm.type 'crmsnorm' and placement 'pre_crms' go together (the compressed stream needs CRMSNorm)", where);
+  if (c.init.from_pre_ln && !p.compressed_stream)
+    fail(
+        "{}: init.from_pre_ln applies to placement 'pre_crms' only (it starts from a converted Pre-LN init): remove it",
+        where);
   if (c.init.head != "auto" && c.tied_embeddings)
     fail(
         "{}: init.head = '{}' needs tied_embeddings = false (a tied head is the embedding, drawn by "
@@ -164,6 +169,7 @@ Json to_json(const ModelConfig& c) {
            {"options", options}};
   if (c.encoder_decoder()) out["encoder_layers"] = c.source_layers();
   if (c.label_smoothing > 0) out["label_smoothing"] = c.label_smoothing;
+  if (c.init.from_pre_ln) out["init"]["from_pre_ln"] = true;  // only when set: older configs keep their text
   return out;
 }
 

@@ -73,6 +73,9 @@ struct InitConfig {
   double embed_std = 0.02;
   std::string head = "auto";  // untied head: auto (as the scheme) | xavier_uniform | xavier_normal | normal
   double head_std = 0;        // head = normal: its std; 0 = d^(−1/2) (fairseq's untied output projection)
+  // pre_crms only: start from the Pre-LN model this form converts from (crms_convert.h), drawn with the same seed and
+  // converted, so that training starts from that model's function exactly (Jiang et al. 2023's equivalence).
+  bool from_pre_ln = false;
 };
 
 // How a config spells each of them (messages, config.json).

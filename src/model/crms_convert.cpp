@@ -152,6 +152,16 @@ ModelConfig crms_config_for(const ModelConfig& c) {
   return read_model_config(j, "Pre-CRMSNorm conversion target");
 }
 
+ModelConfig pre_ln_config_for(const ModelConfig& crms) {
+  if (!placement_of(crms).compressed_stream)
+    fail("pre_ln_config_for: the model has placement '{}', not 'pre_crms'", crms.placement.name());
+  Json j = to_json(crms);
+  j["placement"] = "pre";
+  j["norm"] = Json{{"type", "layernorm"}, {"eps", crms.norm.eps}, {"bias", false}};
+  j["init"].erase("from_pre_ln");
+  return read_model_config(j, "the Pre-LN model a Pre-CRMSNorm one converts from");
+}
+
 namespace {
 
 // The target must be the Pre-CRMSNorm form of the source: compare the explicit configs, minus the

@@ -12,6 +12,10 @@ namespace normlab::model {
 // Fails (normlab::Error) if `pre_ln` is not convertible (see convert_pre_ln_to_crms).
 ModelConfig crms_config_for(const ModelConfig& pre_ln);
 
+// The inverse: the Pre-LN model (bias-free LayerNorm with the same ε, untied) whose conversion has the configuration
+// `crms` (placement pre_crms), with the same init otherwise (init.from_pre_ln off).
+ModelConfig pre_ln_config_for(const ModelConfig& crms);
+
 // Writes into `crms` (built from crms_config_for(pre_ln.config), any batch/seq/dtype) the weights
 // that make it compute exactly the logits of `pre_ln`. The source must be placement `pre` with
 // norm.type layernorm, norm.bias = false, tied_embeddings = false, a final norm, and no extra norms

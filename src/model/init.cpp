@@ -3,6 +3,7 @@
 #include <cmath>
 #include <numbers>
 
+#include "model/crms_convert.h"
 #include "model/placement.h"
 
 namespace normlab::model {
@@ -86,7 +87,20 @@ double truncated_normal(Rng& rng, double bound) {
   }
 }
 
+namespace {
+
+// init.from_pre_ln: the Pre-LN model of the same sizes, drawn with the same seed, converted to this Pre-CRMSNorm one
+// (crms_convert.h) in this model's precision, which then computes exactly that model's function.
+void start_from_pre_ln(Model& m, uint64_t seed) {
+  const std::unique_ptr<Model> pre_ln = build_model(pre_ln_config_for(m.config), 1, 1, m.graph.float_type());
+  initialize(*pre_ln, seed);
+  convert_pre_ln_to_crms(*pre_ln, m);
+}
+
+}  // namespace
+
 void initialize(Model& m, uint64_t seed, const int32_t* tokens, const int32_t* targets) {
+  if (m.config.init.from_pre_ln) return start_from_pre_ln(m, seed);
   for (eng::TensorId id : m.graph.parameters()) draw_into(m, id, base_draw(m, m.graph.spec(id)), seed);
   const Placement& placement = placement_of(m.config);
   if (!placement.init) return;

@@ -185,6 +185,29 @@ TEST(Equivalence, PreLnEqualsPreCrmsAfterConversion) {
   }
 }
 
+// init.from_pre_ln: a Pre-CRMSNorm model drawn this way starts as exactly the Pre-LN model of the same seed.
+TEST(Equivalence, PreCrmsFromPreLnStartsAsThePreLnInitOfItsSeed) {
+  Json ln = small("pre");
+  ln["norm"] = {{"type", "layernorm"}, {"bias", false}};
+  ln["tied_embeddings"] = false;
+  Json converted = small("pre_crms", {{"tied_embeddings", false}, {"init", {{"from_pre_ln", true}}}});
+  EXPECT_EQ(to_json(pre_ln_config_for(read_model_config(converted, "test"))), to_json(read_model_config(ln, "test")));
+  auto pre = build(ln, eng::DType::f64), crms = build(converted, eng::DType::f64);
+  initialize(*pre, 9);
+  initialize(*crms, 9);
+  run(*pre, false);
+  run(*crms, false);
+  EXPECT_LE(max_error(values(crms->graph, crms->logits), values(pre->graph, pre->logits)), 1e-12);
+  Json own = converted;
+  own["init"].erase("from_pre_ln");
+  auto drawn = build(own, eng::DType::f64);
+  initialize(*drawn, 9);
+  run(*drawn, false);
+  EXPECT_GT(max_error(values(drawn->graph, drawn->logits), values(pre->graph, pre->logits)), 1e-3)
+      << "its own init is another function";
+  EXPECT_THROW(read_model_config(small("pre", {{"init", {{"from_pre_ln", true}}}}), "test"), Error);
+}
+
 TEST(Equivalence, CrmsConversionRejectsModelsItCannotConvert) {
   auto expect_error = [](const Json& config, const std::string& fragment) {
     auto m = build(config, eng::DType::f64);
