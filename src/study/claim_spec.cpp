@@ -2,6 +2,7 @@
 
 #include <fmt/core.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "common/error.h"
@@ -13,6 +14,11 @@ namespace normlab::study {
 namespace {
 
 std::string value_text(const Json& v) {
+  if (v.is_array()) {
+    std::vector<std::string> each;
+    for (const Json& x : v) each.push_back(value_text(x));
+    return fmt::format("{}", fmt::join(each, ", "));
+  }
   if (v.is_number_integer()) return std::to_string(v.get<long long>());
   if (v.is_number()) return fmt::format("{:g}", v.get<double>());
   if (v.is_string()) return v.get<std::string>();
@@ -46,12 +52,15 @@ void check_threshold(const ClaimSpec& spec, const Json& variables, std::string_v
   check_bound(spec.threshold[0], variables, field + "[0]"), check_bound(spec.threshold[1], variables, field + "[1]");
 }
 
-Term check_term(Term term, const std::vector<ArmSpec>& arms, const std::string& where) {
+Term check_term(Term term, const std::vector<ArmSpec>& arms, const Json& variables, const std::string& where) {
   if (std::none_of(arms.begin(), arms.end(), [&](const ArmSpec& a) { return a.id == term.arm; })) {
     std::vector<std::string> ids;
     for (const ArmSpec& a : arms) ids.push_back(a.id);
     fail("{}.arm: \"{}\" is not one of the study's arms ({})", where, term.arm, fmt::join(ids, ", "));
   }
+  if (term.extreme == Extreme::none && expand(term.arm, variables, where + ".arm").size() != 1)
+    fail("{}.arm: \"{}\" names several arms (a list variable); say which of them counts: extreme largest or smallest",
+         where, term.arm);
   term.args = check_arguments(find_statistic(term.statistic, where + ".statistic"), term.args, where + ".args");
   return term;
 }
@@ -64,14 +73,28 @@ std::string label_of(const std::string& arm, const std::vector<ArmSpec>& arms, c
 
 std::string describe(const Term& t) { return find_statistic(t.statistic, "statistic").describe(t.args); }
 
+// A term's arm in words: its label, or over several arms "the largest over <label>".
+std::string arm_text(const Term& t, const std::vector<ArmSpec>& arms, const Json& variables) {
+  const std::string label = label_of(t.arm, arms, variables);
+  switch (t.extreme) {
+    case Extreme::none:
+      return label;
+    case Extreme::largest:
+      return "the largest over " + label;
+    case Extreme::smallest:
+      return "the smallest over " + label;
+  }
+  return label;
+}
+
 std::string statistic_text(const ClaimSpec& spec, const std::vector<ArmSpec>& arms, const Json& variables) {
-  const std::string of = label_of(spec.of.arm, arms, variables);
+  const std::string of = arm_text(spec.of, arms, variables);
   if (!spec.against) return fmt::format("{}, {}", describe(spec.of), of);
   const char* op = spec.compare == Compare::ratio ? "÷" : "−";
-  const std::string against = label_of(spec.against->arm, arms, variables);
+  const std::string against = arm_text(*spec.against, arms, variables);
   if (spec.against->statistic == spec.of.statistic && spec.against->args == spec.of.args)
     return fmt::format("{}, {} {} {}", describe(spec.of), of, op, against);
-  if (spec.against->arm == spec.of.arm)
+  if (spec.against->arm == spec.of.arm && spec.against->extreme == spec.of.extreme)
     return fmt::format("{}: {} {} {}", of, describe(spec.of), op, describe(*spec.against));
   return fmt::format("{} of {} {} {} of {}", describe(spec.of), of, op, describe(*spec.against), against);
 }
@@ -100,12 +123,48 @@ SubClaim sided(const ClaimSpec& spec, std::string statement, std::string statist
 
 }  // namespace
 
+namespace {
+
+// The number a seed contributes over several arms' values: their largest or smallest, NaN when any is NaN or none.
+double extreme_of(const std::vector<double>& values, Extreme extreme) {
+  if (values.empty() || std::any_of(values.begin(), values.end(), [](double v) { return std::isnan(v); })) return NAN;
+  return extreme == Extreme::smallest ? *std::min_element(values.begin(), values.end())
+                                      : *std::max_element(values.begin(), values.end());
+}
+
+}  // namespace
+
 SeedValues measure_term(const Term& t, const Json& variables, const std::vector<RunOutcome>& runs,
                         const std::vector<int>& seeds) {
   const Statistic& statistic = find_statistic(t.statistic, "statistic");
   const Json args = check_arguments(statistic, t.args, t.arm);
-  const std::string arm = fill(t.arm, variables, "arm");
-  return over_seeds(seeds, [&](int seed) { return statistic.of_run(find_run(runs, seed_id(arm, seed)), args); });
+  const std::vector<std::string> arms = expand(t.arm, variables, "arm");
+  return over_seeds(seeds, [&](int seed) {
+    std::vector<double> values;
+    for (const std::string& arm : arms) values.push_back(statistic.of_run(find_run(runs, seed_id(arm, seed)), args));
+    return t.extreme == Extreme::none ? (values.size() == 1 ? values.front() : NAN) : extreme_of(values, t.extreme);
+  });
+}
+
+std::vector<std::string> expand(const std::string& text, const Json& variables, std::string_view where) {
+  for (size_t open = text.find('{'); open != std::string::npos; open = text.find('{', open + 1)) {
+    const size_t close = text.find('}', open);
+    if (close == std::string::npos) break;
+    const std::string name = text.substr(open + 1, close - open - 1);
+    if (!is_name(name) || !variables.is_object() || !variables.contains(name) || !variables[name].is_array()) continue;
+    std::vector<std::string> out;
+    for (const Json& value : variables[name]) {
+      std::string one = text;
+      for (size_t at = one.find("{" + name + "}"); at != std::string::npos; at = one.find("{" + name + "}", at))
+        one.replace(at, name.size() + 2, value_text(value));
+      for (std::string& filled : expand(one, variables, where)) {
+        if (out.size() == kMaxExpansion) fail("{}: \"{}\" names more than {} arms", where, text, kMaxExpansion);
+        out.push_back(std::move(filled));
+      }
+    }
+    return out;
+  }
+  return {fill(text, variables, where)};
 }
 
 std::string fill(const std::string& text, const Json& variables, std::string_view where) {
@@ -131,12 +190,12 @@ ClaimSpec check_claim(ClaimSpec spec, const std::vector<ArmSpec>& arms, const Js
   const std::string at(where);
   if (spec.id.empty()) fail("{}.id: every sub-claim needs an id (A, B1, ...)", at);
   if (spec.statement.empty()) fail("{}.statement: say what the paper claims, as tested here", at);
-  spec.of = check_term(spec.of, arms, at + ".of");
+  spec.of = check_term(spec.of, arms, variables, at + ".of");
   if (spec.against.has_value() != (spec.compare != Compare::none))
     fail("{}: {}", at,
          spec.against ? "\"against\" needs \"compare\": difference or ratio"
                       : "\"compare\" needs \"against\": the arm and statistic it is compared with");
-  if (spec.against) spec.against = check_term(*spec.against, arms, at + ".against");
+  if (spec.against) spec.against = check_term(*spec.against, arms, variables, at + ".against");
   check_threshold(spec, variables, at);
   if (spec.test == SubClaim::Test::sign && spec.side == SubClaim::Side::within)
     fail("{}.test: the sign test counts seeds on each side of one threshold; use side above or below", at);
@@ -144,9 +203,9 @@ ClaimSpec check_claim(ClaimSpec spec, const std::vector<ArmSpec>& arms, const Js
     if (spec.at_init->against.has_value() != spec.against.has_value())
       fail("{}.at_init: the control compares as the sub-claim does ({})", at,
            spec.against ? "give \"against\" too" : "drop \"against\"");
-    spec.at_init->of = check_term(spec.at_init->of, arms, at + ".at_init.of");
+    spec.at_init->of = check_term(spec.at_init->of, arms, variables, at + ".at_init.of");
     if (spec.at_init->against)
-      spec.at_init->against = check_term(*spec.at_init->against, arms, at + ".at_init.against");
+      spec.at_init->against = check_term(*spec.at_init->against, arms, variables, at + ".at_init.against");
   }
   return spec;
 }

@@ -25,11 +25,18 @@ struct ArmSpec {
   std::string id, label;
 };
 
-// One side of a sub-claim: a statistic of one arm's runs.
+// Over several arms, the number a seed contributes: the largest or the smallest of the arms' (the worst or the best
+// cell of a grid), NaN when any arm's is.
+enum class Extreme { none, largest, smallest };
+
+// One side of a sub-claim: a statistic of one arm's runs, or its extreme over several arms.
 struct Term {
   std::string arm;        // an ArmSpec's id (a template over the variables)
   std::string statistic;  // an entry of statistics.h
   Json args = Json::object();
+  // With an extreme, the arm template may name list variables ("pre-lr{lr}-w0" with lr = [0.001, 0.003]): the term
+  // ranges over the arm for each combination of their values. Without one, it must name one arm.
+  Extreme extreme = Extreme::none;
 };
 
 enum class Compare { none, difference, ratio };
@@ -68,9 +75,13 @@ struct ClaimSpec {
 // The values the templates of a study's data may name, from its options (preset, --grid, --set).
 using Variables = std::function<Json(const StudyOptions&)>;
 
-// `text` with each {name} replaced by the variable's value (a whole number as such, others as {:g}); fails naming
-// `where` on a name no variable has.
+// `text` with each {name} replaced by the variable's value (a whole number as such, others as {:g}, a list as its
+// values joined by ", "); fails naming `where` on a name no variable has.
 std::string fill(const std::string& text, const Json& variables, std::string_view where);
+// `text` once for each combination of the values of the list variables it names, filled (`fill`) otherwise; at most
+// kMaxExpansion texts, failing naming `where` beyond.
+std::vector<std::string> expand(const std::string& text, const Json& variables, std::string_view where);
+inline constexpr size_t kMaxExpansion = 4096;
 
 // Checks a sub-claim's data against the statistics table (names and arguments), its arms against the study's, and its
 // threshold's shape (a name in it must be a number among `variables`); fails with one sentence naming `where` and the

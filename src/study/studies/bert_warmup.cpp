@@ -9,7 +9,6 @@
 #include <cmath>
 
 #include "study/kit.h"
-#include "study/statistics.h"
 #include "study/studies/catalog.h"
 
 namespace normlab::study {
@@ -69,49 +68,53 @@ Table cell_table(const StudyOptions& o, const Grid& g, const std::vector<RunOutc
   return table;
 }
 
-// The sub-claims: A counts, B reads Pre-LN's worst lr, C compares final validation losses at the highest lr.
-std::vector<SubClaim> sub_claims(const StudyOptions& o, const Grid& g, const std::vector<RunOutcome>& runs,
-                                 const SeedValues& pre_cold, const SeedValues& post_warm) {
-  const double high = g.lrs.back();
-  const int longest = g.warmups.back();
-  // B: the worst lr of each seed's Pre-LN without warm-up, by its final training loss above the trained line.
-  const SeedValues pre_worst = over_seeds(o.seeds, [&](int seed) {
-    std::vector<double> margins;
-    for (double lr : g.lrs) margins.push_back(loss_above_trained_line(find_run(runs, id_of("pre", lr, 0, seed))));
-    return std::any_of(margins.begin(), margins.end(), [](double m) { return std::isnan(m); })
-               ? double(NAN)
-               : *std::max_element(margins.begin(), margins.end());
-  });
-  // A is a train-or-stall question (the final losses split into seeds that trained and seeds that did not), so it
-  // counts the seeds where Post-LN without warm-up did not train while the warmed one did, by the sign test.
-  const Statistic& not_trained = find_statistic("not_trained", "bert-warmup");
-  const auto failed = [&](const char* placement, double lr, int warmup) {
-    return over_seeds(o.seeds, [&](int seed) {
-      return not_trained.of_run(find_run(runs, id_of(placement, lr, warmup, seed)), Json::object());
-    });
-  };
-  SubClaim counted = claim_above(
-      "A", fmt::format("Without warm-up, Post-LN at lr {:g} fails to train where the warmed one trains", high),
-      fmt::format("did not train (1) or trained (0), Post-LN at lr {:g}, no warm-up − {} warm-up steps", high, longest),
-      difference(failed("post", high, 0), failed("post", high, longest)), 0.0);
-  counted.test = SubClaim::Test::sign;
-  std::vector<SubClaim> claims = {
-      counted,
-      claim_below(
-          "B", "Pre-LN trains without warm-up at every lr",
-          fmt::format("Pre-LN without warm-up: final train loss − ({}), the worst lr (< 0: all train)", trained_line()),
-          pre_worst, 0.0),
-      claim_below("C", "Pre-LN without warm-up ends below the Post-LN that had it",
-                  fmt::format("final validation loss at lr {:g}, Pre-LN without warm-up − Post-LN with {} (nats)", high,
-                              longest),
-                  difference(pre_cold, post_warm), 0.0),
-  };
-  const bool cold = g.warmups.front() == 0, warmed = longest > 0;
-  for (SubClaim& c : claims) cannot_decide_unless(c, cold, "warm-up 0 is not on the train.warmup axis");
-  cannot_decide_unless(claims[0], warmed, "no warm-up > 0 on the train.warmup axis");
-  cannot_decide_unless(claims[2], warmed, "no warm-up > 0 on the train.warmup axis");
-  return claims;
+// ---- The pre-registration ------------------------------------------------------------------------------------------
+
+Json variables(const StudyOptions& o) {
+  const Grid g = grid(o);
+  return {{"high", g.lrs.back()},
+          {"longest", g.warmups.back()},
+          {"lr", g.lrs},
+          {"cold", g.warmups.front() == 0},
+          {"warmed", g.warmups.back() > 0}};
 }
+
+const std::vector<ArmSpec> kClaimArms = {
+    {"post-lr{high}-w0", "Post-LN at lr {high}, no warm-up"},
+    {"post-lr{high}-w{longest}", "Post-LN at lr {high}, {longest} warm-up steps"},
+    {"pre-lr{high}-w0", "Pre-LN at lr {high}, no warm-up"},
+    {"pre-lr{lr}-w0", "Pre-LN without warm-up at lr {lr}"},
+};
+
+const Need kCold{"cold", "warm-up 0 is not on the train.warmup axis"};
+const Need kWarmed{"warmed", "no warm-up > 0 on the train.warmup axis"};
+
+const std::vector<ClaimSpec> kSubClaims = {
+    // A train-or-stall question (the final losses split into seeds that trained and seeds that did not): it counts
+    // the seeds where Post-LN without warm-up did not train while the warmed one did, by the sign test.
+    {.id = "A",
+     .statement = "Without warm-up, Post-LN at lr {high} fails to train where the warmed one trains",
+     .of = {"post-lr{high}-w0", "not_trained"},
+     .against = Term{"post-lr{high}-w{longest}", "not_trained"},
+     .compare = Compare::difference,
+     .threshold = 0.0,
+     .needs = {kCold, kWarmed},
+     .test = SubClaim::Test::sign},
+    {.id = "B",
+     .statement = "Pre-LN trains without warm-up at every lr",
+     .of = {"pre-lr{lr}-w0", "loss_above_trained_line", Json::object(), Extreme::largest},
+     .side = SubClaim::Side::below,
+     .threshold = 0.0,
+     .needs = {kCold}},
+    {.id = "C",
+     .statement = "Pre-LN without warm-up ends below the Post-LN that had it",
+     .of = {"pre-lr{high}-w0", "final_val_loss"},
+     .against = Term{"post-lr{high}-w{longest}", "final_val_loss"},
+     .compare = Compare::difference,
+     .side = SubClaim::Side::below,
+     .threshold = 0.0,
+     .needs = {kCold, kWarmed}},
+};
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const Grid g = grid(o);
@@ -128,7 +131,6 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   };
   const SeedValues post_cold = val("post", high, 0), post_warm = val("post", high, longest),
                    pre_cold = val("pre", high, 0);
-  r.claims = sub_claims(o, g, runs, pre_cold, post_warm);
 
   for (int warmup : {0, longest}) {
     Chart curves{fmt::format("training loss at lr {:g}, warm-up {} (seed {})", high, warmup, o.seeds.front()), "step",
@@ -143,14 +145,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       fmt::format("final validation loss at lr {:g}: Post-LN {} without warm-up, {} with {} warm-up steps; "
                   "Pre-LN {} without",
                   high, post_cold.show(), post_warm.show(), longest, pre_cold.show())};
-  r.verdict_rule =
-      "A: at the highest lr, more seeds where Post-LN without warm-up did not train (" + stalled_rule() +
-      ") while the one with the longest warm-up did than the reverse (the exact sign test; the validation losses are "
-      "the evidence); B: Pre-LN without warm-up trains at every "
-      "lr (its final training loss ends below " +
-      trained_line() +
-      "; the worst lr per seed); C: at the "
-      "highest lr, Pre-LN without warm-up ends below Post-LN with the longest warm-up.";
+  r.verdict_rule = "A run trains when its final training loss ends below " + trained_line() + " (" + stalled_rule() +
+                   "); A's validation losses are the evidence.";
   return r;
 }
 
@@ -181,6 +177,9 @@ extern const Study kBertWarmup{
               .large = "0,200",
               .description = "warm-up lengths in steps; A, B and C read 0, A and C the longest"}},
     .plan = plan,
+    .arms = kClaimArms,
+    .variables = variables,
+    .sub_claims = kSubClaims,
     .judge = judge,
 };
 

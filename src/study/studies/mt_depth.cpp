@@ -79,47 +79,61 @@ Table cell_table(const StudyOptions& o, const Grid& g, const std::vector<RunOutc
   return table;
 }
 
-struct Losses {
-  SeedValues post_cold, post_warm, pre_warm, deepnorm_warm, admin_warm;
+// ---- The pre-registration ------------------------------------------------------------------------------------------
+
+Json variables(const StudyOptions& o) {
+  const Grid g = grid(o);
+  const bool cold = g.warmups.front() == 0, warmed = g.warmups.back() > 0;
+  return {{"deep", g.depths.back()},
+          {"longest", g.warmups.back()},
+          {"depth", g.depths},
+          {"repairs", Json::array({"pre", "deepnorm", "admin"})},
+          {"cold", cold},
+          {"warmed", warmed},
+          {"cold_and_warmed", cold && warmed}};
+}
+
+const std::vector<ArmSpec> kClaimArms = {
+    {"post-L{deep}-w0", "Post-LN at {deep} + {deep} layers without warm-up"},
+    {"post-L{deep}-w{longest}", "Post-LN at {deep} + {deep} layers with {longest} warm-up steps"},
+    {"{repairs}-L{depth}-w0", "Pre-LN, DeepNorm and Admin without warm-up (depths {depth})"},
+    {"pre-L{deep}-w{longest}", "Pre-LN at {deep} + {deep} layers with {longest} warm-up steps"},
+    {"deepnorm-L{deep}-w{longest}", "DeepNorm at {deep} + {deep} layers with {longest} warm-up steps"},
+    {"admin-L{deep}-w{longest}", "Admin at {deep} + {deep} layers with {longest} warm-up steps"},
 };
 
-std::vector<SubClaim> sub_claims(const StudyOptions& o, const Grid& g, const std::vector<RunOutcome>& runs,
-                                 const Losses& v) {
-  const int deep = g.depths.back(), longest = g.warmups.back();
-  // B: the worst of Pre-LN, DeepNorm and Admin at any depth without warm-up, by final training loss above the line.
-  const SeedValues cold_worst = over_seeds(o.seeds, [&](int seed) {
-    double worst = -INFINITY;
-    for (const char* placement : {"pre", "deepnorm", "admin"})
-      for (int depth : g.depths) {
-        const double m = loss_above_trained_line(find_run(runs, id_of(placement, depth, 0, seed)));
-        if (std::isnan(m)) return double(NAN);
-        worst = std::max(worst, m);
-      }
-    return worst;
-  });
-  const std::string at = fmt::format("{} + {} layers", deep, deep);
-  std::vector<SubClaim> claims = {
-      claim_above("A", fmt::format("Without warm-up, a {} Post-LN translates worse", at),
-                  fmt::format("Post-LN validation loss, no warm-up − {} warm-up steps (nats)", longest),
-                  difference(v.post_cold, v.post_warm), 0.0),
-      claim_below("B", "Pre-LN, DeepNorm and Admin train without warm-up at every depth",
-                  fmt::format("final train loss − ({}), the worst of them (< 0: all train)", trained_line()),
-                  cold_worst, 0.0),
-      claim_below("C1", fmt::format("At {}, DeepNorm translates better than Pre-LN", at),
-                  fmt::format("validation loss with {} warm-up steps, DeepNorm − Pre-LN (nats)", longest),
-                  difference(v.deepnorm_warm, v.pre_warm), 0.0),
-      claim_below("C2", fmt::format("At {}, Admin translates better than Pre-LN", at),
-                  fmt::format("validation loss with {} warm-up steps, Admin − Pre-LN (nats)", longest),
-                  difference(v.admin_warm, v.pre_warm), 0.0),
-  };
-  const bool cold = g.warmups.front() == 0, warmed = longest > 0;
-  cannot_decide_unless(claims[0], cold && warmed, "the train.warmup axis needs 0 and a warm-up > 0");
-  cannot_decide_unless(claims[1], cold, "warm-up 0 is not on the train.warmup axis");
-  cannot_decide_unless(claims[2], warmed, "no warm-up > 0 on the train.warmup axis");
-  cannot_decide_unless(claims[3], warmed, "no warm-up > 0 on the train.warmup axis");
+const Need kWarmed{"warmed", "no warm-up > 0 on the train.warmup axis"};
 
-  return claims;
+// At the deepest depth with the longest warm-up, a repair's validation loss against Pre-LN's.
+ClaimSpec better_than_pre(std::string id, std::string statement, const std::string& arm) {
+  return {.id = std::move(id),
+          .statement = std::move(statement),
+          .of = {arm, "final_val_loss"},
+          .against = Term{"pre-L{deep}-w{longest}", "final_val_loss"},
+          .compare = Compare::difference,
+          .side = SubClaim::Side::below,
+          .threshold = 0.0,
+          .needs = {kWarmed}};
 }
+
+const std::vector<ClaimSpec> kSubClaims = {
+    {.id = "A",
+     .statement = "Without warm-up, a {deep} + {deep} layers Post-LN translates worse",
+     .of = {"post-L{deep}-w0", "final_val_loss"},
+     .against = Term{"post-L{deep}-w{longest}", "final_val_loss"},
+     .compare = Compare::difference,
+     .threshold = 0.0,
+     .needs = {{"cold_and_warmed", "the train.warmup axis needs 0 and a warm-up > 0"}}},
+    {.id = "B",
+     .statement = "Pre-LN, DeepNorm and Admin train without warm-up at every depth",
+     .of = {"{repairs}-L{depth}-w0", "loss_above_trained_line", Json::object(), Extreme::largest},
+     .side = SubClaim::Side::below,
+     .threshold = 0.0,
+     .needs = {{"cold", "warm-up 0 is not on the train.warmup axis"}}},
+    better_than_pre("C1", "At {deep} + {deep} layers, DeepNorm translates better than Pre-LN",
+                    "deepnorm-L{deep}-w{longest}"),
+    better_than_pre("C2", "At {deep} + {deep} layers, Admin translates better than Pre-LN", "admin-L{deep}-w{longest}"),
+};
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const Grid g = grid(o);
@@ -143,8 +157,6 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   };
   const SeedValues post_cold = val("post", 0), post_warm = val("post", longest), pre_warm = val("pre", longest),
                    deepnorm_warm = val("deepnorm", longest), admin_warm = val("admin", longest);
-  const Losses losses{post_cold, post_warm, pre_warm, deepnorm_warm, admin_warm};
-  r.claims = sub_claims(o, g, runs, losses);
   const std::string at = fmt::format("{} + {} layers", deep, deep);
 
   Chart curves{fmt::format("training loss at {} + {} layers without warm-up (seed {})", deep, deep, o.seeds.front()),
@@ -162,14 +174,9 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
                   bleu("admin", longest).show(), bleu("pre", longest).show()),
   };
   r.verdict_rule =
-      "A: at the deepest depth, Post-LN's validation loss without warm-up is above its validation loss with the "
-      "longest warm-up (difference per seed; a diverged run counts as the unigram entropy); B: Pre-LN, DeepNorm and "
-      "Admin train without warm-up at every depth (final training loss below " +
-      trained_line() +
-      "; the worst of them per seed); C1, C2: at the deepest depth with the longest warm-up, DeepNorm and Admin each "
-      "reach "
-      "a lower validation loss than Pre-LN. BLEU is shown, not judged: at this budget it is below the resolution of "
-      "its held-out pairs.";
+      "A run trains when its final training loss ends below " + trained_line() +
+      "; a diverged run's validation loss counts as the unigram entropy. BLEU is shown, not judged: at this budget it "
+      "is below the resolution of its held-out pairs.";
   return r;
 }
 
@@ -204,6 +211,9 @@ extern const Study kMtDepth{
               .large = "0,500",
               .description = "warm-up lengths in steps; A and B read 0, A and C the longest"}},
     .plan = plan,
+    .arms = kClaimArms,
+    .variables = variables,
+    .sub_claims = kSubClaims,
     .judge = judge,
 };
 
