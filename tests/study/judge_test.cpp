@@ -346,12 +346,13 @@ void leaderboard(Runs& runs, const Holds& holds) {
   for (RunOutcome& o : runs) {
     const int seed = seed_of(o);
     const std::string arm = arm_of(o);
-    // A: every placement trains (fails: ReZero stalls); B: Pre-LN at Post-LN's lr ends below Post-LN.
-    if (!holds(seed, 'A') && arm == "rezero") write_stalled(o);
+    // A: Pre-LN at Post-LN's lr ends below Post-LN. ReZero stalls either way: the ranking's outcome counts are not
+    // judged.
+    if (arm == "rezero") write_stalled(o);
     else
       write_trained(o, 4.0,
-                    (arm == "pre-at-post-lr" ? (holds(seed, 'B') ? 4.0 : 4.3)
-                     : arm == "post"         ? (holds(seed, 'B') ? 4.2 : 4.1)
+                    (arm == "pre-at-post-lr" ? (holds(seed, 'A') ? 4.0 : 4.3)
+                     : arm == "post"         ? (holds(seed, 'A') ? 4.2 : 4.1)
                                              : 4.1) *
                         jitter(o));
   }
@@ -379,7 +380,7 @@ const std::vector<JudgeCase>& judge_cases() {
       {"rms-equivalence", rms_equivalence, "pre_crms-s1"},
       {"massive-activations", massive_activations, "peri-s1"},
       {"dyt-alpha", dyt_alpha, "dyt-a2-s1"},
-      {"leaderboard", leaderboard, "pre-s1"},
+      {"leaderboard", leaderboard, "pre-at-post-lr-s1"},
       {"bert-warmup", bert_warmup, "post-lr0.003-w0-s1"},
       {"mt-depth", mt_depth, "post-L2-w10-s1"},
   };
@@ -423,7 +424,7 @@ TEST_P(StudyJudge, ReproducedWhenEverySubClaimHolds) {
   const Report r = judge(synthetic(true));
   EXPECT_EQ(r.verdict, "reproduced") << describe(r);
   EXPECT_TRUE(r.failures.empty());
-  ASSERT_GE(r.claims.size(), 2u);
+  ASSERT_GE(r.claims.size(), 1u);
   for (const SubClaim& c : r.claims) {
     EXPECT_EQ(c.values.n(), 7u) << c.id;
     EXPECT_GE(c.confidence, 0.95) << c.id;  // Holm: α/(k − j) for the j-th smallest p-value
@@ -441,6 +442,7 @@ TEST_P(StudyJudge, NotReproducedWhenEverySubClaimFails) {
 
 // Every sub-claim decided, the first part's failing and the others holding.
 TEST_P(StudyJudge, PartlyReproducedWhenSomeDecidedSubClaimsFail) {
+  if (find_study(GetParam().study).sub_claims.size() == 1) GTEST_SKIP() << "one sub-claim: no part can fail alone";
   const Report r = judge(synthetic([](int, char part) { return part != 'A'; }, "partly"));
   EXPECT_EQ(r.verdict, "partly reproduced") << describe(r);
   EXPECT_GT(count(r, Truth::fails), 0) << describe(r);
@@ -740,7 +742,7 @@ TEST(StudyJudgeGrid, UserAxesAreJudgedOrUndecidedWithAReason) {
   EXPECT_TRUE(has(slope, "cannot decide: the model.n_layers axis has one depth, a slope needs two"));
   const Report ranking = judged("leaderboard", leaderboard, {"model.placement=pre,deepnorm"});
   EXPECT_EQ(ranking.verdict, "inconclusive");
-  EXPECT_TRUE(has(ranking, "cannot decide: B compares pre with post, and the model.placement axis lacks one of them"));
+  EXPECT_TRUE(has(ranking, "cannot decide: A compares pre with post, and the model.placement axis lacks one of them"));
   const Report stream = judged("stream-at-init", stream_at_init, {"d_ff_multiple=2,8"});
   EXPECT_EQ(stream.verdict, "reproduced");
   EXPECT_TRUE(has(stream, "Pre-LN with d_ff = 8d grows"));
