@@ -59,6 +59,50 @@ void apply_inference_options(model::Model& m, const model::InferenceOptions& opt
 constexpr int kMaxTokens = 1'000'000;
 constexpr int kQuietTokens = 2000;
 
+namespace {
+
+// --tokens, --temperature and --top-k within their ranges, or one sentence naming the option.
+void check_sampling(int tokens, double temperature, int top_k) {
+  if (tokens < 1 || tokens > kMaxTokens)
+    fail(
+        "--tokens {}: give the number of tokens to generate, 1 or more and at most {} (more would run for hours: "
+        "continue the text with it as --prompt)",
+        tokens, kMaxTokens);
+  if (!(temperature >= 0) || !std::isfinite(temperature))
+    fail("--temperature {}: give 0 (greedy) or a positive number (1 samples the model's distribution)", temperature);
+  if (top_k < 0) fail("--top-k {}: give 0 (every token) or a positive number of tokens", top_k);
+}
+
+// The SentencePiece tokenizer a decoder run's prompt goes through; fails, naming the run, for an encoder, an
+// encoder-decoder, token data made without SentencePiece or a tokenizer that no longer matches the model.
+io::Tokenizer prompt_tokenizer(const train::RunConfig& config, const std::string& run) {
+  if (config.model.encoder())
+    fail(
+        "{} is an encoder (model.shape = encoder): it sees the whole text at once and fills in masked tokens, it "
+        "does not continue a prompt; `normlab eval --run {}` gives its masked-LM loss and accuracy",
+        run, run);
+  if (config.model.encoder_decoder())
+    fail("{} is an encoder-decoder (a translation model): `normlab translate --run {} --input FILE` translates", run,
+         run);
+  const fs::path tokenizer = fs::path(config.data_dir) / "tokenizer.model";
+  // An imported run's ids may come from GPT-2's BPE or another tokenizer (normlab import --token-ids): generate
+  // reads and writes text only through SentencePiece.
+  if (!fs::exists(tokenizer) && fs::exists(fs::path(config.data_dir) / "meta.json"))
+    fail(
+        "{} has no tokenizer.model: its token data was not made with SentencePiece (see its meta.json's "
+        "tokenizer_kind), and generate turns a prompt into ids only through one; eval and probe run on it",
+        config.data_dir);
+  io::Tokenizer tok = io::Tokenizer::load(tokenizer);
+  if (tok.vocab_size() != config.model.vocab_size)
+    fail(
+        "{} has {} tokens but the model of {} has model.vocab_size = {}: the run's data.dir ({}) no longer holds the "
+        "tokenizer it was trained with",
+        tokenizer.string(), tok.vocab_size(), run, config.model.vocab_size, config.data_dir);
+  return tok;
+}
+
+}  // namespace
+
 void add_generate(CLI::App& app) {
   struct Args {
     std::string run, prompt = "In the beginning";
@@ -81,41 +125,12 @@ void add_generate(CLI::App& app) {
                 "the context then always holds the last train.seq_len tokens)");
   add_inference_options(cmd, args->inference);
   cmd->callback([args] {
-    if (args->tokens < 1 || args->tokens > kMaxTokens)
-      fail(
-          "--tokens {}: give the number of tokens to generate, 1 or more and at most {} (more would run for hours: "
-          "continue the text with it as --prompt)",
-          args->tokens, kMaxTokens);
-    if (!(args->temperature >= 0) || !std::isfinite(args->temperature))
-      fail("--temperature {}: give 0 (greedy) or a positive number (1 samples the model's distribution)",
-           args->temperature);
-    if (args->top_k < 0) fail("--top-k {}: give 0 (every token) or a positive number of tokens", args->top_k);
+    check_sampling(args->tokens, args->temperature, args->top_k);
     // The checkpoint is read once; the cached path builds only the decoding model (batch 1, a cache of
     // train.seq_len positions) and loads the weights into it, the uncached one the batch-1 model of the run.
     const train::CheckpointFile checkpoint = train::read_checkpoint(fs::path(args->run) / train::kCheckpointFile);
     const train::RunConfig config = train::checkpoint_config(checkpoint);
-    if (config.model.encoder())
-      fail(
-          "{} is an encoder (model.shape = encoder): it sees the whole text at once and fills in masked tokens, it "
-          "does not continue a prompt; `normlab eval --run {}` gives its masked-LM loss and accuracy",
-          args->run, args->run);
-    if (config.model.encoder_decoder())
-      fail("{} is an encoder-decoder (a translation model): `normlab translate --run {} --input FILE` translates",
-           args->run, args->run);
-    const fs::path tokenizer = fs::path(config.data_dir) / "tokenizer.model";
-    // An imported run's ids may come from GPT-2's BPE or another tokenizer (normlab import --token-ids): generate
-    // reads and writes text only through SentencePiece.
-    if (!fs::exists(tokenizer) && fs::exists(fs::path(config.data_dir) / "meta.json"))
-      fail(
-          "{} has no tokenizer.model: its token data was not made with SentencePiece (see its meta.json's "
-          "tokenizer_kind), and generate turns a prompt into ids only through one; eval and probe run on it",
-          config.data_dir);
-    io::Tokenizer tok = io::Tokenizer::load(tokenizer);
-    if (tok.vocab_size() != config.model.vocab_size)
-      fail(
-          "{} has {} tokens but the model of {} has model.vocab_size = {}: the run's data.dir ({}) no longer holds the "
-          "tokenizer it was trained with",
-          tokenizer.string(), tok.vocab_size(), args->run, config.model.vocab_size, config.data_dir);
+    const io::Tokenizer tok = prompt_tokenizer(config, args->run);
     std::vector<int32_t> ids = tok.encode(args->prompt);
     if (ids.empty()) ids.push_back(tok.eos_id() >= 0 ? tok.eos_id() : 0);
     const size_t prompt_tokens = ids.size();

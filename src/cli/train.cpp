@@ -100,6 +100,38 @@ void add_train(CLI::App& app) {
 // The fewest evaluation batches that show progress.
 constexpr int kQuietBatches = 100;
 
+namespace {
+
+// --logits: the first evaluation batch's tokens, targets and logits (fp32; an encoder-decoder's source too) as one
+// safetensors file, to compare with another implementation's forward pass.
+void write_first_batch_logits(train::Run& run, int batches, const std::string& file, const std::string& run_dir) {
+  model::Model& m = *run.model;
+  train::Batch batch;
+  run.loader->eval_batch(0, batches, batch);
+  train::feed(m, batch);
+  m.forward(false);
+  const int64_t b = m.batch, t = m.seq, v = run.config.model.vocab_size;
+  std::vector<float> rounded;  // an fp64 run's logits, rounded: the file holds fp32 (--logits' help)
+  if (m.graph.float_type() == engine::DType::f64) {
+    const double* l = m.graph.data<double>(m.logits);
+    rounded.assign(l, l + b * t * v);
+  }
+  const float* logits = rounded.empty() ? m.graph.data<float>(m.logits) : rounded.data();
+  std::vector<io::TensorToWrite> tensors = {{"tokens", io::Dtype::I32, {b, t}, batch.tokens.data()},
+                                            {"targets", io::Dtype::I32, {b, t}, batch.targets.data()},
+                                            {"logits", io::Dtype::F32, {b, t, v}, logits}};
+  if (run.config.model.encoder_decoder()) {  // the encoder's input: the padded source and each row's length
+    if (batch.source.size() != static_cast<size_t>(b * t) || batch.source_lengths.size() != static_cast<size_t>(b))
+      fail("--logits: the batch's source holds {} ids and {} lengths, not {} x {} and {}", batch.source.size(),
+           batch.source_lengths.size(), b, t, b);
+    tensors.push_back({"source", io::Dtype::I32, {b, t}, batch.source.data()});
+    tensors.push_back({"source_lengths", io::Dtype::I32, {b}, batch.source_lengths.data()});
+  }
+  io::write_safetensors(file, tensors, {{"run", run_dir}, {"step", std::to_string(run.step)}});
+}
+
+}  // namespace
+
 void add_eval(CLI::App& app) {
   struct Args {
     std::string run;
@@ -135,31 +167,7 @@ void add_eval(CLI::App& app) {
     Progress progress("eval batches", args->batches, kQuietBatches);
     const train::Evaluation evaluation = train::evaluate(*run.model, *run.loader, args->batches, std::ref(progress));
     const double loss = evaluation.loss;
-    if (!args->logits.empty()) {
-      model::Model& m = *run.model;
-      train::Batch batch;
-      run.loader->eval_batch(0, args->batches, batch);
-      train::feed(m, batch);
-      m.forward(false);
-      const int64_t b = m.batch, t = m.seq, v = run.config.model.vocab_size;
-      std::vector<float> rounded;  // an fp64 run's logits, rounded: the file holds fp32 (--logits' help)
-      if (m.graph.float_type() == engine::DType::f64) {
-        const double* l = m.graph.data<double>(m.logits);
-        rounded.assign(l, l + b * t * v);
-      }
-      const float* logits = rounded.empty() ? m.graph.data<float>(m.logits) : rounded.data();
-      std::vector<io::TensorToWrite> tensors = {{"tokens", io::Dtype::I32, {b, t}, batch.tokens.data()},
-                                                {"targets", io::Dtype::I32, {b, t}, batch.targets.data()},
-                                                {"logits", io::Dtype::F32, {b, t, v}, logits}};
-      if (run.config.model.encoder_decoder()) {  // the encoder's input: the padded source and each row's length
-        if (batch.source.size() != static_cast<size_t>(b * t) || batch.source_lengths.size() != static_cast<size_t>(b))
-          fail("--logits: the batch's source holds {} ids and {} lengths, not {} x {} and {}", batch.source.size(),
-               batch.source_lengths.size(), b, t, b);
-        tensors.push_back({"source", io::Dtype::I32, {b, t}, batch.source.data()});
-        tensors.push_back({"source_lengths", io::Dtype::I32, {b}, batch.source_lengths.data()});
-      }
-      io::write_safetensors(args->logits, tensors, {{"run", args->run}, {"step", std::to_string(run.step)}});
-    }
+    if (!args->logits.empty()) write_first_batch_logits(run, args->batches, args->logits, args->run);
     if (!std::isfinite(loss))
       fail(
           "run {}: the validation loss of its checkpoint (step {}) is {}, not a number: the weights have diverged. "
