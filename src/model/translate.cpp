@@ -109,6 +109,56 @@ std::vector<std::vector<int32_t>> translate_greedy(Model& trained, const std::ve
   return out;
 }
 
+namespace {
+
+// One source's candidates at one step, kept between steps so that the search allocates once.
+struct BeamScratch {
+  struct Candidate {
+    double score;
+    int from;
+    int32_t token;
+  };
+  std::vector<Candidate> candidates;
+  std::vector<double> logp;
+};
+
+// One step of source g's beam (rows g·beam ...): every live hypothesis extended by every token, the best 2·beam
+// extensions kept in order until `beam` continue; those ending in eos join `done`. A continuing hypothesis takes the
+// next row of its source, and parent_row says whose caches that row inherits. The source is finished once `beam`
+// hypotheses ended (fairseq's rule) or the target is full (`last` step: the live ones end too).
+void extend_beam(const Model& m, int g, int beam, bool last, int32_t eos, std::vector<Hypothesis>& alive,
+                 std::vector<Hypothesis>& done, std::vector<int>& parent_row, BeamScratch& scratch) {
+  if (alive.empty()) return;
+  auto& candidates = scratch.candidates;
+  candidates.clear();
+  for (size_t j = 0; j < alive.size(); ++j) {
+    log_softmax_row(m, g * beam + static_cast<int>(j), scratch.logp);
+    for (size_t v = 0; v < scratch.logp.size(); ++v)
+      candidates.push_back({alive[j].score + scratch.logp[v], static_cast<int>(j), static_cast<int32_t>(v)});
+  }
+  // The 2·beam best extensions: enough that `beam` of them continue even if up to `beam` end here.
+  const size_t keep = std::min(candidates.size(), static_cast<size_t>(2 * beam));
+  std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep), candidates.end(),
+                    [](const auto& a, const auto& b) { return a.score > b.score; });
+  std::vector<Hypothesis> next;
+  for (size_t c = 0; c < keep && static_cast<int>(next.size()) < beam; ++c) {
+    Hypothesis h{alive[static_cast<size_t>(candidates[c].from)].tokens, candidates[c].score};
+    if (candidates[c].token == eos) {
+      done.push_back(std::move(h));
+    } else {
+      parent_row[static_cast<size_t>(g * beam) + next.size()] = g * beam + candidates[c].from;
+      h.tokens.push_back(candidates[c].token), next.push_back(std::move(h));
+    }
+  }
+  if (static_cast<int>(done.size()) >= beam || last) {
+    if (last) done.insert(done.end(), next.begin(), next.end());
+    next.clear();
+  }
+  alive = std::move(next);
+}
+
+}  // namespace
+
 std::vector<std::vector<int32_t>> translate_beam(Model& trained, const std::vector<std::vector<int32_t>>& sources,
                                                  int32_t eos, int beam, double length_penalty) {
   if (beam < 1 || beam > trained.batch)
@@ -124,13 +174,7 @@ std::vector<std::vector<int32_t>> translate_beam(Model& trained, const std::vect
   std::vector<int32_t> source(static_cast<size_t>(B * T)), lengths(static_cast<size_t>(B));
   std::vector<int32_t> tokens(static_cast<size_t>(B), eos), no_targets(static_cast<size_t>(B), -1);
   std::vector<int> parent_row(static_cast<size_t>(B));
-  std::vector<double> logp;
-  struct Candidate {
-    double score;
-    int from;
-    int32_t token;
-  };
-  std::vector<Candidate> candidates;
+  BeamScratch scratch;
   for (int64_t first = 0; first < n; first += per_pass) {
     const int count = static_cast<int>(std::min<int64_t>(per_pass, n - first));
     set_sources(m, sources, first, count, beam, eos, source, lengths);
@@ -151,36 +195,8 @@ std::vector<std::vector<int32_t>> translate_beam(Model& trained, const std::vect
       step(m, t, tokens, no_targets);
       for (int b = 0; b < B; ++b) parent_row[static_cast<size_t>(b)] = b;
       for (int g = 0; g < count; ++g) {
-        auto& alive = live[static_cast<size_t>(g)];
-        if (alive.empty()) continue;
-        candidates.clear();
-        for (size_t j = 0; j < alive.size(); ++j) {
-          log_softmax_row(m, g * beam + static_cast<int>(j), logp);
-          for (size_t v = 0; v < logp.size(); ++v)
-            candidates.push_back({alive[j].score + logp[v], static_cast<int>(j), static_cast<int32_t>(v)});
-        }
-        // The 2·beam best extensions: enough that `beam` of them continue even if up to `beam` end here.
-        const size_t keep = std::min(candidates.size(), static_cast<size_t>(2 * beam));
-        std::partial_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(keep), candidates.end(),
-                          [](const Candidate& a, const Candidate& b) { return a.score > b.score; });
-        std::vector<Hypothesis> next;
-        auto& done = finished[static_cast<size_t>(g)];
-        for (size_t c = 0; c < keep && static_cast<int>(next.size()) < beam; ++c) {
-          Hypothesis h{alive[static_cast<size_t>(candidates[c].from)].tokens, candidates[c].score};
-          if (candidates[c].token == eos) {
-            done.push_back(std::move(h));
-          } else {
-            // The continuing hypothesis takes the next row of its source; that row's caches become its parent's.
-            parent_row[static_cast<size_t>(g * beam) + next.size()] = g * beam + candidates[c].from;
-            h.tokens.push_back(candidates[c].token), next.push_back(std::move(h));
-          }
-        }
-        // A source is done once `beam` hypotheses ended (fairseq's rule) or the target is full.
-        if (static_cast<int>(done.size()) >= beam || t + 1 == T) {
-          if (t + 1 == T) done.insert(done.end(), next.begin(), next.end());
-          next.clear();
-        }
-        alive = std::move(next);
+        extend_beam(m, g, beam, t + 1 == T, eos, live[static_cast<size_t>(g)], finished[static_cast<size_t>(g)],
+                    parent_row, scratch);
       }
       m.reorder_cache(parent_row);
     }
