@@ -322,26 +322,39 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, std::ostream& log) 
   return prepare_corpus(options, [&log](std::string_view line) { log << line << '\n' << std::flush; });
 }
 
-PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& progress) {
-  const auto start = Clock::now();
-  auto say = [&](std::string text) {
-    if (progress) progress(text);
-  };
-  check_options(options);
+namespace {
 
-  // 1. Text. A parallel corpus's lines become its halves, source then target, and are split by whole pairs.
-  Corpus corpus = read_corpus(options.inputs);
+// A progress line, where the caller asked for them.
+struct Say {
+  const ProgressFn& progress;
+  void operator()(const std::string& text) const {
+    if (progress) progress(text);
+  }
+};
+
+// The corpus read and split by whole lines (or pairs: a parallel corpus's lines are its halves, source then target),
+// train first.
+struct SplitCorpus {
+  Corpus corpus;
   std::uint64_t total_bytes = 0;
-  for (const Source& s : corpus.sources) total_bytes += s.bytes;
-  std::int64_t dropped = 0;
+  std::int64_t dropped = 0;   // pairs whose lengths differ too much
+  std::int64_t per_unit = 1;  // lines per pair or line
+  std::int64_t n_train = 0, n_val = 0;
+  std::size_t train_lines() const { return static_cast<std::size_t>(n_train * per_unit); }
+};
+
+// 1. Text.
+SplitCorpus read_and_split(const PrepareOptions& options, const Say& say) {
+  SplitCorpus text{read_corpus(options.inputs)};
+  for (const Source& s : text.corpus.sources) text.total_bytes += s.bytes;
   if (options.pairs) {
-    const auto n_read = corpus.lines.size();
-    corpus.lines = pair_halves(corpus.lines, options.max_length_ratio, dropped);
-    say(fmt::format("read {} pairs; dropped {} whose lengths differ by more than {}×", n_read, dropped,
+    const auto n_read = text.corpus.lines.size();
+    text.corpus.lines = pair_halves(text.corpus.lines, options.max_length_ratio, text.dropped);
+    say(fmt::format("read {} pairs; dropped {} whose lengths differ by more than {}×", n_read, text.dropped,
                     options.max_length_ratio));
   }
-  const std::int64_t per_unit = options.pairs ? 2 : 1;  // lines per pair or line
-  const auto n_lines = static_cast<std::int64_t>(corpus.lines.size()) / per_unit;
+  text.per_unit = options.pairs ? 2 : 1;
+  const auto n_lines = static_cast<std::int64_t>(text.corpus.lines.size()) / text.per_unit;
   if (n_lines == 0) {
     fail("prepare: the corpus is empty ({} contain{} no non-blank lines): pass a text file with content",
          join(options.inputs), options.inputs.size() == 1 ? "s" : "");
@@ -350,101 +363,161 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
     fail("prepare: the corpus has only 1 non-blank line ({}): need at least 2 so that train and val each get one",
          join(options.inputs));
   }
-  auto n_val = std::max<std::int64_t>(1, std::llround(options.val_fraction * static_cast<double>(n_lines)));
-  n_val = std::min(n_val, n_lines - 1);
-  const std::int64_t n_train = n_lines - n_val;
+  text.n_val = std::min(std::max<std::int64_t>(1, std::llround(options.val_fraction * static_cast<double>(n_lines))),
+                        n_lines - 1);
+  text.n_train = n_lines - text.n_val;
   const char* unit = options.pairs ? "pairs" : "lines";
-  say(fmt::format("read {} file{}: {} {}, {:.1f} MB ({} train {}, {} val {})", corpus.sources.size(),
-                  corpus.sources.size() == 1 ? "" : "s", n_lines, unit, static_cast<double>(total_bytes) / 1e6, n_train,
-                  unit, n_val, unit));
+  say(fmt::format("read {} file{}: {} {}, {:.1f} MB ({} train {}, {} val {})", text.corpus.sources.size(),
+                  text.corpus.sources.size() == 1 ? "" : "s", n_lines, unit,
+                  static_cast<double>(text.total_bytes) / 1e6, text.n_train, unit, text.n_val, unit));
+  return text;
+}
 
-  // 2. Tokenizer: trained on the train lines only, so val text stays unseen.
-  std::string model_bytes;
-  const bool train = options.tokenizer.empty();
-  if (train) {
-    say(fmt::format("training a {} tokenizer (vocab_size {}) on {} lines", options.model_type, options.vocab_size,
-                    n_train * per_unit));
-    auto t0 = Clock::now();
-    model_bytes = train_tokenizer(std::span(corpus.lines).first(static_cast<std::size_t>(n_train * per_unit)), options);
-    say(fmt::format("trained the tokenizer in {:.1f} s", seconds_since(t0)));
-  } else {
-    model_bytes =
+// 2. The tokenizer's model file: trained on the train lines only, so val text stays unseen, or the one reused.
+std::string tokenizer_model(const PrepareOptions& options, const SplitCorpus& text, const Say& say) {
+  if (!options.tokenizer.empty()) {
+    std::string bytes =
         read_file(options.tokenizer, "tokenizer", "check the path or leave it empty to train one", kMaxDataFileBytes);
     say(fmt::format("reusing tokenizer {}", options.tokenizer));
+    return bytes;
   }
-  Tokenizer tokenizer = Tokenizer::from_bytes(
-      model_bytes, train ? fmt::format("(trained on {})", join(options.inputs)) : options.tokenizer);
+  say(fmt::format("training a {} tokenizer (vocab_size {}) on {} lines", options.model_type, options.vocab_size,
+                  text.train_lines()));
+  const auto t0 = Clock::now();
+  std::string bytes = train_tokenizer(std::span(text.corpus.lines).first(text.train_lines()), options);
+  say(fmt::format("trained the tokenizer in {:.1f} s", seconds_since(t0)));
+  return bytes;
+}
+
+// The tokenizer needs an end-of-sequence piece; a vocabulary other than the one asked for is said.
+void check_tokenizer(const Tokenizer& tokenizer, const PrepareOptions& options, bool trained, const Say& say) {
   const int vocab = tokenizer.vocab_size();
-  const int eos = tokenizer.eos_id();
-  if (eos < 0) {
+  if (tokenizer.eos_id() < 0) {
     fail("tokenizer {} has no end-of-sequence piece: train one with eos_id set (SentencePiece's default)",
          tokenizer.source());
   }
-  if (!train && vocab != options.vocab_size) {
+  if (!trained && vocab != options.vocab_size) {
     say(fmt::format("the reused tokenizer has {} pieces; vocab_size {} is ignored", vocab, options.vocab_size));
   }
-  if (train && vocab < options.vocab_size) {
+  if (trained && vocab < options.vocab_size) {
     say(fmt::format("note: SentencePiece made {} pieces, fewer than --vocab-size {}{}", vocab, options.vocab_size,
                     options.model_type == "char"
                         ? " (a char model has one piece per kept character, plus <unk>, <s> and </s>)"
                         : ""));
   }
+}
 
-  // 3. Encode every line, then EOS. Lines are independent, so encode them in parallel.
-  auto t0 = Clock::now();
-  std::vector<std::vector<std::int32_t>> encoded(corpus.lines.size());
+// 3. Every line encoded, then EOS, into the train and val ids. Lines are independent, so they encode in parallel.
+void encode_split(const Tokenizer& tokenizer, const SplitCorpus& text, std::vector<std::int32_t>& train_ids,
+                  std::vector<std::int32_t>& val_ids) {
+  const auto& lines = text.corpus.lines;
+  std::vector<std::vector<std::int32_t>> encoded(lines.size());
   std::string encode_error;
 #pragma omp parallel for schedule(dynamic, 256)
   for (std::int64_t i = 0; i < static_cast<std::int64_t>(encoded.size()); ++i) {
     try {
-      encoded[static_cast<std::size_t>(i)] = tokenizer.encode(corpus.lines[static_cast<std::size_t>(i)]);
+      encoded[static_cast<std::size_t>(i)] = tokenizer.encode(lines[static_cast<std::size_t>(i)]);
     } catch (const Error& e) {
 #pragma omp critical(normlab_encode_error)
       if (encode_error.empty()) encode_error = e.what();
     }
   }
   if (!encode_error.empty()) throw Error(encode_error);
-  std::vector<std::int32_t> train_ids, val_ids;
-  for (std::int64_t i = 0; i < static_cast<std::int64_t>(encoded.size()); ++i) {
-    auto& target = i < n_train * per_unit ? train_ids : val_ids;
-    const auto& ids = encoded[static_cast<std::size_t>(i)];
-    target.insert(target.end(), ids.begin(), ids.end());
-    target.push_back(eos);
+  for (std::size_t i = 0; i < encoded.size(); ++i) {
+    auto& target = i < text.train_lines() ? train_ids : val_ids;
+    target.insert(target.end(), encoded[i].begin(), encoded[i].end());
+    target.push_back(tokenizer.eos_id());
   }
-  encoded = {};
+}
+
+// Characters of the text the tokenizer lacks (they become <unk>), with why: a tokenizer is trained on the train lines
+// only, so a character seen only in the validation lines stays unknown at any coverage; a coverage below 1 also drops
+// rare train characters.
+void note_unknown_characters(const PrepareOptions& options, const SplitCorpus& text, const Tokenizer& tokenizer,
+                             bool trained, std::span<const std::int32_t> train_ids,
+                             std::span<const std::int32_t> val_ids, const Say& say) {
+  const auto unknown = unknown_characters(text.corpus.lines, tokenizer);
+  if (unknown.empty()) return;
+  const auto unk_tokens = [&](std::span<const std::int32_t> ids) {
+    return std::count(ids.begin(), ids.end(), tokenizer.unk_id());
+  };
+  const std::vector<std::string> in_train =
+      unknown_characters(std::span<const std::string_view>(text.corpus.lines).first(text.train_lines()), tokenizer);
+  std::vector<std::string> val_only;
+  std::set_difference(unknown.begin(), unknown.end(), in_train.begin(), in_train.end(), std::back_inserter(val_only));
+  const std::string only_val =
+      val_only.empty() ? ""
+                       : fmt::format("{} occur only in the validation lines and stay unknown at any coverage",
+                                     shown_characters(val_only));
+  std::string why;
+  if (!trained) why = "the reused tokenizer lacks them";
+  else if (in_train.empty()) why = "they occur only in the validation lines";
+  else if (options.character_coverage < 1.0)
+    why = fmt::format(
+        "the tokenizer covers --character-coverage {} of the text's characters; give --character-coverage 1 to keep "
+        "every character of the train lines{}",
+        options.character_coverage, only_val.empty() ? "" : "; " + only_val);
+  else why = only_val.empty() ? "SentencePiece left them out" : "SentencePiece left out the others; " + only_val;
+  say(fmt::format(
+      "note: {} distinct characters of the text are not in the tokenizer and become <unk> ({} train and {} val "
+      "tokens): {}; {}",
+      unknown.size(), unk_tokens(train_ids), unk_tokens(val_ids), shown_characters(unknown), why));
+}
+
+// meta.json's fields that say where the tokens came from (write_token_files adds the rest).
+nlohmann::json provenance(const PrepareOptions& options, const SplitCorpus& text, const Tokenizer& tokenizer,
+                          const std::string& model_bytes, bool trained) {
+  nlohmann::json sources = nlohmann::json::array();
+  for (const Source& s : text.corpus.sources) {
+    sources.push_back({{"path", s.path}, {"bytes", s.bytes}, {"lines", s.lines}, {"fnv1a64", hex64(s.fnv)}});
+  }
+  nlohmann::json meta = {
+      {"bos_id", tokenizer.bos_id()},
+      {"train_lines", text.n_train},
+      {"val_lines", text.n_val},
+      {"tokenizer", "tokenizer.model"},
+      {"tokenizer_fnv1a64", hex64(fnv1a64(model_bytes))},
+      {"tokenizer_trained", trained},
+      {"sources", sources},
+      {"val_fraction", options.val_fraction},
+  };
+  if (options.pairs) {
+    meta["task"] = "translate";
+    meta["max_length_ratio"] = options.max_length_ratio;
+    meta["dropped_pairs"] = text.dropped;
+  }
+  if (trained) {
+    meta["model_type"] = options.model_type;
+    meta["character_coverage"] = options.character_coverage;
+    meta["seed"] = options.seed;
+  } else {
+    meta["tokenizer_source"] = options.tokenizer;
+  }
+  return meta;
+}
+
+}  // namespace
+
+PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& progress) {
+  const auto start = Clock::now();
+  const Say say{progress};
+  check_options(options);
+  const SplitCorpus text = read_and_split(options, say);
+
+  const bool trained = options.tokenizer.empty();
+  const std::string model_bytes = tokenizer_model(options, text, say);
+  Tokenizer tokenizer = Tokenizer::from_bytes(
+      model_bytes, trained ? fmt::format("(trained on {})", join(options.inputs)) : options.tokenizer);
+  check_tokenizer(tokenizer, options, trained, say);
+
+  const auto t0 = Clock::now();
+  std::vector<std::int32_t> train_ids, val_ids;
+  encode_split(tokenizer, text, train_ids, val_ids);
   say(fmt::format("encoded {} train + {} val tokens in {:.1f} s ({:.2f} tokens per byte)", train_ids.size(),
                   val_ids.size(), seconds_since(t0),
-                  static_cast<double>(train_ids.size() + val_ids.size()) / static_cast<double>(total_bytes)));
-
-  if (const auto unknown = unknown_characters(corpus.lines, tokenizer); !unknown.empty()) {
-    const auto unk_tokens = [&](const std::vector<std::int32_t>& ids) {
-      return std::count(ids.begin(), ids.end(), tokenizer.unk_id());
-    };
-    // A tokenizer is trained on the train lines only, so a character seen only in the validation lines stays
-    // unknown at any coverage; a coverage below 1 also drops rare train characters.
-    const std::vector<std::string> in_train = unknown_characters(
-        std::span<const std::string_view>(corpus.lines).first(static_cast<std::size_t>(n_train * per_unit)), tokenizer);
-    std::vector<std::string> val_only;
-    std::set_difference(unknown.begin(), unknown.end(), in_train.begin(), in_train.end(), std::back_inserter(val_only));
-    const std::string only_val =
-        val_only.empty() ? ""
-                         : fmt::format("{} occur only in the validation lines and stay unknown at any coverage",
-                                       shown_characters(val_only));
-    std::string why;
-    if (!train) why = "the reused tokenizer lacks them";
-    else if (in_train.empty()) why = "they occur only in the validation lines";
-    else if (options.character_coverage < 1.0)
-      why = fmt::format(
-          "the tokenizer covers --character-coverage {} of the text's characters; give --character-coverage 1 to keep "
-          "every character of the train lines{}",
-          options.character_coverage, only_val.empty() ? "" : "; " + only_val);
-    else why = only_val.empty() ? "SentencePiece left them out" : "SentencePiece left out the others; " + only_val;
-    say(fmt::format(
-        "note: {} distinct characters of the text are not in the tokenizer and become <unk> ({} train and {} val "
-        "tokens): {}; {}",
-        unknown.size(), unk_tokens(train_ids), unk_tokens(val_ids), shown_characters(unknown), why));
-  }
-  const UnigramStats stats = unigram_stats(train_ids, val_ids, vocab);
+                  static_cast<double>(train_ids.size() + val_ids.size()) / static_cast<double>(text.total_bytes)));
+  note_unknown_characters(options, text, tokenizer, trained, train_ids, val_ids, say);
+  const UnigramStats stats = unigram_stats(train_ids, val_ids, tokenizer.vocab_size());
   say(fmt::format("unigram entropy {:.4f} nats (train), cross-entropy {:.4f} nats (val)", stats.entropy,
                   stats.val_xent));
 
@@ -452,43 +525,17 @@ PrepareSummary prepare_corpus(const PrepareOptions& options, const ProgressFn& p
   const fs::path dir = options.out_dir;
   open_token_dir(dir);
   write_file_atomic(dir / "tokenizer.model", model_bytes);
-
-  nlohmann::json sources = nlohmann::json::array();
-  for (const Source& s : corpus.sources) {
-    sources.push_back({{"path", s.path}, {"bytes", s.bytes}, {"lines", s.lines}, {"fnv1a64", hex64(s.fnv)}});
-  }
-  nlohmann::json meta = {
-      {"bos_id", tokenizer.bos_id()},
-      {"train_lines", n_train},
-      {"val_lines", n_val},
-      {"tokenizer", "tokenizer.model"},
-      {"tokenizer_fnv1a64", hex64(fnv1a64(model_bytes))},
-      {"tokenizer_trained", train},
-      {"sources", sources},
-      {"val_fraction", options.val_fraction},
-  };
-  if (options.pairs) {
-    meta["task"] = "translate";
-    meta["max_length_ratio"] = options.max_length_ratio;
-    meta["dropped_pairs"] = dropped;
-  }
-  if (train) {
-    meta["model_type"] = options.model_type;
-    meta["character_coverage"] = options.character_coverage;
-    meta["seed"] = options.seed;
-  } else {
-    meta["tokenizer_source"] = options.tokenizer;
-  }
-  const std::string dtype = write_token_files(dir, train_ids, val_ids, vocab, eos, std::move(meta), stats);
+  const std::string dtype = write_token_files(dir, train_ids, val_ids, tokenizer.vocab_size(), tokenizer.eos_id(),
+                                              provenance(options, text, tokenizer, model_bytes, trained), stats);
 
   PrepareSummary summary;
   summary.out_dir = dir.string();
-  summary.vocab_size = vocab;
+  summary.vocab_size = tokenizer.vocab_size();
   summary.token_dtype = dtype;
-  summary.trained_tokenizer = train;
-  summary.train_lines = n_train;
-  summary.val_lines = n_val;
-  summary.dropped_pairs = dropped;
+  summary.trained_tokenizer = trained;
+  summary.train_lines = text.n_train;
+  summary.val_lines = text.n_val;
+  summary.dropped_pairs = text.dropped;
   summary.train_tokens = static_cast<std::int64_t>(train_ids.size());
   summary.val_tokens = static_cast<std::int64_t>(val_ids.size());
   summary.unigram_entropy_nats = stats.entropy;
