@@ -105,9 +105,12 @@ const std::vector<ArmSpec> kClaimArms = {
 const Need kWarmed{"warmed", "no warm-up > 0 on the train.warmup axis"};
 
 // At the deepest depth with the longest warm-up, a repair's validation loss against Pre-LN's.
-ClaimSpec better_than_pre(std::string id, std::string statement, const std::string& arm) {
+ClaimSpec better_than_pre(std::string id, std::string statement, std::string quote, std::string where,
+                          const std::string& arm) {
   return {.id = std::move(id),
           .statement = std::move(statement),
+          .quote = std::move(quote),
+          .where = std::move(where),
           .of = {arm, "final_val_loss"},
           .against = Term{"pre-L{deep}-w{longest}", "final_val_loss"},
           .compare = Compare::difference,
@@ -119,6 +122,8 @@ ClaimSpec better_than_pre(std::string id, std::string statement, const std::stri
 const std::vector<ClaimSpec> kSubClaims = {
     {.id = "A",
      .statement = "Without warm-up, a {deep} + {deep} layers Post-LN translates worse",
+     .quote = "First, we can see that for both optimizers, the learning rate warm-up stage is essential.",
+     .where = "Xiong et al. 2020, §3.2, Fig. 2; Admin (Liu et al. 2020) Table 1",
      .of = {"post-L{deep}-w0", "final_val_loss"},
      .against = Term{"post-L{deep}-w{longest}", "final_val_loss"},
      .compare = Compare::difference,
@@ -126,13 +131,21 @@ const std::vector<ClaimSpec> kSubClaims = {
      .needs = {{"cold_and_warmed", "the train.warmup axis needs 0 and a warm-up > 0"}}},
     {.id = "B",
      .statement = "Pre-LN, DeepNorm and Admin train without warm-up at every depth",
+     .quote = "First, as we can see from the figure, the learning rate warm-up stage is not critical anymore for "
+              "training the Pre-LN Transformer and the performance of the learned model is competitive.",
+     .where = "Xiong et al. 2020, §4.2, Fig. 4",
      .of = {"{repairs}-L{depth}-w0", "loss_above_trained_line", Json::object(), Extreme::largest},
      .side = SubClaim::Side::below,
      .threshold = 0.0,
      .needs = {{"cold", "warm-up 0 is not on the train.warmup axis"}}},
     better_than_pre("C1", "At {deep} + {deep} layers, DeepNorm translates better than Pre-LN",
-                    "deepnorm-L{deep}-w{longest}"),
-    better_than_pre("C2", "At {deep} + {deep} layers, Admin translates better than Pre-LN", "admin-L{deep}-w{longest}"),
+                    "The proposed method combines the best of two worlds, i.e., good performance of Post-LN and stable "
+                    "training of Pre-LN, making DeepNorm a preferred alternative.",
+                    "Wang et al. 2022, DeepNet, abstract and Table 1", "deepnorm-L{deep}-w{longest}"),
+    better_than_pre("C2", "At {deep} + {deep} layers, Admin translates better than Pre-LN",
+                    "Extensive experiments show that Admin is more stable, converges faster, and leads to better "
+                    "performance",
+                    "Liu et al. 2020, Admin, abstract and Table 1", "admin-L{deep}-w{longest}"),
 };
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {

@@ -109,6 +109,9 @@ const std::vector<ArmSpec> kClaimArms = {
 const std::vector<ClaimSpec> kSubClaims = {
     {.id = "A",
      .statement = "{deep}-layer Post-LN without warm-up fails at every lr ≥ 1e-3",
+     .quote = "Without the warm-up stage, the BLEU score of the model trained with Adam optimizer can only achieve "
+              "8.45.",
+     .where = "Xiong et al. 2020, §3.2, Fig. 2(a)",
      .of = margin("post-L{deep}-lr{high_lr}-w0", Extreme::smallest),
      .threshold = 0.0,
      .needs = {{"no_warmup", "warm-up 0 is not on the train.warmup axis"},
@@ -117,11 +120,17 @@ const std::vector<ClaimSpec> kSubClaims = {
     // the rescue the paper shows is at lr 5e-4, which the default lr axis does not hold.
     {.id = "B",
      .statement = "At lr 1e-3, {longest} warm-up steps do not rescue {deep}-layer Post-LN",
+     .quote = "For example, when setting T_warmup = 500, the learned models with Adam achieve only 31.16 and 2.77 in "
+              "term of BLEU score for lr_max = 5e-4 and 1e-3 respectively.",
+     .where = "Xiong et al. 2020, §3.2, Fig. 2(a)",
      .of = margin("post-L{deep}-lr0.001-w{longest}"),
      .threshold = 0.0,
      .needs = {{"warmed_at_1e3", "no warm-up > 0 or no lr 1e-3 on the axes"}}},
     {.id = "C1",
      .statement = "Pre-LN trains in every cell, warm-up or not",
+     .quote = "First, as we can see from the figure, the learning rate warm-up stage is not critical anymore for "
+              "training the Pre-LN Transformer and the performance of the learned model is competitive.",
+     .where = "Xiong et al. 2020, §4.2, Fig. 4",
      .of = margin("pre-L{depth}-lr{lr}-w{warmup}", Extreme::largest),
      .side = SubClaim::Side::below,
      .threshold = 0.0},
