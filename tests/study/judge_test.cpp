@@ -126,14 +126,12 @@ void warmup_grid(Runs& runs, const Holds& holds) {
   for (RunOutcome& o : runs) {
     const int seed = seed_of(o);
     const std::string arm = arm_of(o);
-    // A: deep Post-LN stalls without warm-up; B: and at lr 1e-3 with it too (Xiong's 2.77 BLEU); C: Pre-LN (C1),
-    // DeepNorm and Admin (C2) train (one cell of each stalls when failing); D: shallow Post-LN trains without warm-up.
-    const bool stalls = arm == "post-L6-lr0.001-w0"        ? holds(seed, 'A')
-                        : arm == "post-L6-lr0.001-w10"     ? holds(seed, 'B')
-                        : arm == "post-L2-lr0.001-w0"      ? !holds(seed, 'D')
-                        : arm == "pre-L6-lr0.001-w10"      ? !holds(seed, 'C')
-                        : arm == "deepnorm-L6-lr0.001-w10" ? !holds(seed, 'C')
-                                                           : false;
+    // A: deep Post-LN stalls without warm-up; B: and at lr 1e-3 with it too (Xiong's 2.77 BLEU); C: Pre-LN trains
+    // (one cell stalls when failing). DeepNorm, Admin and the shallow Post-LN are not judged.
+    const bool stalls = arm == "post-L6-lr0.001-w0"    ? holds(seed, 'A')
+                        : arm == "post-L6-lr0.001-w10" ? holds(seed, 'B')
+                        : arm == "pre-L6-lr0.001-w10"  ? !holds(seed, 'C')
+                                                       : false;
     stalls ? write_stalled(o) : write_trained(o);
   }
 }
@@ -371,7 +369,7 @@ const std::vector<JudgeCase>& judge_cases() {
       {"why-pre-ln", why_pre_ln, "init-post-L6-s1"},
       {"grad-by-depth", grad_by_depth, "xavier-post-L8-s1"},
       {"stream-at-init", stream_at_init, "pre-s1"},
-      {"warmup-grid", warmup_grid, "post-L2-lr0.001-w0-s1"},
+      {"warmup-grid", warmup_grid, "post-L6-lr0.001-w0-s1"},
       {"model-update", model_update, "post-w0-s1"},
       {"one-step", one_step, "post-L4-s1"},
       {"depth-variance", depth_variance, "lns-s1"},
@@ -505,7 +503,10 @@ TEST_P(StudyJudge, TheReportShowsEachSubClaimsRuleIntervalAndSeeds) {
   EXPECT_EQ(json["headline"], r.headline);
   const std::string md = slurp(dir / "report.md");
   EXPECT_NE(md.find("| " + r.claims.front().id), std::string::npos) << md;
-  EXPECT_NE(md.find("%)"), std::string::npos) << md;  // each interval with its confidence
+  if (std::any_of(r.claims.begin(), r.claims.end(),
+                  [](const SubClaim& c) { return c.test == SubClaim::Test::interval; })) {
+    EXPECT_NE(md.find("%)"), std::string::npos) << md;  // each interval with its confidence
+  }
   EXPECT_NE(r.verdict_rule.find("t · sd/√n"), std::string::npos) << r.verdict_rule;
   const std::string csv = slurp(dir / "seeds.csv");
   EXPECT_TRUE(csv.starts_with("sub_claim,seed,value,statistic\n")) << csv;
@@ -684,7 +685,8 @@ TEST(StudyJudgeGradByDepth, CReadsTheExpectedGradientAtTheShallowestDepth) {
 // than Pre-LN do not make C hold, and neither does a cold Post-LN with the lower BLEU but the lower loss make A.
 TEST(StudyJudgeMtDepth, JudgesTheValidationLossNotTheBleu) {
   TempDir tmp("judge");
-  StudyOptions options{.quick = true, .seeds = {1, 2, 3}, .dir = tmp.path()};
+  // Eight seeds: B1 and B2 are counts, and fewer than 6 unanimous seeds cannot pass the sign test among 5 sub-claims.
+  StudyOptions options{.quick = true, .seeds = {1, 2, 3, 4, 5, 6, 7, 8}, .dir = tmp.path()};
   const Study& study = find_study("mt-depth");
   Runs runs = planned_runs(study, options);
   for (RunOutcome& o : runs) {
@@ -701,7 +703,9 @@ TEST(StudyJudgeMtDepth, JudgesTheValidationLossNotTheBleu) {
   EXPECT_EQ(claim_of(r, "A").truth, Truth::fails);
   EXPECT_EQ(claim_of(r, "C1").truth, Truth::fails);
   EXPECT_EQ(claim_of(r, "C2").truth, Truth::fails);
-  EXPECT_EQ(r.verdict, "partly reproduced");  // B (every arm learns) still holds
+  EXPECT_EQ(claim_of(r, "B1").truth, Truth::holds);  // every arm learns
+  EXPECT_EQ(claim_of(r, "B2").truth, Truth::holds);
+  EXPECT_EQ(r.verdict, "partly reproduced");
 }
 
 // Judges find their arms in the axes' values: with a user's grid they judge what is there, and a

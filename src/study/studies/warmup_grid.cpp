@@ -18,8 +18,7 @@ struct Grid {
   std::vector<int> warmups, depths;
   int steps;
 };
-// The axes (sorted), and train.steps as --set leaves it. The quick preset has two depths: the shallow
-// Post-LN cell (D) is its own.
+// The axes (sorted), and train.steps as --set leaves it.
 Grid grid(const StudyOptions& o) {
   Grid g{o.number_axis("train.lr"), o.int_axis("train.warmup"), o.int_axis("model.n_layers"),
          configured(o, small_lm("pre", 1, o.quick ? 30 : 300, 1), "train.steps").get<int>()};
@@ -69,9 +68,11 @@ Table cell_table(const StudyOptions& o, const Grid& g, const std::vector<RunOutc
 }
 
 // ---- The pre-registration ------------------------------------------------------------------------------------------
-// Each sub-claim reads a cell's final training loss above the trained line (unigram entropy − the stall margin; a
-// diverged run at the unigram entropy): positive when it did not train. Over several cells a seed's number is the
-// cell that decides the claim: the best (smallest) for "some cell", the worst (largest) for "every cell".
+// Train or not is a count: a cell either trains or it does not (slow, stalled or diverged), so each sub-claim reads
+// `not_trained` (1 or 0) and tests by the exact sign test whether more seeds lie on the claimed side of ½ than on the
+// other. Over several cells a seed's number is the cell that decides the claim: the best (smallest) for "fails at
+// every lr" read as "no cell trains", the worst (largest) for "trains in every cell". The final losses are evidence
+// (the cell table).
 
 Json variables(const StudyOptions& o) {
   const Grid g = grid(o);
@@ -81,29 +82,26 @@ Json variables(const StudyOptions& o) {
   const bool lr_1e3 = std::any_of(g.lrs.begin(), g.lrs.end(), [](double lr) { return std::abs(lr - 1e-3) < 1e-12; });
   const bool no_warmup = g.warmups.front() == 0, warmed = g.warmups.back() > 0;
   return {{"deep", g.depths.back()},
-          {"shallow", g.depths.front()},
           {"longest", g.warmups.back()},
           {"depth", g.depths},
           {"lr", g.lrs},
           {"warmup", g.warmups},
           {"high_lr", high_lrs},
-          {"repair", Json::array({"deepnorm", "admin"})},
           {"no_warmup", no_warmup},
           {"high_lr_on_axis", !high_lrs.empty()},
-          {"warmed_at_1e3", warmed && lr_1e3},
-          {"no_warmup_at_1e3", no_warmup && lr_1e3}};
+          {"warmed_at_1e3", warmed && lr_1e3}};
 }
 
-Term margin(std::string arm, Extreme extreme = Extreme::none) {
-  return {std::move(arm), "loss_above_trained_line", Json::object(), extreme};
+Term did_not_train(std::string arm, Extreme extreme = Extreme::none) {
+  return {std::move(arm), "not_trained", Json::object(), extreme};
 }
+// Half a seed: more seeds above it than below did not train.
+constexpr double kMajority = 0.5;
 
 const std::vector<ArmSpec> kClaimArms = {
     {"post-L{deep}-lr{high_lr}-w0", "the {deep}-layer Post-LN cells without warm-up at lr {high_lr}"},
     {"post-L{deep}-lr0.001-w{longest}", "{deep}-layer Post-LN at lr 0.001 with {longest} warm-up steps"},
     {"pre-L{depth}-lr{lr}-w{warmup}", "the Pre-LN cells (depth {depth}; lr {lr}; warm-up {warmup})"},
-    {"{repair}-L{depth}-lr{lr}-w{warmup}", "the DeepNorm and Admin cells (depth {depth}; lr {lr}; warm-up {warmup})"},
-    {"post-L{shallow}-lr0.001-w0", "{shallow}-layer Post-LN at lr 0.001 without warm-up"},
 };
 
 const std::vector<ClaimSpec> kSubClaims = {
@@ -112,10 +110,11 @@ const std::vector<ClaimSpec> kSubClaims = {
      .quote = "Without the warm-up stage, the BLEU score of the model trained with Adam optimizer can only achieve "
               "8.45.",
      .where = "Xiong et al. 2020, §3.2, Fig. 2(a)",
-     .of = margin("post-L{deep}-lr{high_lr}-w0", Extreme::smallest),
-     .threshold = 0.0,
+     .of = did_not_train("post-L{deep}-lr{high_lr}-w0", Extreme::smallest),
+     .threshold = kMajority,
      .needs = {{"no_warmup", "warm-up 0 is not on the train.warmup axis"},
-               {"high_lr_on_axis", "no lr ≥ 1e-3 on the train.lr axis"}}},
+               {"high_lr_on_axis", "no lr ≥ 1e-3 on the train.lr axis"}},
+     .test = SubClaim::Test::sign},
     // B as Xiong §3.2 reports it: at lr 1e-3 a warm-up (500 steps there) still leaves Post-LN far behind (2.77 BLEU);
     // the rescue the paper shows is at lr 5e-4, which the default lr axis does not hold.
     {.id = "B",
@@ -123,29 +122,19 @@ const std::vector<ClaimSpec> kSubClaims = {
      .quote = "For example, when setting T_warmup = 500, the learned models with Adam achieve only 31.16 and 2.77 in "
               "term of BLEU score for lr_max = 5e-4 and 1e-3 respectively.",
      .where = "Xiong et al. 2020, §3.2, Fig. 2(a)",
-     .of = margin("post-L{deep}-lr0.001-w{longest}"),
-     .threshold = 0.0,
-     .needs = {{"warmed_at_1e3", "no warm-up > 0 or no lr 1e-3 on the axes"}}},
-    {.id = "C1",
+     .of = did_not_train("post-L{deep}-lr0.001-w{longest}"),
+     .threshold = kMajority,
+     .needs = {{"warmed_at_1e3", "no warm-up > 0 or no lr 1e-3 on the axes"}},
+     .test = SubClaim::Test::sign},
+    {.id = "C",
      .statement = "Pre-LN trains in every cell, warm-up or not",
      .quote = "First, as we can see from the figure, the learning rate warm-up stage is not critical anymore for "
               "training the Pre-LN Transformer and the performance of the learned model is competitive.",
      .where = "Xiong et al. 2020, §4.2, Fig. 4",
-     .of = margin("pre-L{depth}-lr{lr}-w{warmup}", Extreme::largest),
+     .of = did_not_train("pre-L{depth}-lr{lr}-w{warmup}", Extreme::largest),
      .side = SubClaim::Side::below,
-     .threshold = 0.0},
-    {.id = "C2",
-     .statement = "(this lab's own question: no paper claims it without warm-up at these rates) DeepNorm and Admin "
-                  "train in every cell",
-     .of = margin("{repair}-L{depth}-lr{lr}-w{warmup}", Extreme::largest),
-     .side = SubClaim::Side::below,
-     .threshold = 0.0},
-    {.id = "D",
-     .statement = "{shallow}-layer Post-LN trains at lr 1e-3 without warm-up",
-     .of = margin("post-L{shallow}-lr0.001-w0"),
-     .side = SubClaim::Side::below,
-     .threshold = 0.0,
-     .needs = {{"no_warmup_at_1e3", "warm-up 0 or lr 1e-3 is not on the axes"}}},
+     .threshold = kMajority,
+     .test = SubClaim::Test::sign},
 };
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
@@ -174,8 +163,9 @@ extern const Study kWarmupGrid{
     .name = "warmup-grid",
     .title = "Learning rate × warm-up × depth: where Post-LN, Pre-LN, DeepNorm and Admin train",
     .claim =
-        "Deep Post-LN fails (stalls or diverges) without warm-up at the usual learning rates and warm-up rescues it; "
-        "Pre-LN, DeepNorm and Admin train in every cell; shallow Post-LN trains without warm-up.",
+        "Deep Post-LN fails (stalls or diverges) without warm-up at the usual learning rates, and a short warm-up does "
+        "not rescue it at lr 1e-3; Pre-LN trains in every cell. DeepNorm, Admin and the shallow Post-LN are shown "
+        "cell by cell, not judged (no paper claims them without warm-up at these rates).",
     .source =
         "Xiong et al. 2020 (arXiv 2002.04745) §3.2; Wang et al. 2022, DeepNet (arXiv 2203.00555) §3, §5; Liu et al. "
         "2020, Admin (arXiv 2004.08249).",
@@ -184,22 +174,23 @@ extern const Study kWarmupGrid{
         "(500 steps: 31.16 BLEU at 5e-4, 2.77 at 1e-3). DeepNet Table 1: WMT-17 En-De, Post-LN unstable from 50L-50L, "
         "DeepNorm trains to 100L-100L. Admin Table 1: 18-layer Post-LN diverges on WMT14 En-De (lr 1e-3, warm-up 8000) "
         "where Admin trains.",
-    .cost = "default ~45 min on 2 cores (48 runs × 3 seeds), --quick ~50 s (16 runs)",
+    .cost = "default ~1.5 h on 2 cores (48 runs × 8 seeds), --quick ~50 s (16 runs)",
+    .default_seeds = "8",
     .large = "train.steps=1000",
     .axes = {{.key = "model.n_layers",
               .defaults = "6,12",
               .quick = "2,6",
               .large = "12,24",
-              .description = "depths; A and B read the deepest, D the shallowest"},
+              .description = "depths; A and B read the deepest, C every depth"},
              {.key = "train.lr",
               .defaults = "3e-4,1e-3,3e-3",
               .quick = "1e-3",
-              .description = "learning rates (constant after warm-up); A and B read lr ≥ 1e-3, D lr 1e-3"},
+              .description = "learning rates (constant after warm-up); A reads lr ≥ 1e-3, B lr 1e-3, C every lr"},
              {.key = "train.warmup",
               .defaults = "0,150",
               .quick = "0,10",
               .large = "0,500",
-              .description = "warm-up lengths in steps; A and D read 0, B the longest"}},
+              .description = "warm-up lengths in steps; A reads 0, B the longest, C every length"}},
     .plan = plan,
     .arms = kClaimArms,
     .variables = variables,
