@@ -60,6 +60,21 @@ double not_trained(const RunOutcome* run, const Json&) {
   return outcome == Outcome::trained ? 0 : 1;
 }
 
+// The first logged step at which the mean of three consecutive training-loss logs is below the trained line: the
+// updates a run needs to reach the target (Xiong Fig. 5(a) compares these at each placement's own lr). A run that
+// never reaches it in its budget, or diverges, counts as one step past the budget, so that two such runs tie.
+double steps_to_trained_line(const RunOutcome* run, const Json&) {
+  const TrainResult result = train_result(run);
+  if (result.outcome == Outcome::failed || result.outcome == Outcome::missing) return NAN;
+  const double past_budget = number(run->config["train"], "steps") + 1;
+  if (result.outcome == Outcome::diverged) return past_budget;
+  const TrainCurve curve = read_train_curve(run->dir / "run");
+  const double line = result.unigram - train::kStallMargin;
+  for (size_t i = 2; i < curve.loss.size() && i < curve.step.size(); ++i)
+    if ((curve.loss[i - 2] + curve.loss[i - 1] + curve.loss[i]) / 3 < line) return curve.step[i];
+  return past_budget;
+}
+
 // Training tokens (steps × batch × sequence length) ÷ the training's wall time.
 double tokens_per_second(const RunOutcome* run, const Json&) {
   if (!run) return NAN;
@@ -78,6 +93,12 @@ std::string above_trained_line_text(const Json&) {
 }
 std::string stalled_text(const Json&) { return "stalled or diverged (1) or not (0), by the stall rule"; }
 std::string not_trained_text(const Json&) { return "did not train (1: slow, stalled or diverged) or trained (0)"; }
+std::string steps_to_trained_line_text(const Json&) {
+  return fmt::format(
+      "steps until the training loss (mean of 3 logs) is below the trained line (unigram entropy − {:g} "
+      "nats; never: the budget + 1)",
+      train::kStallMargin);
+}
 std::string tokens_per_second_text(const Json&) { return "training tokens per second"; }
 
 // ---- An analysis of a finished probe run (analysis.jsonl) ----------------------------------------------------------
@@ -182,6 +203,14 @@ const std::vector<Statistic> kStatistics = {
      {},
      not_trained,
      not_trained_text},
+    {"steps_to_trained_line",
+     "the first logged step at which the training loss, averaged over 3 consecutive logs, is below the trained line "
+     "(the unigram entropy less the stall margin): the updates the run needs to learn; a run that never gets there in "
+     "its budget, or diverges, counts as the budget + 1",
+     "steps",
+     {},
+     steps_to_trained_line,
+     steps_to_trained_line_text},
     {"tokens_per_second",
      "training tokens (steps × batch × sequence length) ÷ the training's wall time (summary.json): compare it only "
      "between runs timed alone on one machine (RunRequest::exclusive)",

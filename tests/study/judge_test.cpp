@@ -141,11 +141,15 @@ void bert_warmup(Runs& runs, const Holds& holds) {
     const int seed = seed_of(o);
     const std::string arm = arm_of(o);
     // A (a count): Post-LN without warm-up stalls where the warmed one trains (fails: the warmed one stalls where
-    // the cold one trains); B: Pre-LN without warm-up trains; C: and ends below the warmed-up Post-LN (4.5).
-    // Failing: Pre-LN stalls cold, above the warmed Post-LN.
+    // the cold one trains); B: Pre-LN without warm-up trains; C: in fewer steps (its 3-log mean below the line at the
+    // 3rd log) than the warmed Post-LN at the lower lr (the 5th log); failing, at the 7th. Failing B: Pre-LN stalls.
     if (arm == "post-lr0.003-w0") holds(seed, 'A') ? write_stalled(o) : write_trained(o, 4.0, 4.0 * jitter(o));
+    else if (arm == "pre-lr0.003-w0" && !holds(seed, 'B')) write_stalled(o);
     else if (arm == "pre-lr0.003-w0")
-      holds(seed, 'B') ? write_trained(o, 4.0, (holds(seed, 'C') ? 4.0 : 4.8) * jitter(o)) : write_stalled(o);
+      write_training(o,
+                     holds(seed, 'C') ? std::vector<double>{7.0, 5.0, 4.0, 4.0, 4.0, 4.0, 4.0, 4.0}
+                                      : std::vector<double>{7.0, 7.0, 7.0, 6.5, 6.0, 5.0, 4.0, 4.0},
+                     4.0 * jitter(o));
     else if (arm == "post-lr0.003-w10" && !holds(seed, 'A'))
       write_training(o, {7.0, 6.3, 6.2, 6.2, 6.2, 6.2, 6.2, 6.2}, 4.5 * jitter(o));  // stalled, its val loss 4.5
     else write_trained(o, 4.5, 4.5 * jitter(o));

@@ -56,6 +56,23 @@ TEST(Statistics, LossAboveTheTrainedLineAndStalledFollowTheStallRule) {
   EXPECT_TRUE(std::isnan(measure("stalled_or_diverged", nullptr)));
 }
 
+// Logs every 10 steps (80 steps, 8 logs): the running mean of 3 first falls below the line (6 − 0.25) at the log
+// whose window is all below it or low enough on average.
+TEST(Statistics, StepsToTheTrainedLineIsTheFirstLogWhoseMeanOfThreeIsBelowIt) {
+  TempDir tmp("stat");
+  RunOutcome fast = a_run(tmp, "fast"), late = a_run(tmp, "late"), stalled = a_run(tmp, "stalled"),
+             diverged = a_run(tmp, "diverged");
+  write_training(fast, {7.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0, 5.0}, 5.0);  // (7 + 5 + 5) / 3 = 5.67 < 5.75 at step 30
+  write_training(late, {7.0, 6.5, 6.0, 6.0, 5.5, 5.5, 5.5, 5.5}, 5.5);  // (6 + 5.5 + 5.5) / 3 = 5.67 at step 60
+  write_stalled(stalled);
+  write_diverged(diverged);
+  EXPECT_EQ(measure("steps_to_trained_line", &fast), 30);
+  EXPECT_EQ(measure("steps_to_trained_line", &late), 60);
+  EXPECT_EQ(measure("steps_to_trained_line", &stalled), 81) << "never: the budget + 1";
+  EXPECT_EQ(measure("steps_to_trained_line", &diverged), 81);
+  EXPECT_TRUE(std::isnan(measure("steps_to_trained_line", nullptr)));
+}
+
 TEST(Statistics, TokensPerSecondIsTheTrainingTokensOverItsWallTime) {
   TempDir tmp("stat");
   RunOutcome fast = a_run(tmp, "fast"), slow = a_run(tmp, "slow");
