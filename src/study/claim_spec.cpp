@@ -52,15 +52,21 @@ void check_threshold(const ClaimSpec& spec, const Json& variables, std::string_v
   check_bound(spec.threshold[0], variables, field + "[0]"), check_bound(spec.threshold[1], variables, field + "[1]");
 }
 
-Term check_term(Term term, const std::vector<ArmSpec>& arms, const Json& variables, const std::string& where) {
-  if (std::none_of(arms.begin(), arms.end(), [&](const ArmSpec& a) { return a.id == term.arm; })) {
+void check_arm(const std::string& arm, const std::vector<ArmSpec>& arms, const std::string& where) {
+  if (std::none_of(arms.begin(), arms.end(), [&](const ArmSpec& a) { return a.id == arm; })) {
     std::vector<std::string> ids;
     for (const ArmSpec& a : arms) ids.push_back(a.id);
-    fail("{}.arm: \"{}\" is not one of the study's arms ({})", where, term.arm, fmt::join(ids, ", "));
+    fail("{}: \"{}\" is not one of the study's arms ({})", where, arm, fmt::join(ids, ", "));
   }
+}
+
+Term check_term(Term term, const std::vector<ArmSpec>& arms, const Json& variables, const std::string& where) {
+  check_arm(term.arm, arms, where + ".arm");
   if (term.extreme == Extreme::none && expand(term.arm, variables, where + ".arm").size() != 1)
-    fail("{}.arm: \"{}\" names several arms (a list variable); say which of them counts: extreme largest or smallest",
-         where, term.arm);
+    fail(
+        "{}.arm: \"{}\" names several arms (a list variable); say which of them counts: extreme largest or smallest "
+        "(seed by seed), or lowest_mean or highest_mean (one arm, by its mean over the seeds)",
+        where, term.arm);
   term.args = check_arguments(find_statistic(term.statistic, where + ".statistic"), term.args, where + ".args");
   return term;
 }
@@ -83,6 +89,10 @@ std::string arm_text(const Term& t, const std::vector<ArmSpec>& arms, const Json
       return "the largest over " + label;
     case Extreme::smallest:
       return "the smallest over " + label;
+    case Extreme::lowest_mean:
+      return "the one with the lowest mean over the seeds among " + label;
+    case Extreme::highest_mean:
+      return "the one with the highest mean over the seeds among " + label;
   }
   return label;
 }
@@ -134,10 +144,41 @@ double extreme_of(const std::vector<double>& values, Extreme extreme) {
 
 }  // namespace
 
+namespace {
+
+// One arm's statistic on every seed.
+SeedValues arm_values(const Statistic& statistic, const Json& args, const std::string& arm,
+                      const std::vector<RunOutcome>& runs, const std::vector<int>& seeds) {
+  return over_seeds(seeds, [&](int seed) { return statistic.of_run(find_run(runs, seed_id(arm, seed)), args); });
+}
+
+bool by_mean(Extreme extreme) { return extreme == Extreme::lowest_mean || extreme == Extreme::highest_mean; }
+
+}  // namespace
+
+std::string chosen_arm(const Term& t, const Json& variables, const std::vector<RunOutcome>& runs,
+                       const std::vector<int>& seeds) {
+  const Statistic& statistic = find_statistic(t.statistic, "statistic");
+  const Json args = check_arguments(statistic, t.args, t.arm);
+  std::string chosen;
+  double chosen_mean = NAN;
+  for (const std::string& arm : expand(t.arm, variables, "arm")) {
+    const double m = arm_values(statistic, args, arm, runs, seeds).mean();
+    if (std::isnan(m)) return "";
+    if (chosen.empty() || (t.extreme == Extreme::highest_mean ? m > chosen_mean : m < chosen_mean))
+      chosen = arm, chosen_mean = m;
+  }
+  return chosen;
+}
+
 SeedValues measure_term(const Term& t, const Json& variables, const std::vector<RunOutcome>& runs,
                         const std::vector<int>& seeds) {
   const Statistic& statistic = find_statistic(t.statistic, "statistic");
   const Json args = check_arguments(statistic, t.args, t.arm);
+  if (by_mean(t.extreme)) {
+    const std::string arm = chosen_arm(t, variables, runs, seeds);
+    return arm.empty() ? over_seeds(seeds, [](int) { return NAN; }) : arm_values(statistic, args, arm, runs, seeds);
+  }
   const std::vector<std::string> arms = expand(t.arm, variables, "arm");
   return over_seeds(seeds, [&](int seed) {
     std::vector<double> values;
@@ -197,6 +238,8 @@ ClaimSpec check_claim(ClaimSpec spec, const std::vector<ArmSpec>& arms, const Js
                       : "\"compare\" needs \"against\": the arm and statistic it is compared with");
   if (spec.against) spec.against = check_term(*spec.against, arms, variables, at + ".against");
   check_threshold(spec, variables, at);
+  for (const std::string& reference : spec.references_must_not_diverge)
+    check_arm(reference, arms, at + ".references_must_not_diverge");
   if (spec.test == SubClaim::Test::sign && spec.side == SubClaim::Side::within)
     fail("{}.test: the sign test counts seeds on each side of one threshold; use side above or below", at);
   if (spec.at_init) {
@@ -211,6 +254,19 @@ ClaimSpec check_claim(ClaimSpec spec, const std::vector<ArmSpec>& arms, const Js
 }
 
 namespace {
+
+// Undecided, naming the seeds, where a run of the reference arm diverged.
+void refuse_diverged_reference(SubClaim& claim, const std::string& reference, const std::vector<ArmSpec>& arms,
+                               const Json& variables, const std::vector<RunOutcome>& runs,
+                               const std::vector<int>& seeds) {
+  std::vector<int> diverged;
+  for (const std::string& arm : expand(reference, variables, "reference"))
+    for (int seed : seeds)
+      if (train_result(find_run(runs, seed_id(arm, seed))).outcome == Outcome::diverged) diverged.push_back(seed);
+  cannot_decide_unless(claim, diverged.empty(),
+                       fmt::format("{} diverged on seed {}: no reference to match",
+                                   label_of(reference, arms, variables), fmt::join(diverged, ", ")));
+}
 
 // `of`, or `of` compared with `against` seed by seed.
 SeedValues compared(const Term& of, const std::optional<Term>& against, Compare compare, const Json& variables,
@@ -236,6 +292,8 @@ SubClaim measure_claim(const ClaimSpec& given, const std::vector<ArmSpec>& arms,
   }
   for (const Need& need : spec.needs)
     cannot_decide_unless(claim, variables.contains(need.variable) && variables[need.variable] == true, need.why);
+  for (const std::string& reference : spec.references_must_not_diverge)
+    refuse_diverged_reference(claim, reference, arms, variables, runs, seeds);
   return claim;
 }
 

@@ -26,8 +26,9 @@ struct ArmSpec {
 };
 
 // Over several arms, the number a seed contributes: the largest or the smallest of the arms' (the worst or the best
-// cell of a grid), NaN when any arm's is.
-enum class Extreme { none, largest, smallest };
+// cell of a grid), NaN when any arm's is; or the arm whose mean over the seeds is lowest or highest, read seed by seed
+// (the best or worst setting of a sweep, chosen once for every seed), NaN on every seed when any arm's mean is NaN.
+enum class Extreme { none, largest, smallest, lowest_mean, highest_mean };
 
 // One side of a sub-claim: a statistic of one arm's runs, or its extreme over several arms.
 struct Term {
@@ -70,6 +71,9 @@ struct ClaimSpec {
   // sign test (the test for train-or-stall outcomes: `stalled_or_diverged` of one arm − of another).
   SubClaim::Test test = SubClaim::Test::interval;
   std::optional<InitControl> at_init = std::nullopt;
+  // Arms (templates) the comparison is made against: a seed on which one of their runs diverged leaves the sub-claim
+  // undecided, since a diverged reference (counted at the unigram entropy) is nothing to match or beat.
+  std::vector<std::string> references_must_not_diverge = {};
 };
 
 // The values the templates of a study's data may name, from its options (preset, --grid, --set).
@@ -92,6 +96,11 @@ ClaimSpec check_claim(ClaimSpec spec, const std::vector<ArmSpec>& arms, const Js
 // and threshold; undecided with a reason when a need is not met.
 SubClaim measure_claim(const ClaimSpec& spec, const std::vector<ArmSpec>& arms, const Json& variables,
                        const std::vector<RunOutcome>& runs, const std::vector<int>& seeds);
+
+// For a term chosen by mean (lowest_mean, highest_mean): the arm it reads, the first in the template's order on a tie;
+// empty when any arm's mean is NaN.
+std::string chosen_arm(const Term& term, const Json& variables, const std::vector<RunOutcome>& runs,
+                       const std::vector<int>& seeds);
 
 // One side's statistic on every seed (a study's charts and evidence read the numbers its sub-claims read).
 SeedValues measure_term(const Term& term, const Json& variables, const std::vector<RunOutcome>& runs,

@@ -57,6 +57,50 @@ TEST(ClaimSpec, ATermOverSeveralArmsTakesItsExtremeAndIsNaNWhenAnArmIsMissing) {
   EXPECT_NEAR(measure_term({"pre-lr0.001", "final_train_loss"}, Json::object(), runs, {2}).values[0], 3.0, 1e-12);
 }
 
+// By mean, one arm is chosen for every seed: lr 0.001 has the lower mean (3.5 against 4.0) though seed 1 is better at
+// lr 0.003, so the best arm's values are lr 0.001's on both seeds, not each seed's smallest.
+TEST(ClaimSpec, ATermChosenByMeanReadsOneArmOnEverySeed) {
+  TempDir tmp("claim-spec");
+  const std::vector<RunOutcome> runs = runs_with(
+      tmp, {{"pre-lr0.001-s1", 4.5}, {"pre-lr0.003-s1", 4.0}, {"pre-lr0.001-s2", 2.5}, {"pre-lr0.003-s2", 4.0}});
+  const Json lr = {{"lr", {0.001, 0.003}}};
+  const Term best{"pre-lr{lr}", "final_train_loss", {}, Extreme::lowest_mean};
+  const Term worst{"pre-lr{lr}", "final_train_loss", {}, Extreme::highest_mean};
+  EXPECT_EQ(chosen_arm(best, lr, runs, {1, 2}), "pre-lr0.001");
+  EXPECT_EQ(chosen_arm(worst, lr, runs, {1, 2}), "pre-lr0.003");
+  const SeedValues values = measure_term(best, lr, runs, {1, 2});
+  EXPECT_NEAR(values.values[0], 4.5, 1e-12);
+  EXPECT_NEAR(values.values[1], 2.5, 1e-12);
+  EXPECT_NEAR(measure_term({"pre-lr{lr}", "final_train_loss", {}, Extreme::smallest}, lr, runs, {1, 2}).values[0], 4.0,
+              1e-12)
+      << "seed by seed, the smallest is lr 0.003's on seed 1";
+  TempDir other("claim-spec");
+  const std::vector<RunOutcome> missing = runs_with(other, {{"pre-lr0.001-s1", 4.0}, {"pre-lr0.003-s1", NAN}});
+  EXPECT_EQ(chosen_arm(best, lr, missing, {1}), "") << "an arm without its numbers: no choice";
+  EXPECT_TRUE(std::isnan(measure_term(best, lr, missing, {1}).values[0]));
+}
+
+// A comparison with a reference that diverged decides nothing on any seed, and names the seeds.
+TEST(ClaimSpec, AReferenceThatDivergedLeavesTheSubClaimUndecided) {
+  TempDir tmp("claim-spec");
+  std::vector<RunOutcome> runs = runs_with(tmp, {{"ref-s1", 4.0}, {"ref-s2", 4.0}, {"new-s1", 4.05}, {"new-s2", 4.05}});
+  for (RunOutcome& o : runs)
+    if (o.request.id == "ref-s2") write_diverged(o);
+  const std::vector<ArmSpec> arms = {{"ref", "the reference"}, {"new", "the new model"}};
+  ClaimSpec spec{.id = "A",
+                 .statement = "the new model matches the reference",
+                 .of = {"new", "final_train_loss"},
+                 .against = Term{"ref", "final_train_loss"},
+                 .compare = Compare::difference,
+                 .side = SubClaim::Side::below,
+                 .threshold = 0.1,
+                 .references_must_not_diverge = {"ref"}};
+  const SubClaim claim = measure_claim(spec, arms, Json::object(), runs, {1, 2});
+  EXPECT_EQ(claim.cannot_decide, "the reference diverged on seed 2: no reference to match");
+  spec.references_must_not_diverge = {"nobody"};
+  EXPECT_THROW(check_claim(spec, arms, Json::object(), "test"), Error);
+}
+
 TEST(ClaimSpec, ATermNamingSeveralArmsNeedsAnExtremeAndItsRuleSaysWhich) {
   const std::vector<ArmSpec> arms = {{"pre-lr{lr}", "Pre-LN at lr {lr}"}};
   const Json lr = {{"lr", {0.001, 0.003}}};

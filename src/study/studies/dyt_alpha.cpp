@@ -12,10 +12,6 @@ namespace normlab::study {
 
 namespace {
 
-// Each threshold written once: the sub-claims and the rule text read them.
-constexpr double kMatchWithin = 0.1;  // A: best DyT − LayerNorm (nats), at most
-constexpr double kMattersBy = 0.1;    // B: worst α₀ − best α₀ (nats), at least
-
 struct Preset {
   int layers, steps;
   std::vector<double> alphas;
@@ -28,9 +24,9 @@ Preset preset(const StudyOptions& o) {
   return {t.layers, t.steps, alphas};
 }
 
-std::string id_of(double alpha, int seed) {
-  return alpha > 0 ? fmt::format("dyt-a{:g}-s{}", alpha, seed) : fmt::format("layernorm-s{}", seed);
-}
+// The arm of an α₀ (0: LayerNorm), and its run for a seed.
+std::string arm_id(double alpha) { return alpha > 0 ? fmt::format("dyt-a{:g}", alpha) : "layernorm"; }
+std::string id_of(double alpha, int seed) { return seed_id(arm_id(alpha), seed); }
 
 // Unit-variance embeddings (√d × N(0, d^-1/2)) are DyT's placement default: tanh(αx) only normalizes
 // when x is not tiny, and with GPT-2's N(0, 0.02) embeddings DyT stalls at the unigram level whatever α₀
@@ -63,44 +59,68 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
   return runs;
 }
 
-// The α₀ sweep: LayerNorm's loss, the best and worst α₀ by mean loss and their losses per seed, with the sweep's
-// chart and table. NaN (a failed α₀) poisons both, so neither sub-claim is decided from the others.
-struct Sweep {
-  SeedValues ln, best, worst;
-  double best_alpha = NAN, worst_alpha = NAN;
-  Chart chart;
-  Table table;
+// ---- The pre-registration ------------------------------------------------------------------------------------------
+// The best and worst α₀ are chosen once, by their mean final validation loss over the seeds (a sweep's pick), then
+// compared with LayerNorm (A) or with each other (B) seed by seed. A diverged run counts as the unigram entropy.
+
+Json variables(const StudyOptions& o) {
+  const Preset p = preset(o);
+  return {{"alpha", p.alphas}, {"two_alphas", p.alphas.size() >= 2}};
+}
+
+const std::vector<ArmSpec> kArms = {
+    {"layernorm", "LayerNorm"},
+    {"dyt-a{alpha}", "DyT at α₀ {alpha}"},
 };
-Sweep sweep_of(const StudyOptions& o, const Preset& p, const std::vector<RunOutcome>& runs) {
-  // Final validation loss per seed; a diverged run counts as the unigram entropy.
-  const auto val = [&](double alpha) {
-    return over_seeds(o.seeds,
-                      [&](int seed) -> double { return val_loss_or_unigram(find_run(runs, id_of(alpha, seed))); });
-  };
-  Sweep out{.ln = val(0),
-            .chart = {"final validation loss against α₀, mean over seeds (flat line: LayerNorm)", "α₀", "val loss"},
-            .table = {"Final validation loss (over seeds)", {"model", "val loss", "− LayerNorm (mean)"}}};
+
+Term val_loss(std::string arm, Extreme extreme = Extreme::none) {
+  return {std::move(arm), "final_val_loss", Json::object(), extreme};
+}
+
+const std::vector<ClaimSpec> kSubClaims = {
+    {.id = "A",
+     .statement = "DyT at a well-chosen α₀ (the lowest mean loss) matches LayerNorm",
+     .quote = "By incorporating DyT, Transformers without normalization can match or exceed the performance of their "
+              "normalized counterparts, mostly without hyperparameter tuning.",
+     .where = "Zhu et al. 2025, abstract; the LLaMA loss table",
+     .of = val_loss("dyt-a{alpha}", Extreme::lowest_mean),
+     .against = val_loss("layernorm"),
+     .compare = Compare::difference,
+     .side = SubClaim::Side::below,
+     .threshold = 0.1,
+     .references_must_not_diverge = {"layernorm"}},
+    {.id = "B",
+     .statement = "α₀ matters",
+     .where = "Zhu et al. 2025, §7: α₀ is set per position and model size for LLMs (a paraphrase; docs/studies.md)",
+     .of = val_loss("dyt-a{alpha}", Extreme::highest_mean),
+     .against = val_loss("dyt-a{alpha}", Extreme::lowest_mean),
+     .compare = Compare::difference,
+     .threshold = 0.1,
+     .needs = {{"two_alphas", "the model.options.dyt_alpha axis has one value, B needs two"}}},
+};
+
+// The sweep's chart and table: each α₀'s final validation loss over the seeds, against LayerNorm's.
+void sweep(const StudyOptions& o, const Preset& p, const std::vector<RunOutcome>& runs, Report& r) {
+  const SeedValues ln = measure_term(val_loss("layernorm"), Json::object(), runs, o.seeds);
+  Chart chart{"final validation loss against α₀, mean over seeds (flat line: LayerNorm)", "α₀", "val loss"};
+  Table table{"Final validation loss (over seeds)", {"model", "val loss", "− LayerNorm (mean)"}};
   Series dyt{"DyT", {}, {}}, reference{"LayerNorm", {}, {}};
-  out.table.rows.push_back({"LayerNorm", out.ln.show(), "0"});
-  double best_mean = INFINITY, worst_mean = -INFINITY;
-  bool missing = false;
+  table.rows.push_back({"LayerNorm", ln.show(), "0"});
   for (double alpha : p.alphas) {
-    const SeedValues v = val(alpha);
-    const double m = v.mean();
-    dyt.x.push_back(alpha), dyt.y.push_back(m);
-    reference.x.push_back(alpha), reference.y.push_back(out.ln.mean());
-    out.table.rows.push_back({fmt::format("DyT α₀ = {:g}", alpha), v.show(), num(m - out.ln.mean())});
-    if (std::isnan(m)) missing = true;
-    else {
-      if (std::isnan(out.best_alpha) || m < best_mean) best_mean = m, out.best_alpha = alpha;
-      if (std::isnan(out.worst_alpha) || m > worst_mean) worst_mean = m, out.worst_alpha = alpha;
-    }
+    const SeedValues v = measure_term(val_loss(arm_id(alpha)), Json::object(), runs, o.seeds);
+    dyt.x.push_back(alpha), dyt.y.push_back(v.mean());
+    reference.x.push_back(alpha), reference.y.push_back(ln.mean());
+    table.rows.push_back({fmt::format("DyT α₀ = {:g}", alpha), v.show(), num(v.mean() - ln.mean())});
   }
-  const SeedValues nothing = over_seeds(o.seeds, [](int) { return NAN; });
-  out.best = missing || std::isnan(out.best_alpha) ? nothing : val(out.best_alpha);
-  out.worst = missing || std::isnan(out.worst_alpha) ? nothing : val(out.worst_alpha);
-  out.chart.series = {dyt, reference};
-  return out;
+  const SeedValues contrast = val_losses(runs, "dyt-a0.5-gpt2-init", o.seeds);
+  table.rows.push_back({"DyT α₀ = 0.5, GPT-2 init (contrast)", contrast.show(), num(contrast.mean() - ln.mean())});
+  chart.series = {dyt, reference};
+  r.charts.push_back(chart);
+  r.tables.push_back(table);
+  r.evidence.push_back(
+      fmt::format("Contrast (not in the verdict): DyT α₀ = 0.5 with GPT-2's small init reaches {} (LayerNorm "
+                  "with unit-variance embeddings: {})",
+                  contrast.show(), ln.show()));
 }
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
@@ -111,47 +131,20 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
       "{{{}}} (model.options.dyt_alpha), against Pre-LN with LayerNorm; a contrast run: DyT α₀ = 0.5 with "
       "GPT-2 init.",
       fmt::join(p.alphas, ", "));
-  Sweep sw = sweep_of(o, p, runs);
-  const SeedValues &ln = sw.ln, &best = sw.best, &worst = sw.worst;
-  const double best_alpha = sw.best_alpha, worst_alpha = sw.worst_alpha;
-  Chart& sweep = sw.chart;
-  Table& table = sw.table;
-  const SeedValues contrast = val_losses(runs, "dyt-a0.5-gpt2-init", o.seeds);
-  table.rows.push_back({"DyT α₀ = 0.5, GPT-2 init (contrast)", contrast.show(), num(contrast.mean() - ln.mean())});
+  sweep(o, p, runs, r);
   Chart curves{fmt::format("training loss (seed {})", o.seeds.front()), "step", "loss"};
   const std::string suffix = fmt::format("-s{}", o.seeds.front());
   for (const RunOutcome& run : runs)
     if (run.request.id.ends_with(suffix))
       curves.series.push_back(loss_series(run.request.id.substr(0, run.request.id.size() - suffix.size()), &run));
-  r.charts = {sweep, curves};
-  r.tables = {table, outcome_table("Runs", runs)};
-
-  r.claims = {
-      claim_below(
-          "A", fmt::format("DyT at a well-chosen α₀ (here {:g}, the lowest mean loss) matches LayerNorm", best_alpha),
-          "final validation loss, best DyT − LayerNorm (nats)", difference(best, ln), kMatchWithin),
-      claim_above(
-          "B", "α₀ matters",
-          fmt::format("final validation loss, worst α₀ ({:g}) − best α₀ ({:g}) (nats)", worst_alpha, best_alpha),
-          difference(worst, best), kMattersBy),
-  };
-  cannot_decide_unless(r.claims.back(), p.alphas.size() >= 2,
-                       "the model.options.dyt_alpha axis has one value, B needs two");
-  std::vector<int> ln_diverged;  // a diverged LayerNorm is no reference to match
-  for (int seed : o.seeds)
-    if (train_result(find_run(runs, id_of(0, seed))).outcome == Outcome::diverged) ln_diverged.push_back(seed);
-  cannot_decide_unless(
-      r.claims.front(), ln_diverged.empty(),
-      fmt::format("LayerNorm diverged on seed {}: no reference to match", fmt::join(ln_diverged, ", ")));
-  r.evidence.push_back(
-      fmt::format("Contrast (not in the verdict): DyT α₀ = 0.5 with GPT-2's small init reaches {} (LayerNorm "
-                  "with unit-variance embeddings: {})",
-                  contrast.show(), ln.show()));
-  r.verdict_rule = fmt::format(
-      "Final validation loss per seed (a diverged run counts as the unigram entropy); the best and worst α₀ are "
-      "those with the lowest and highest mean loss, then compared seed by seed. A: the best α₀'s loss is less than "
-      "{:g} nats above LayerNorm's (or below); B: the worst α₀'s loss exceeds the best's by > {:g} nats.",
-      kMatchWithin, kMattersBy);
+  r.charts.push_back(curves);
+  r.tables.push_back(outcome_table("Runs", runs));
+  const Json v = variables(o);
+  const std::string best = chosen_arm(val_loss("dyt-a{alpha}", Extreme::lowest_mean), v, runs, o.seeds),
+                    worst = chosen_arm(val_loss("dyt-a{alpha}", Extreme::highest_mean), v, runs, o.seeds);
+  r.evidence.insert(r.evidence.begin(), fmt::format("By mean final validation loss over the seeds: best {}, worst {}",
+                                                    best.empty() ? "undecided (an α₀ lacks its numbers)" : best,
+                                                    worst.empty() ? "undecided" : worst));
   return r;
 }
 
@@ -176,6 +169,9 @@ extern const Study kDytAlpha{
               .description = "DyT's initial α₀, one run each against the LayerNorm run (A: the best α₀; B: the "
                              "spread, at least two values); the GPT-2-init contrast run keeps α₀ = 0.5"}},
     .plan = plan,
+    .arms = kArms,
+    .variables = variables,
+    .sub_claims = kSubClaims,
     .judge = judge,
 };
 
