@@ -133,10 +133,27 @@ double half_mean(const std::vector<double>& v, bool second) {
   return second ? mean({v.begin() + h, v.end()}) : mean({v.begin() + 1, v.begin() + h});
 }
 
-// One record's number: an entry of its column, the largest entry (NaN if any is), or a half of the layers' mean.
+// A record's column: its entries (a scalar field is one entry), only those whose tensor name contains `names` when
+// that is not empty.
+std::vector<double> column(const Json& record, const Json& args) {
+  const std::string field = text(args, "field"), names = text(args, "names");
+  std::vector<double> v = numbers(record, field);
+  if (v.empty() && record.is_object() && record.contains(field) && record[field].is_number())
+    v = {number(record, field)};
+  if (names.empty()) return v;
+  std::vector<double> kept;
+  const Json& name = record.is_object() && record.contains(probe::field::name) ? record[probe::field::name] : Json();
+  for (size_t i = 0; i < v.size() && i < name.size(); ++i)
+    if (name[i].is_string() && name[i].get<std::string>().find(names) != std::string::npos) kept.push_back(v[i]);
+  return kept;
+}
+
+// One record's number: an entry of its column, the largest entry (NaN if any is), the mean of its entries, or a half
+// of the layers' mean.
 double record_value(const Json& record, const Json& args) {
   const std::string over = text(args, "over");
-  const std::vector<double> v = numbers(record, text(args, "field"));
+  const std::vector<double> v = column(record, args);
+  if (over == "mean") return v.empty() ? NAN : mean(v);
   if (over == "max")
     return v.empty() || std::any_of(v.begin(), v.end(), [](double x) { return std::isnan(x); })
                ? NAN
@@ -145,21 +162,44 @@ double record_value(const Json& record, const Json& args) {
   return entry(v, integer(args, "entry"));
 }
 
+// The largest record value among the probes in the first quarter of training (step ≤ train.steps / 4): how far the
+// model moves early on. NaN if there is none, or if one is NaN.
+double largest_early(const std::vector<Json>& records, const RunOutcome* run, const Json& args) {
+  const double last_step = number(run->config["train"], "steps") / 4.0;
+  double largest = NAN;
+  for (const Json& record : records) {
+    if (number(record, probe::field::step) > last_step) continue;
+    const double v = record_value(record, args);
+    if (std::isnan(v)) return NAN;
+    largest = std::isnan(largest) ? v : std::max(largest, v);
+  }
+  return largest;
+}
+
 double probe_value(const RunOutcome* run, const Json& args) {
   if (!run) return NAN;
   const std::vector<Json> records = probe_records(run->dir / "run", text(args, "family"));
   if (records.empty()) return NAN;
-  const double value = record_value(text(args, "step") == "last" ? records.back() : records.front(), args);
+  const std::string step = text(args, "step");
+  const double value = step == "largest_in_first_quarter"
+                           ? largest_early(records, run, args)
+                           : record_value(step == "last" ? records.back() : records.front(), args);
   return text(args, "relative_to") == "first_probe" ? value / record_value(records.front(), args) : value;
 }
 
 std::string probe_text(const Json& args) {
   const std::string over = text(args, "over");
+  const std::string names = text(args, "names");
   const std::string where = over == "at"                ? index_text(integer(args, "entry"))
                             : over == "max"             ? std::string("the largest entry")
+                            : over == "mean"            ? std::string("the mean of its entries")
                             : over == "mean_first_half" ? std::string("the mean over the first half of the layers")
                                                         : std::string("the mean over the second half of the layers");
-  return fmt::format("{} {}, {}, {} probe{}", text(args, "family"), text(args, "field"), where, text(args, "step"),
+  const std::string step = text(args, "step") == "largest_in_first_quarter"
+                               ? std::string("the largest over the probes in the first quarter of training")
+                               : text(args, "step") + " probe";
+  return fmt::format("{} {}{}, {}, {}{}", text(args, "family"), text(args, "field"),
+                     names.empty() ? "" : fmt::format(" of the tensors named *{}*", names), where, step,
                      text(args, "relative_to") == "first_probe" ? " ÷ the same at the first probe" : "");
 }
 
@@ -228,15 +268,22 @@ const std::vector<Statistic> kStatistics = {
      analysis_value,
      analysis_text},
     {"probe",
-     "a column of a training probe record (probes.jsonl, docs/probes.md) at the first or last probe: one entry, the "
-     "largest, or the mean over half of the layers",
+     "a column of a training probe record (probes.jsonl, docs/probes.md) at the first or last probe, or its largest "
+     "early in training: one entry, the largest, the mean, or the mean over half of the layers, optionally of the "
+     "tensors whose names contain a text",
      "the column's",
      {{"family", ParamType::text, "the probe family", "", "stream|branch|norm|param|scalar|loss|update|model_update"},
       {"field", ParamType::text, "the column, e.g. mean_square, max_abs, grad_norm"},
-      {"step", ParamType::text, "which probe record", R"("last")", "first|last"},
+      {"step", ParamType::text,
+       "which probe record: the first, the last, or the one with the largest value among the probes up to a quarter "
+       "of train.steps",
+       R"("last")", "first|last|largest_in_first_quarter"},
       kEntryParam,
-      {"over", ParamType::text, "one entry (at), the largest, or a half of the layers' mean", R"("at")",
-       "at|max|mean_first_half|mean_second_half"},
+      {"over", ParamType::text, "one entry (at), the largest, the mean of the entries, or a half of the layers' mean",
+       R"("at")", "at|max|mean|mean_first_half|mean_second_half"},
+      {"names", ParamType::text,
+       "only the entries whose tensor name (the record's name column) contains this text, e.g. post_norm; empty: all",
+       R"("")"},
       {"relative_to", ParamType::text,
        "nothing, or the same number at the first probe (the change over training: a ratio to the model at init)",
        R"("nothing")", "nothing|first_probe"}},

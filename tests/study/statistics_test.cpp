@@ -122,6 +122,34 @@ TEST(Statistics, ProbeReadsAnEntryTheLargestOrAHalfOfTheFirstOrLastRecord) {
   EXPECT_TRUE(std::isnan(measure("probe", &run, Json{{"family", "branch"}, {"field", "rms"}})));
 }
 
+// model-update's numbers: a scalar column (the model update after step 1 against its largest in the first quarter of
+// the 80 steps, which differ when the update keeps growing), and the mean over the tensors of one kind of norm.
+TEST(Statistics, ProbeReadsAScalarTheLargestEarlyAndTheMeanOverNamedTensors) {
+  TempDir tmp("stat");
+  RunOutcome run = a_run(tmp, "probed");
+  for (const auto& [step, change] : std::vector<std::pair<int, double>>{{1, 0.5}, {10, 2.0}, {20, 3.0}, {40, 9.0}})
+    write_probe(run, step, "model_update", {{"logit_change_rms", change}});
+  write_probe(run, 1, "norm",
+              {{"name", {"layers.0.attn.post_norm", "layers.0.attn.pre_norm", "layers.0.ffn.post_norm"}},
+               {"input_rms", {1.0, 100.0, 3.0}}});
+  write_probe(run, 40, "norm",
+              {{"name", {"layers.0.attn.post_norm", "layers.0.attn.pre_norm", "layers.0.ffn.post_norm"}},
+               {"input_rms", {4.0, 100.0, 6.0}}});
+  // The arguments with one more set.
+  const auto with = [](Json args, const std::string& key, const std::string& value) {
+    args[key] = value;
+    return args;
+  };
+  const Json update = {{"family", "model_update"}, {"field", "logit_change_rms"}};
+  EXPECT_EQ(measure("probe", &run, with(update, "step", "first")), 0.5) << "after step 1";
+  EXPECT_EQ(measure("probe", &run, with(update, "step", "largest_in_first_quarter")), 3.0)
+      << "steps 1, 10 and 20 are within 80 / 4; step 40 is not";
+  const Json inputs = {{"family", "norm"}, {"field", "input_rms"}, {"names", "post_norm"}, {"over", "mean"}};
+  EXPECT_EQ(measure("probe", &run, with(inputs, "step", "first")), 2.0) << "(1 + 3) / 2, no pre_norm";
+  EXPECT_EQ(measure("probe", &run, with(inputs, "relative_to", "first_probe")), 2.5) << "5 ÷ 2";
+  EXPECT_TRUE(std::isnan(measure("probe", &run, with(inputs, "names", "nothing"))));
+}
+
 TEST(Statistics, ArgumentsAreCheckedWithOneSentenceNamingTheField) {
   const Statistic& probe = find_statistic("probe", "here");
   const auto message = [&](const Json& args) {
