@@ -203,6 +203,22 @@ std::string probe_text(const Json& args) {
                      text(args, "relative_to") == "first_probe" ? " ÷ the same at the first probe" : "");
 }
 
+// ---- The first layer against the last, early in training (param probes) -------------------------------------------
+
+double first_over_last_layer(const RunOutcome* run, const Json& args) {
+  const std::vector<double> each = early_layer_means(run, text(args, "tensor"), text(args, "field"));
+  const double ratio = each.empty() ? NAN : each.front() / each.back();
+  return text(args, "form") == "abs_log" ? std::abs(std::log(ratio)) : ratio;
+}
+
+std::string first_over_last_layer_text(const Json& args) {
+  const std::string ratio = fmt::format(
+      "first ÷ last layer {} {}, averaged over the probes of the first quarter of "
+      "training",
+      text(args, "tensor"), text(args, "field"));
+  return text(args, "form") == "abs_log" ? fmt::format("|ln({})|", ratio) : ratio;
+}
+
 const StatParam kEntryParam{"entry", ParamType::integer,
                             "which entry of the record's column: from 0, or from the end when negative (-1: the last; "
                             "a stream record has L + 1, entry 0 entering the first layer, entry L the stack's output)",
@@ -267,6 +283,16 @@ const std::vector<Statistic> kStatistics = {
       {"layer", ParamType::integer, "the layer, from 0, or from the top when negative (-1: the last)", "-1"}},
      analysis_value,
      analysis_text},
+    {"first_over_last_layer",
+     "a parameter probe column (probes.jsonl, param family) of one tensor in the first layer ÷ the same in the last "
+     "layer, each averaged over the probes of the first quarter of training (step ≤ train.steps / 4): as a ratio, or "
+     "as |ln(ratio)|, the imbalance whichever way it leans",
+     "the ratio",
+     {{"tensor", ParamType::text, "the tensor within the layer, e.g. ffn.fc2.weight"},
+      {"field", ParamType::text, "the column", R"("grad_norm")"},
+      {"form", ParamType::text, "the ratio, or the absolute value of its logarithm", R"("ratio")", "ratio|abs_log"}},
+     first_over_last_layer,
+     first_over_last_layer_text},
     {"probe",
      "a column of a training probe record (probes.jsonl, docs/probes.md) at the first or last probe, or its largest "
      "early in training: one entry, the largest, the mean, or the mean over half of the layers, optionally of the "
@@ -360,6 +386,27 @@ std::string statistics_help() {
                          p.fallback.empty() ? std::string(", required") : fmt::format(", default {}", p.fallback));
   }
   return out;
+}
+
+std::vector<double> early_layer_means(const RunOutcome* run, const std::string& tensor, const std::string& field) {
+  if (!run) return {};
+  const int layers = run->config["model"]["n_layers"].get<int>();
+  const double last_step = number(run->config["train"], "steps") / 4.0;
+  std::vector<Json> records = probe_records(run->dir / "run", probe::family::param);
+  std::erase_if(records, [&](const Json& j) { return number(j, probe::field::step) > last_step; });
+  std::vector<double> sum(static_cast<size_t>(layers), records.empty() ? NAN : 0.0);
+  for (const Json& record : records) {
+    const std::vector<double> v = numbers(record, field);
+    const Json& name = record.is_object() && record.contains(probe::field::name) ? record[probe::field::name] : Json();
+    for (int l = 0; l < layers; ++l) {
+      const std::string want = layer_tensor(run, l, tensor);
+      double found = NAN;
+      for (size_t i = 0; i < v.size() && i < name.size(); ++i)
+        if (name[i] == want) found = v[i];
+      sum[static_cast<size_t>(l)] += found / static_cast<double>(records.size());
+    }
+  }
+  return sum;
 }
 
 }  // namespace normlab::study

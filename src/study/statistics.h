@@ -45,6 +45,10 @@ const Statistic& find_statistic(std::string_view name, std::string_view where);
 // The arguments with every default filled in; fails with one sentence naming `where` and the parameter on an
 // unknown parameter, a missing required one, a value of the wrong type or a text outside its choices.
 Json check_arguments(const Statistic& statistic, const Json& args, std::string_view where);
+// Per layer, one tensor's column of the param probes (e.g. ffn.fc2.weight's grad_norm) averaged over the probes of the
+// first quarter of training (step ≤ train.steps / 4); NaN for a layer some record lacks, every layer NaN without
+// records, empty for a missing run. `first_over_last_layer` reads its ends; a study's chart shows it whole.
+std::vector<double> early_layer_means(const RunOutcome* run, const std::string& tensor, const std::string& field);
 // `normlab study statistics`: every entry with its meaning, unit and parameters.
 std::string statistics_help();
 

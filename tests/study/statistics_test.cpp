@@ -150,6 +150,25 @@ TEST(Statistics, ProbeReadsAScalarTheLargestEarlyAndTheMeanOverNamedTensors) {
   EXPECT_TRUE(std::isnan(measure("probe", &run, with(inputs, "names", "nothing"))));
 }
 
+// grad-balance's number: fc2's gradient in the first layer ÷ the last (of 4), each averaged over the probes up to step
+// 20 of 80; the attention weights beside it and the probe at step 40 do not count.
+TEST(Statistics, FirstOverLastLayerAveragesTheEarlyProbesOfOneTensor) {
+  TempDir tmp("stat");
+  RunOutcome run = a_run(tmp, "probed");
+  const Json names = {"layers.0.ffn.fc2.weight", "layers.0.attn.q.weight", "layers.3.ffn.fc2.weight"};
+  write_probe(run, 1, "param", {{"name", names}, {"grad_norm", {6.0, 100.0, 1.0}}});
+  write_probe(run, 20, "param", {{"name", names}, {"grad_norm", {2.0, 100.0, 1.0}}});
+  write_probe(run, 40, "param", {{"name", names}, {"grad_norm", {50.0, 100.0, 1.0}}});
+  const Json fc2 = {{"tensor", "ffn.fc2.weight"}};
+  EXPECT_NEAR(measure("first_over_last_layer", &run, fc2), 4.0, 1e-12) << "(6 + 2) / 2 ÷ 1";
+  EXPECT_NEAR(measure("first_over_last_layer", &run, {{"tensor", "ffn.fc2.weight"}, {"form", "abs_log"}}),
+              std::log(4.0), 1e-12);
+  EXPECT_EQ(early_layer_means(&run, "ffn.fc2.weight", "grad_norm").size(), 4u);
+  EXPECT_TRUE(std::isnan(early_layer_means(&run, "ffn.fc2.weight", "grad_norm")[1])) << "layer 1 was not probed";
+  EXPECT_TRUE(std::isnan(measure("first_over_last_layer", &run, {{"tensor", "ffn.fc1.weight"}})));
+  EXPECT_TRUE(std::isnan(measure("first_over_last_layer", nullptr, fc2)));
+}
+
 TEST(Statistics, ArgumentsAreCheckedWithOneSentenceNamingTheField) {
   const Statistic& probe = find_statistic("probe", "here");
   const auto message = [&](const Json& args) {
