@@ -238,8 +238,7 @@ ClaimSpec check_claim(ClaimSpec spec, const std::vector<ArmSpec>& arms, const Js
                       : "\"compare\" needs \"against\": the arm and statistic it is compared with");
   if (spec.against) spec.against = check_term(*spec.against, arms, variables, at + ".against");
   check_threshold(spec, variables, at);
-  for (const std::string& reference : spec.references_must_not_diverge)
-    check_arm(reference, arms, at + ".references_must_not_diverge");
+  for (const RunsMust& condition : spec.runs_must) check_arm(condition.arm, arms, at + ".runs_must");
   if (spec.test == SubClaim::Test::sign && spec.side == SubClaim::Side::within)
     fail("{}.test: the sign test counts seeds on each side of one threshold; use side above or below", at);
   if (spec.at_init) {
@@ -255,17 +254,26 @@ ClaimSpec check_claim(ClaimSpec spec, const std::vector<ArmSpec>& arms, const Js
 
 namespace {
 
-// Undecided, naming the seeds, where a run of the reference arm diverged.
-void refuse_diverged_reference(SubClaim& claim, const std::string& reference, const std::vector<ArmSpec>& arms,
-                               const Json& variables, const std::vector<RunOutcome>& runs,
-                               const std::vector<int>& seeds) {
-  std::vector<int> diverged;
-  for (const std::string& arm : expand(reference, variables, "reference"))
-    for (int seed : seeds)
-      if (train_result(find_run(runs, seed_id(arm, seed))).outcome == Outcome::diverged) diverged.push_back(seed);
-  cannot_decide_unless(claim, diverged.empty(),
-                       fmt::format("{} diverged on seed {}: no reference to match",
-                                   label_of(reference, arms, variables), fmt::join(diverged, ", ")));
+// Undecided, naming the seeds, where a run of the arm fails the condition (a missing or failed run is left to the
+// statistics, which give it no number).
+void refuse_unless(SubClaim& claim, const RunsMust& condition, const std::vector<ArmSpec>& arms, const Json& variables,
+                   const std::vector<RunOutcome>& runs, const std::vector<int>& seeds) {
+  std::vector<int> failing;
+  for (const std::string& arm : expand(condition.arm, variables, "runs_must"))
+    for (int seed : seeds) {
+      const Outcome outcome = train_result(find_run(runs, seed_id(arm, seed))).outcome;
+      const bool fails = condition.must == RunMust::not_diverge
+                             ? outcome == Outcome::diverged
+                             : outcome != Outcome::trained && outcome != Outcome::failed && outcome != Outcome::missing;
+      if (fails) failing.push_back(seed);
+    }
+  const std::string label = label_of(condition.arm, arms, variables),
+                    which = fmt::format("{}", fmt::join(failing, ", "));
+  cannot_decide_unless(
+      claim, failing.empty(),
+      condition.must == RunMust::not_diverge
+          ? fmt::format("{} diverged on seed {}: no reference to match", label, which)
+          : fmt::format("{} did not train on seed {}: its layers are not a trained model's", label, which));
 }
 
 // `of`, or `of` compared with `against` seed by seed.
@@ -292,8 +300,7 @@ SubClaim measure_claim(const ClaimSpec& given, const std::vector<ArmSpec>& arms,
   }
   for (const Need& need : spec.needs)
     cannot_decide_unless(claim, variables.contains(need.variable) && variables[need.variable] == true, need.why);
-  for (const std::string& reference : spec.references_must_not_diverge)
-    refuse_diverged_reference(claim, reference, arms, variables, runs, seeds);
+  for (const RunsMust& condition : spec.runs_must) refuse_unless(claim, condition, arms, variables, runs, seeds);
   return claim;
 }
 

@@ -55,6 +55,14 @@ struct InitControl {
   std::optional<Term> against = std::nullopt;
 };
 
+// What an arm's runs must do for a sub-claim to be decided: not diverge (a reference counted at the unigram entropy is
+// nothing to match or beat), or train (a model that did not learn says nothing about a trained one's layers).
+enum class RunMust { not_diverge, train };
+struct RunsMust {
+  std::string arm;  // an ArmSpec's id (a template over the variables)
+  RunMust must;
+};
+
 struct ClaimSpec {
   std::string id;         // "A", "B1"
   std::string statement;  // what the paper claims, as tested here (a template)
@@ -71,9 +79,8 @@ struct ClaimSpec {
   // sign test (the test for train-or-stall outcomes: `stalled_or_diverged` of one arm − of another).
   SubClaim::Test test = SubClaim::Test::interval;
   std::optional<InitControl> at_init = std::nullopt;
-  // Arms (templates) the comparison is made against: a seed on which one of their runs diverged leaves the sub-claim
-  // undecided, since a diverged reference (counted at the unigram entropy) is nothing to match or beat.
-  std::vector<std::string> references_must_not_diverge = {};
+  // Conditions on arms' runs without which the sub-claim says nothing: a seed on which one fails leaves it undecided.
+  std::vector<RunsMust> runs_must = {};
 };
 
 // The values the templates of a study's data may name, from its options (preset, --grid, --set).

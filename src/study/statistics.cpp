@@ -124,6 +124,26 @@ std::string analysis_text(const Json& args) {
                      text(args, "tensor"));
 }
 
+// An analysis's per-layer column (one entry per layer, as angular and layer-drop give) over the first or the second
+// half of the stack, or the second half's share of the two halves' sum (NaN where the column is short).
+double analysis_halves(const RunOutcome* run, const Json& args) {
+  if (!run) return NAN;
+  std::vector<double> v = analysis_column(run, text(args, "analysis"), text(args, "column"));
+  v.resize(static_cast<size_t>(run->config["model"]["n_layers"].get<int>()), NAN);
+  const auto h = static_cast<std::ptrdiff_t>(v.size() / 2);
+  const double first = mean({v.begin(), v.begin() + h}), second = mean({v.begin() + h, v.end()});
+  const std::string part = text(args, "part");
+  return part == "first_half" ? first : part == "second_half" ? second : second / (first + second);
+}
+
+std::string analysis_halves_text(const Json& args) {
+  const std::string part = text(args, "part");
+  return fmt::format("{} {}, {}", text(args, "analysis"), text(args, "column"),
+                     part == "first_half"    ? "mean over the first half of the layers"
+                     : part == "second_half" ? "mean over the second half of the layers"
+                                             : "the second half's share of the two halves' sum");
+}
+
 // ---- A training probe (probes.jsonl) --------------------------------------------------------------------------------
 
 // The mean of v over the first or second half of layers 1..L (v holds L + 1 entries: entry 0 enters the first layer).
@@ -293,6 +313,16 @@ const std::vector<Statistic> kStatistics = {
       {"form", ParamType::text, "the ratio, or the absolute value of its logarithm", R"("ratio")", "ratio|abs_log"}},
      first_over_last_layer,
      first_over_last_layer_text},
+    {"analysis_halves",
+     "a per-layer column of an analysis of the run (`normlab probe --analysis`, e.g. angular or layer-drop) averaged "
+     "over the first or the second half of the stack, or the second half's share of the two halves' sum",
+     "the column's",
+     {{"analysis", ParamType::text, "the analysis, as the run was asked for it (e.g. layer-drop)"},
+      {"column", ParamType::text, "the per-layer result column, e.g. delta_loss, angular_distance"},
+      {"part", ParamType::text, "which half, or the second half's share", "",
+       "first_half|second_half|second_half_share"}},
+     analysis_halves,
+     analysis_halves_text},
     {"probe",
      "a column of a training probe record (probes.jsonl, docs/probes.md) at the first or last probe, or its largest "
      "early in training: one entry, the largest, the mean, or the mean over half of the layers, optionally of the "

@@ -80,8 +80,9 @@ TEST(ClaimSpec, ATermChosenByMeanReadsOneArmOnEverySeed) {
   EXPECT_TRUE(std::isnan(measure_term(best, lr, missing, {1}).values[0]));
 }
 
-// A comparison with a reference that diverged decides nothing on any seed, and names the seeds.
-TEST(ClaimSpec, AReferenceThatDivergedLeavesTheSubClaimUndecided) {
+// A comparison with a reference that diverged, or about a model that did not train, decides nothing on any seed, and
+// names the seeds.
+TEST(ClaimSpec, ARunThatDivergedOrDidNotTrainLeavesTheSubClaimUndecided) {
   TempDir tmp("claim-spec");
   std::vector<RunOutcome> runs = runs_with(tmp, {{"ref-s1", 4.0}, {"ref-s2", 4.0}, {"new-s1", 4.05}, {"new-s2", 4.05}});
   for (RunOutcome& o : runs)
@@ -94,10 +95,14 @@ TEST(ClaimSpec, AReferenceThatDivergedLeavesTheSubClaimUndecided) {
                  .compare = Compare::difference,
                  .side = SubClaim::Side::below,
                  .threshold = 0.1,
-                 .references_must_not_diverge = {"ref"}};
+                 .runs_must = {{"ref", RunMust::not_diverge}}};
   const SubClaim claim = measure_claim(spec, arms, Json::object(), runs, {1, 2});
   EXPECT_EQ(claim.cannot_decide, "the reference diverged on seed 2: no reference to match");
-  spec.references_must_not_diverge = {"nobody"};
+  spec.runs_must = {{"new", RunMust::train}};
+  write_stalled(runs[1]);  // new-s2
+  EXPECT_EQ(measure_claim(spec, arms, Json::object(), runs, {1, 2}).cannot_decide,
+            "the new model did not train on seed 2: its layers are not a trained model's");
+  spec.runs_must = {{"nobody", RunMust::train}};
   EXPECT_THROW(check_claim(spec, arms, Json::object(), "test"), Error);
 }
 

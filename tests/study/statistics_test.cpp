@@ -169,6 +169,23 @@ TEST(Statistics, FirstOverLastLayerAveragesTheEarlyProbesOfOneTensor) {
   EXPECT_TRUE(std::isnan(measure("first_over_last_layer", nullptr, fc2)));
 }
 
+// layer-importance's numbers: a per-layer analysis column over the halves of a 4-layer stack.
+TEST(Statistics, AnalysisHalvesAveragesEachHalfAndGivesTheSecondHalfsShare) {
+  TempDir tmp("stat");
+  RunOutcome run = a_run(tmp, "analysed");
+  write_analysis(run, "layer-drop", {{"delta_loss", {3.0, 1.0, 0.5, 0.5}}});
+  const auto part = [&](const char* which) {
+    return measure("analysis_halves", &run, {{"analysis", "layer-drop"}, {"column", "delta_loss"}, {"part", which}});
+  };
+  EXPECT_EQ(part("first_half"), 2.0);
+  EXPECT_EQ(part("second_half"), 0.5);
+  EXPECT_EQ(part("second_half_share"), 0.2) << "0.5 / (2 + 0.5)";
+  write_analysis(run, "angular", {{"angular_distance", {0.1, 0.2, 0.3}}});
+  EXPECT_TRUE(std::isnan(measure("analysis_halves", &run,
+                                 {{"analysis", "angular"}, {"column", "angular_distance"}, {"part", "second_half"}})))
+      << "a column shorter than the stack";
+}
+
 TEST(Statistics, ArgumentsAreCheckedWithOneSentenceNamingTheField) {
   const Statistic& probe = find_statistic("probe", "here");
   const auto message = [&](const Json& args) {

@@ -3,9 +3,6 @@
 // layer ℓ is skipped. The Curse of Depth (Sun et al. 2025, Figs. 3 and 7) and Mix-LN (Li et al. 2025)
 // report that deep Pre-LN layers barely turn the stream and are cheap to drop, that in Post-LN the
 // early layers are the cheap ones, and that LayerNorm Scaling spreads the work more evenly.
-#include <cmath>
-#include <map>
-
 #include "study/kit.h"
 #include "study/studies/catalog.h"
 
@@ -34,91 +31,89 @@ std::vector<double> per_layer(const std::vector<RunOutcome>& runs, const std::st
   });
 }
 
-// The mean over the first half of the layers and over the second.
-std::pair<double, double> halves(const std::vector<double>& v) {
-  const size_t h = v.size() / 2;
-  return {mean({v.begin(), v.begin() + static_cast<std::ptrdiff_t>(h)}),
-          mean({v.begin() + static_cast<std::ptrdiff_t>(h), v.end()})};
-}
+// ---- The pre-registration ------------------------------------------------------------------------------------------
+// Layers split into the first and second half of the stack, an analysis's column averaged over the layers of each
+// half, per seed. A claim about a trained model is decided only if the model trained on every seed.
 
-// One arm's halves, per seed (NaN where a seed's column is missing or short).
-struct Halves {
-  SeedValues first, second;
-  SeedValues share() const {  // the second half's share of the sum
-    return paired(first, second, [](double a, double b) { return b / (a + b); });
-  }
-};
-Halves seed_halves(const std::vector<RunOutcome>& runs, const std::string& placement, const std::string& analysis,
-                   const std::string& column, int layers, const std::vector<int>& seeds) {
-  const auto half = [&](bool second) {
-    return over_seeds(seeds, [&](int seed) {
-      std::vector<double> v = analysis_column(find_run(runs, seed_id(placement, seed)), analysis, column);
-      v.resize(static_cast<size_t>(layers), NAN);
-      const auto h = halves(v);
-      return second ? h.second : h.first;
-    });
-  };
-  return {half(false), half(true)};
+Term half(std::string arm, const char* analysis, const char* column, const char* part) {
+  return {std::move(arm), "analysis_halves", {{"analysis", analysis}, {"column", column}, {"part", part}}};
 }
+Term angular(std::string arm, const char* part) { return half(std::move(arm), "angular", "angular_distance", part); }
+Term drop(std::string arm, const char* part) { return half(std::move(arm), "layer-drop", "delta_loss", part); }
+
+const std::vector<ArmSpec> kClaimArms = {{"pre", "Pre-LN"}, {"post", "Post-LN"}, {"lns", "LayerNorm Scaling"}};
+
+const std::vector<ClaimSpec> kSubClaims = {
+    {.id = "A",
+     .statement = "In trained Pre-LN the deep layers turn the stream less",
+     .quote = "Conversely, Pre-LN LLaMa-130M demonstrates a gradual decrease in angular distance with depth, resulting "
+              "in highly similar deep layers (Figure 3-b).",
+     .where = "Sun et al. 2025, The Curse of Depth, §2.2, Fig. 3(b)",
+     .of = angular("pre", "second_half"),
+     .against = angular("pre", "first_half"),
+     .compare = Compare::difference,
+     .side = SubClaim::Side::below,
+     .threshold = 0.0,
+     .runs_must = {{"pre", RunMust::train}}},
+    {.id = "B",
+     .statement = "In trained Pre-LN the deep layers are cheaper to drop",
+     .quote = "Removing most layers after the first in Pre-LN causes negligible performance loss (Figure 3-d), "
+              "indicating their limited contribution.",
+     .where = "Sun et al. 2025, The Curse of Depth, §2.2, Fig. 3(d)",
+     .of = drop("pre", "second_half"),
+     .against = drop("pre", "first_half"),
+     .compare = Compare::difference,
+     .side = SubClaim::Side::below,
+     .threshold = 0.0,
+     .runs_must = {{"pre", RunMust::train}}},
+    {.id = "C",
+     .statement = "In trained Post-LN the early layers are the cheap ones",
+     .quote = "In Post-LN models, early layers exhibit high similarity (low angular distance, Figure 3-a) and their "
+              "removal causes minimal performance loss (Figure 3-c), while deeper layers become more distinct and "
+              "critical.",
+     .where = "Sun et al. 2025, The Curse of Depth, §2.2, Fig. 3(a, c)",
+     .of = drop("post", "first_half"),
+     .against = drop("post", "second_half"),
+     .compare = Compare::difference,
+     .side = SubClaim::Side::below,
+     .threshold = 0.0,
+     .runs_must = {{"post", RunMust::train}}},
+    {.id = "D",
+     .statement = "LayerNorm Scaling makes the deep layers matter more than in Pre-LN",
+     .quote =
+         "Compared to Pre-LN, the performance degradation in LayerNorm Scaling is more uniformly distributed across "
+         "layers, indicating a more balanced contribution from each layer.",
+     .where = "Sun et al. 2025, The Curse of Depth, §5.5, Fig. 7 (left)",
+     .of = drop("lns", "second_half_share"),
+     .against = drop("pre", "second_half_share"),
+     .compare = Compare::difference,
+     .threshold = 0.0,
+     .runs_must = {{"pre", RunMust::train}, {"lns", RunMust::train}}},
+};
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   const TrainPreset p = preset(o);
   Report r;
   r.setup =
       "After training, normlab probe --analysis angular,layer-drop on the final checkpoint (4 validation batches).";
-  Chart angular{"angular distance between the stream entering and leaving layer ℓ (mean over seeds)", "layer ℓ",
-                "arccos(cos)/π"};
-  Chart drop{"validation-loss increase when layer ℓ is skipped (mean over seeds)", "layer ℓ", "Δloss (nats)"};
+  Chart angular_chart{"angular distance between the stream entering and leaving layer ℓ (mean over seeds)", "layer ℓ",
+                      "arccos(cos)/π"};
+  Chart drop_chart{"validation-loss increase when layer ℓ is skipped (mean over seeds)", "layer ℓ", "Δloss (nats)"};
   Table table{"Halves of the stack (means over layers, then over seeds)",
               {"placement", "angular, first half", "angular, second half", "Δloss, first half", "Δloss, second half",
                "second-half share of Δloss"}};
-  struct Arm2 {
-    Halves angle, loss;
-  };
-  std::map<std::string, Arm2> h;  // by arm id
   for (const Arm& a : kArms) {
-    const auto ang = per_layer(runs, a.id, "angular", "angular_distance", p.layers, o.seeds);
-    const auto dl = per_layer(runs, a.id, "layer-drop", "delta_loss", p.layers, o.seeds);
-    angular.series.push_back(indexed_series(a.label, ang));
-    drop.series.push_back(indexed_series(a.label, dl));
-    const Arm2& arm = h[a.id] = {seed_halves(runs, a.id, "angular", "angular_distance", p.layers, o.seeds),
-                                 seed_halves(runs, a.id, "layer-drop", "delta_loss", p.layers, o.seeds)};
-    table.rows.push_back({a.label, arm.angle.first.show(), arm.angle.second.show(), arm.loss.first.show(),
-                          arm.loss.second.show(), arm.loss.share().show()});
+    angular_chart.series.push_back(
+        indexed_series(a.label, per_layer(runs, a.id, "angular", "angular_distance", p.layers, o.seeds)));
+    drop_chart.series.push_back(
+        indexed_series(a.label, per_layer(runs, a.id, "layer-drop", "delta_loss", p.layers, o.seeds)));
+    const auto value = [&](const Term& t) { return measure_term(t, Json::object(), runs, o.seeds).show(); };
+    table.rows.push_back({a.label, value(angular(a.id, "first_half")), value(angular(a.id, "second_half")),
+                          value(drop(a.id, "first_half")), value(drop(a.id, "second_half")),
+                          value(drop(a.id, "second_half_share"))});
   }
-  r.charts = {angular, drop};
+  r.charts = {angular_chart, drop_chart};
   r.tables = {table, outcome_table("Training runs", runs)};
-
-  const Arm2 &pre = h["pre"], &post = h["post"], &lns = h["lns"];
-  r.claims = {
-      claim_below("A", "In trained Pre-LN the deep layers turn the stream less",
-                  "Pre-LN mean angular distance, second half − first half of the stack",
-                  difference(pre.angle.second, pre.angle.first), 0.0),
-      claim_below("B", "In trained Pre-LN the deep layers are cheaper to drop",
-                  "Pre-LN mean layer-drop Δloss, second half − first half (nats)",
-                  difference(pre.loss.second, pre.loss.first), 0.0),
-      claim_below("C", "In trained Post-LN the early layers are the cheap ones",
-                  "Post-LN mean layer-drop Δloss, first half − second half (nats)",
-                  difference(post.loss.first, post.loss.second), 0.0),
-      claim_above("D", "LayerNorm Scaling makes the deep layers matter more than in Pre-LN",
-                  "second half's share of the summed layer-drop Δloss, LNS − Pre-LN",
-                  difference(lns.loss.share(), pre.loss.share()), 0.0),
-  };
-  // A claim about a trained model says nothing when the model stalled: its layers are not a trained one's.
-  const auto trained = [&](SubClaim& c, std::initializer_list<const char*> arms) {
-    for (const char* arm : arms)
-      cannot_decide_unless(c, all_trained(runs, arm, o.seeds) != Truth::fails,
-                           fmt::format("{} did not train on every seed", arm));
-  };
-  trained(r.claims[0], {"pre"}), trained(r.claims[1], {"pre"}), trained(r.claims[2], {"post"});
-  trained(r.claims[3], {"pre", "lns"});
-  r.verdict_rule =
-      "Layers split into the first and second half of the stack, values averaged over the layers of each half, per "
-      "seed; differences paired by seed. A: Pre-LN's mean angular distance is lower in the second half; B: Pre-LN's "
-      "mean layer-drop Δloss is lower in the second half; C: Post-LN's is lower in the first half; D: the second "
-      "half's share of the summed Δloss is larger for LayerNorm Scaling than for Pre-LN. A sub-claim about a model "
-      "is decided only if that model trained on every seed (a stalled model's layers say nothing about a trained "
-      "one's).";
   return r;
 }
 
@@ -141,6 +136,8 @@ extern const Study kLayerImportance{
     .cost = "default ~10 min on 2 cores (3 seeds), --quick ~15 s",
     .large = "model.n_layers=24 train.steps=2000",
     .plan = plan,
+    .arms = kClaimArms,
+    .sub_claims = kSubClaims,
     .judge = judge,
 };
 
