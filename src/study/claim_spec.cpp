@@ -67,6 +67,10 @@ Term check_term(Term term, const std::vector<ArmSpec>& arms, const Json& variabl
         "{}.arm: \"{}\" names several arms (a list variable); say which of them counts: extreme largest or smallest "
         "(seed by seed), or lowest_mean or highest_mean (one arm, by its mean over the seeds)",
         where, term.arm);
+  if (term.extreme == Extreme::log_log_slope &&
+      (!variables.contains(term.x) || !variables[term.x].is_array() ||
+       variables[term.x].size() != expand(term.arm, variables, where + ".arm").size()))
+    fail("{}.x: a slope over the arms needs a list variable with one number per arm, not \"{}\"", where, term.x);
   term.args = check_arguments(find_statistic(term.statistic, where + ".statistic"), term.args, where + ".args");
   return term;
 }
@@ -93,6 +97,9 @@ std::string arm_text(const Term& t, const std::vector<ArmSpec>& arms, const Json
       return "the one with the lowest mean over the seeds among " + label;
     case Extreme::highest_mean:
       return "the one with the highest mean over the seeds among " + label;
+    case Extreme::log_log_slope:
+      return fmt::format("the least-squares slope of its log against log {} ({}) over {}", t.x,
+                         value_text(variables[t.x]), label);
   }
   return label;
 }
@@ -134,6 +141,17 @@ SubClaim sided(const ClaimSpec& spec, std::string statement, std::string statist
 }  // namespace
 
 namespace {
+
+// The least-squares slope of log y against log x (NaN when any y is NaN or not positive, or x does not vary).
+double log_log_slope(const std::vector<double>& x, const std::vector<double>& y) {
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  const double n = static_cast<double>(x.size());
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    const double lx = std::log(x[i]), ly = std::log(y[i]);
+    sx += lx, sy += ly, sxx += lx * lx, sxy += lx * ly;
+  }
+  return (n * sxy - sx * sy) / (n * sxx - sx * sx);
+}
 
 // The number a seed contributes over several arms' values: their largest or smallest, NaN when any is NaN or none.
 double extreme_of(const std::vector<double>& values, Extreme extreme) {
@@ -180,9 +198,13 @@ SeedValues measure_term(const Term& t, const Json& variables, const std::vector<
     return arm.empty() ? over_seeds(seeds, [](int) { return NAN; }) : arm_values(statistic, args, arm, runs, seeds);
   }
   const std::vector<std::string> arms = expand(t.arm, variables, "arm");
+  std::vector<double> x;
+  if (t.extreme == Extreme::log_log_slope)
+    for (const Json& v : variables[t.x]) x.push_back(v.get<double>());
   return over_seeds(seeds, [&](int seed) {
     std::vector<double> values;
     for (const std::string& arm : arms) values.push_back(statistic.of_run(find_run(runs, seed_id(arm, seed)), args));
+    if (t.extreme == Extreme::log_log_slope) return log_log_slope(x, values);
     return t.extreme == Extreme::none ? (values.size() == 1 ? values.front() : NAN) : extreme_of(values, t.extreme);
   });
 }

@@ -27,8 +27,10 @@ struct ArmSpec {
 
 // Over several arms, the number a seed contributes: the largest or the smallest of the arms' (the worst or the best
 // cell of a grid), NaN when any arm's is; or the arm whose mean over the seeds is lowest or highest, read seed by seed
-// (the best or worst setting of a sweep, chosen once for every seed), NaN on every seed when any arm's mean is NaN.
-enum class Extreme { none, largest, smallest, lowest_mean, highest_mean };
+// (the best or worst setting of a sweep, chosen once for every seed), NaN on every seed when any arm's mean is NaN;
+// or the least-squares slope of log(statistic) against log(x) over the arms, seed by seed, x the term's `x` list
+// variable, one value per arm in the order they expand (growth with depth: 1 linear, near 0 logarithmic).
+enum class Extreme { none, largest, smallest, lowest_mean, highest_mean, log_log_slope };
 
 // One side of a sub-claim: a statistic of one arm's runs, or its extreme over several arms.
 struct Term {
@@ -38,6 +40,7 @@ struct Term {
   // With an extreme, the arm template may name list variables ("pre-lr{lr}-w0" with lr = [0.001, 0.003]): the term
   // ranges over the arm for each combination of their values. Without one, it must name one arm.
   Extreme extreme = Extreme::none;
+  std::string x = "";  // log_log_slope: the list variable giving each arm's x
 };
 
 enum class Compare { none, difference, ratio };

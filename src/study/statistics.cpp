@@ -124,6 +124,19 @@ std::string analysis_text(const Json& args) {
                      text(args, "tensor"));
 }
 
+// A scalar result of an analysis of the run (e.g. branch-noise's output_change_var), optionally squared (an RMS's
+// square is a mean square).
+double analysis_number(const RunOutcome* run, const Json& args) {
+  if (!run) return NAN;
+  const double v = number(run_analysis(run, text(args, "analysis")), text(args, "column"));
+  return text(args, "power") == "squared" ? v * v : v;
+}
+
+std::string analysis_number_text(const Json& args) {
+  return fmt::format("{} {}{}", text(args, "analysis"), text(args, "column"),
+                     text(args, "power") == "squared" ? "²" : "");
+}
+
 // An analysis's per-layer column (one entry per layer, as angular and layer-drop give) over the first or the second
 // half of the stack, or the second half's share of the two halves' sum (NaN where the column is short).
 double analysis_halves(const RunOutcome* run, const Json& args) {
@@ -313,6 +326,16 @@ const std::vector<Statistic> kStatistics = {
       {"form", ParamType::text, "the ratio, or the absolute value of its logarithm", R"("ratio")", "ratio|abs_log"}},
      first_over_last_layer,
      first_over_last_layer_text},
+    {"analysis_number",
+     "a scalar result of an analysis of the run (`normlab probe --analysis`), such as branch-noise's "
+     "output_change_var, or its square",
+     "the result's",
+     {{"analysis", ParamType::text, "the analysis, as the run was asked for it (e.g. branch-noise)"},
+      {"column", ParamType::text, "the scalar result, e.g. output_change_var, output_change_rms"},
+      {"power", ParamType::text, "the value, or its square (an RMS squared is a mean square)", R"("value")",
+       "value|squared"}},
+     analysis_number,
+     analysis_number_text},
     {"analysis_halves",
      "a per-layer column of an analysis of the run (`normlab probe --analysis`, e.g. angular or layer-drop) averaged "
      "over the first or the second half of the stack, or the second half's share of the two halves' sum",

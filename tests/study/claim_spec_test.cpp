@@ -106,6 +106,34 @@ TEST(ClaimSpec, ARunThatDivergedOrDidNotTrainLeavesTheSubClaimUndecided) {
   EXPECT_THROW(check_claim(spec, arms, Json::object(), "test"), Error);
 }
 
+// Growth with depth: Var = 0.01 · N² on seed 1 and 0.01 · N on seed 2 over the arms g-L1, g-L2, g-L4 (N = 2L) give
+// slopes 2 and 1; an x list of another length is refused.
+TEST(ClaimSpec, ALogLogSlopeOverTheArmsFitsEachSeed) {
+  TempDir tmp("claim-spec");
+  std::map<std::string, double> none;
+  for (int l : {1, 2, 4})
+    for (int seed : {1, 2}) none[fmt::format("g-L{}-s{}", l, seed)] = NAN;
+  std::vector<RunOutcome> runs = runs_with(tmp, none);
+  for (RunOutcome& o : runs) {
+    const int layers = o.request.id[3] - '0', seed = o.request.id.back() - '0';
+    const double n = 2.0 * layers;
+    write_analysis(o, "branch-noise", {{"output_change_var", seed == 1 ? 0.01 * n * n : 0.01 * n}});
+  }
+  const Json v = {{"depth", {1, 2, 4}}, {"N", {2, 4, 8}}};
+  const Term growth{"g-L{depth}",
+                    "analysis_number",
+                    {{"analysis", "branch-noise"}, {"column", "output_change_var"}},
+                    Extreme::log_log_slope,
+                    "N"};
+  const SeedValues slopes = measure_term(growth, v, runs, {1, 2});
+  EXPECT_NEAR(slopes.values[0], 2.0, 1e-12);
+  EXPECT_NEAR(slopes.values[1], 1.0, 1e-12);
+  const std::vector<ArmSpec> arms = {{"g-L{depth}", "G"}};
+  ClaimSpec spec{.id = "A", .statement = "G grows linearly", .of = growth, .threshold = 0.5};
+  EXPECT_NO_THROW(check_claim(spec, arms, v, "test"));
+  EXPECT_THROW(check_claim(spec, arms, Json{{"depth", {1, 2, 4}}, {"N", {2, 4}}}, "test"), Error);
+}
+
 TEST(ClaimSpec, ATermNamingSeveralArmsNeedsAnExtremeAndItsRuleSaysWhich) {
   const std::vector<ArmSpec> arms = {{"pre-lr{lr}", "Pre-LN at lr {lr}"}};
   const Json lr = {{"lr", {0.001, 0.003}}};

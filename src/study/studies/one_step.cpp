@@ -14,11 +14,6 @@ namespace normlab::study {
 
 namespace {
 
-// Each threshold written once: the sub-claims and the rule text read them.
-constexpr double kFasterBy = 0.5;                                // A, B: Post-LN's slope − the other's, at least
-constexpr double kLinear = 1.0;                                  // C1, C2: the slope of sub-linear growth, at most
-constexpr double kAboutLinearLow = 0.5, kAboutLinearHigh = 1.5;  // D: Post-LN's slope, within
-
 constexpr const char* kPlacements[] = {"post", "pre", "admin"};
 // A small step keeps the change in its linear regime: at lr 1e-3 the deepest Post-LN models saturate
 // (docs/studies.md, one-step), hiding the growth rate.
@@ -44,85 +39,102 @@ std::vector<RunRequest> plan(const StudyOptions& o) {
   return runs;
 }
 
-// One number of an analysis per depth, for one seed: the Adam step's ‖ΔF‖² (one-step's output_change_rms², the
-// mean square over logits) or Theorem 2's Var[ΔF] (branch-noise's output_change_var).
-struct Measure {
-  const char* analysis;
-  const char* column;
-  bool squared;  // the column is an RMS: its square is the variance
-};
-constexpr Measure kAdamStep{"one-step", "output_change_rms", true};
-constexpr Measure kBranchNoise{"branch-noise", "output_change_var", false};
+// ---- The pre-registration ------------------------------------------------------------------------------------------
+// Growth with depth is the least-squares slope of log Var[ΔF] against log N (N = 2L sub-layers; 1 = linear, 0 =
+// flat, logarithmic growth gives a small slope), fitted per seed over the depth arms. Var[ΔF] is the branch-noise
+// analysis's: independent noise of the same variance on every branch's output, Theorem 2's perturbation.
 
-std::vector<double> by_depth(const std::vector<RunOutcome>& runs, const Measure& what, const std::string& placement,
-                             const StudyOptions& o, int seed) {
-  std::vector<double> out;
-  for (int layers : depths(o)) {
-    const double v = number(run_analysis(find_run(runs, id_of(placement, layers, seed)), what.analysis), what.column);
-    out.push_back(what.squared ? v * v : v);
-  }
-  return out;
+Json variables(const StudyOptions& o) {
+  Json depth = Json::array(), sublayers = Json::array();
+  for (int l : depths(o)) depth.push_back(l), sublayers.push_back(2 * l);
+  return {{"depth", depth}, {"N", sublayers}, {"two_depths", depth.size() >= 2}};
 }
 
-// The least-squares slope of log y against log x: 1 for linear growth, near 0 for logarithmic.
-double log_log_slope(const std::vector<double>& x, const std::vector<double>& y) {
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  const double n = static_cast<double>(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double lx = std::log(x[i]), ly = std::log(y[i]);
-    sx += lx, sy += ly, sxx += lx * lx, sxy += lx * ly;
-  }
-  return (n * sxy - sx * sy) / (n * sxx - sx * sx);
+const std::vector<ArmSpec> kClaimArms = {
+    {"post-L{depth}", "Post-LN"}, {"pre-L{depth}", "Pre-LN"}, {"admin-L{depth}", "Admin"}};
+
+// One analysis number per run, fitted over the depth arms of a placement.
+Term growth(const std::string& placement, const char* analysis = "branch-noise",
+            const char* column = "output_change_var", const char* power = "value") {
+  return {placement + "-L{depth}",
+          "analysis_number",
+          {{"analysis", analysis}, {"column", column}, {"power", power}},
+          Extreme::log_log_slope,
+          "N"};
 }
 
-// Each placement's log-log slope of `what` against N, per seed, and its chart series and table row (means over seeds).
-std::map<std::string, SeedValues> slopes_of(const StudyOptions& o, const std::vector<RunOutcome>& runs,
-                                            const Measure& what, Chart& chart, Table& table) {
-  const std::vector<int> ds = depths(o);
-  std::vector<double> sublayers;
-  for (int l : ds) sublayers.push_back(2.0 * l);
-  table.header = {"placement"};
-  for (int l : ds) table.header.push_back(fmt::format("N = {}", 2 * l));
-  table.header.push_back("log-log slope (per seed: mean ± sd)");
-  std::map<std::string, SeedValues> slopes;
-  for (const char* placement : kPlacements) {
-    const auto each = [&](int seed) { return by_depth(runs, what, placement, o, seed); };
-    const auto mean = seed_mean_each(o.seeds, ds.size(), each);
-    slopes[placement] = over_seeds(o.seeds, [&](int seed) { return log_log_slope(sublayers, each(seed)); });
-    chart.series.push_back({placement, sublayers, mean});
-    std::vector<std::string> row = {placement};
-    for (double c : mean) row.push_back(num(c));
-    row.push_back(slopes[placement].show());
-    table.rows.push_back(row);
-  }
-  return slopes;
-}
-
-// The paper's words (its abstract, verbatim) and Theorem 2 (paraphrased: its text was not at hand); the sub-claims
-// quote them.
+// The paper's words (its abstract, verbatim) and Theorem 2 (paraphrased: its text was not at hand).
 constexpr const char* kQuote =
     "\"heavy dependency on its residual branch makes training unstable, since it amplifies small parameter "
     "perturbations (e.g., parameter updates) and results in significant disturbances in the model output\" "
     "(abstract); Theorem 2 (paraphrase): Var[F(x0,W) − F(x0,W*)] ≈ Σ_i β²_{N,i}·C when each branch's change is "
     "bounded by C, O(log N) for Pre-LN and O(N) for Post-LN";
 constexpr const char* kWhere = "Liu et al. 2020 (Admin), §4, Theorem 2";
+const Need kTwoDepths{"two_depths", "the model.n_layers axis has one depth, a slope needs two"};
 
-std::vector<SubClaim> sub_claims(std::map<std::string, SeedValues>& slopes) {
-  const SeedValues post = slopes["post"], pre = slopes["pre"], admin = slopes["admin"];
-  const std::string slope = "least-squares slope of log Var[ΔF] against log N, independent branch noise";
-  std::vector<SubClaim> claims = {
-      claim_above("A", "Post-LN's output change grows faster with depth than Pre-LN's", slope + ", Post-LN − Pre-LN",
-                  difference(post, pre), kFasterBy),
-      claim_above("B", "Admin damps Post-LN's growth", slope + ", Post-LN − Admin", difference(post, admin), kFasterBy),
-      claim_below("C1", "Pre-LN's output change grows less than linearly in N (the theorem: O(log N))",
-                  slope + ", Pre-LN", pre, kLinear),
-      claim_below("C2", "Admin's output change grows less than linearly in N (the theorem: O(log N))",
-                  slope + ", Admin", admin, kLinear),
-      claim_within("D", "Post-LN's output change grows about linearly in N (the theorem: O(N))", slope + ", Post-LN",
-                   post, kAboutLinearLow, kAboutLinearHigh),
-  };
-  for (SubClaim& c : claims) c.quote = kQuote, c.where = kWhere;
-  return claims;
+// Post-LN's growth against another placement's: faster by more than half a power of N.
+ClaimSpec faster(std::string id, std::string statement, const std::string& other) {
+  return {.id = std::move(id),
+          .statement = std::move(statement),
+          .quote = kQuote,
+          .where = kWhere,
+          .of = growth("post"),
+          .against = growth(other),
+          .compare = Compare::difference,
+          .threshold = 0.5,
+          .needs = {kTwoDepths}};
+}
+
+// A placement's growth below linear.
+ClaimSpec sublinear(std::string id, std::string statement, const std::string& placement) {
+  return {.id = std::move(id),
+          .statement = std::move(statement),
+          .quote = kQuote,
+          .where = kWhere,
+          .of = growth(placement),
+          .side = SubClaim::Side::below,
+          .threshold = 1.0,
+          .needs = {kTwoDepths}};
+}
+
+const std::vector<ClaimSpec> kSubClaims = {
+    faster("A", "Post-LN's output change grows faster with depth than Pre-LN's", "pre"),
+    faster("B", "Admin damps Post-LN's growth", "admin"),
+    sublinear("C1", "Pre-LN's output change grows less than linearly in N (the theorem: O(log N))", "pre"),
+    sublinear("C2", "Admin's output change grows less than linearly in N (the theorem: O(log N))", "admin"),
+    {.id = "D",
+     .statement = "Post-LN's output change grows about linearly in N (the theorem: O(N))",
+     .quote = kQuote,
+     .where = kWhere,
+     .of = growth("post"),
+     .side = SubClaim::Side::within,
+     .threshold = {0.5, 1.5},
+     .needs = {kTwoDepths}},
+};
+
+// One chart and table of an analysis number against N: each placement's mean over seeds per depth, and its slopes.
+void growth_chart(const StudyOptions& o, const std::vector<RunOutcome>& runs, const char* analysis, const char* column,
+                  const char* power, Chart& chart, Table& table) {
+  const Json v = variables(o);
+  table.header = {"placement"};
+  for (const Json& n : v["N"]) table.header.push_back(fmt::format("N = {}", n.get<int>()));
+  table.header.push_back("log-log slope (per seed: mean ± sd)");
+  for (const char* placement : kPlacements) {
+    Series series{placement, {}, {}};
+    std::vector<std::string> row = {placement};
+    for (const Json& l : v["depth"]) {
+      const Term one{fmt::format("{}-L{}", placement, l.get<int>()),
+                     "analysis_number",
+                     {{"analysis", analysis}, {"column", column}, {"power", power}}};
+      const double m = measure_term(one, v, runs, o.seeds).mean();
+      series.x.push_back(2.0 * l.get<int>()), series.y.push_back(m);
+      row.push_back(num(m));
+    }
+    const SeedValues slope = measure_term(growth(placement, analysis, column, power), v, runs, o.seeds);
+    row.push_back(slope.show());
+    chart.series.push_back(series);
+    table.rows.push_back(row);
+  }
 }
 
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
@@ -140,26 +152,23 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   noise.log_y = adam.log_y = true;
   Table noise_table{"Var[ΔF] under independent branch noise (mean over seeds)", {}};
   Table adam_table{"‖ΔF‖² after one Adam step (mean over seeds)", {}};
-  auto slopes = slopes_of(o, runs, kBranchNoise, noise, noise_table);
-  auto adam_slopes = slopes_of(o, runs, kAdamStep, adam, adam_table);
+  growth_chart(o, runs, "branch-noise", "output_change_var", "value", noise, noise_table);
+  growth_chart(o, runs, "one-step", "output_change_rms", "squared", adam, adam_table);
   r.charts = {noise, adam};
   r.tables = {noise_table, adam_table};
-  r.claims = sub_claims(slopes);
-  // A slope needs two depths: with one on the axis nothing is decided.
-  for (SubClaim& c : r.claims)
-    cannot_decide_unless(c, depths(o).size() >= 2, "the model.n_layers axis has one depth, a slope needs two");
-  r.evidence = {fmt::format("Var[ΔF] slopes (independent branch noise): Post-LN {}, Pre-LN {}, Admin {}",
-                            slopes["post"].show(), slopes["pre"].show(), slopes["admin"].show()),
-                fmt::format("one Adam step's ‖ΔF‖² slopes (not judged: every branch moves the same way, so the changes "
-                            "add up ∝ N² whatever the placement): Post-LN {}, Pre-LN {}, Admin {}",
-                            adam_slopes["post"].show(), adam_slopes["pre"].show(), adam_slopes["admin"].show())};
-  r.verdict_rule = fmt::format(
-      "Growth is the least-squares slope of log Var[ΔF] against log N (1 = linear, 0 = flat; logarithmic growth gives "
-      "a small slope), fitted per seed, Var[ΔF] under independent noise of the same variance on every branch's "
-      "output (Theorem 2's perturbation). A: Post-LN's slope exceeds Pre-LN's by > {0:g}; B: Post-LN's exceeds "
-      "Admin's by > {0:g}; C1, C2: Pre-LN's and Admin's slopes are < {1:g}; D: Post-LN's slope is within ({2:g}, "
-      "{3:g}). The Adam step's slopes are evidence only.",
-      kFasterBy, kLinear, kAboutLinearLow, kAboutLinearHigh);
+  const auto slope = [&](const char* placement, const char* analysis, const char* column, const char* power) {
+    return measure_term(growth(placement, analysis, column, power), variables(o), runs, o.seeds).show();
+  };
+  const auto slopes = [&](const char* analysis, const char* column, const char* power) {
+    return fmt::format("Post-LN {}, Pre-LN {}, Admin {}", slope("post", analysis, column, power),
+                       slope("pre", analysis, column, power), slope("admin", analysis, column, power));
+  };
+  r.evidence = {
+      fmt::format("Var[ΔF] slopes (independent branch noise): {}",
+                  slopes("branch-noise", "output_change_var", "value")),
+      fmt::format("one Adam step's ‖ΔF‖² slopes (not judged: every branch moves the same way, so the changes add up ∝ "
+                  "N² whatever the placement): {}",
+                  slopes("one-step", "output_change_rms", "squared"))};
   return r;
 }
 
@@ -187,6 +196,9 @@ extern const Study kOneStep{
               .description = "depths L (N = 2L sub-layers); each placement's growth is the log-log slope over all of "
                              "them (at least two)"}},
     .plan = plan,
+    .arms = kClaimArms,
+    .variables = variables,
+    .sub_claims = kSubClaims,
     .judge = judge,
 };
 
