@@ -65,11 +65,13 @@ Term check_term(Term term, const std::vector<ArmSpec>& arms, const Json& variabl
   if (term.extreme == Extreme::none && expand(term.arm, variables, where + ".arm").size() != 1)
     fail(
         "{}.arm: \"{}\" names several arms (a list variable); say which of them counts: extreme largest or smallest "
-        "(seed by seed), or lowest_mean or highest_mean (one arm, by its mean over the seeds)",
+        "(seed by seed), lowest_mean or highest_mean (one arm, by its mean over the seeds), or log_log_slope (a fit "
+        "over them)",
         where, term.arm);
   if (term.extreme == Extreme::log_log_slope &&
       (!variables.contains(term.x) || !variables[term.x].is_array() ||
-       variables[term.x].size() != expand(term.arm, variables, where + ".arm").size()))
+       variables[term.x].size() != expand(term.arm, variables, where + ".arm").size() ||
+       !std::all_of(variables[term.x].begin(), variables[term.x].end(), [](const Json& v) { return v.is_number(); })))
     fail("{}.x: a slope over the arms needs a list variable with one number per arm, not \"{}\"", where, term.x);
   term.args = check_arguments(find_statistic(term.statistic, where + ".statistic"), term.args, where + ".args");
   return term;
@@ -138,10 +140,6 @@ SubClaim sided(const ClaimSpec& spec, std::string statement, std::string statist
                       bound(spec.threshold[1], variables));
 }
 
-}  // namespace
-
-namespace {
-
 // The least-squares slope of log y against log x (NaN when any y is NaN or not positive, or x does not vary).
 double log_log_slope(const std::vector<double>& x, const std::vector<double>& y) {
   double sx = 0, sy = 0, sxx = 0, sxy = 0;
@@ -159,10 +157,6 @@ double extreme_of(const std::vector<double>& values, Extreme extreme) {
   return extreme == Extreme::smallest ? *std::min_element(values.begin(), values.end())
                                       : *std::max_element(values.begin(), values.end());
 }
-
-}  // namespace
-
-namespace {
 
 // One arm's statistic on every seed.
 SeedValues arm_values(const Statistic& statistic, const Json& args, const std::string& arm,

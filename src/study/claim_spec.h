@@ -66,6 +66,10 @@ struct RunsMust {
   RunMust must;
 };
 
+// The threshold of a count read from a 1-or-0 statistic (`not_trained`) by the sign test: seeds above it against
+// seeds below, i.e. more seeds did (or did not) than not.
+inline constexpr double kHalfASeed = 0.5;
+
 struct ClaimSpec {
   std::string id;         // "A", "B1"
   std::string statement;  // what the paper claims, as tested here (a template)

@@ -195,13 +195,18 @@ double record_value(const Json& record, const Json& args) {
   return entry(v, integer(args, "entry"));
 }
 
-// The largest record value among the probes in the first quarter of training (step ≤ train.steps / 4): how far the
-// model moves early on. NaN if there is none, or if one is NaN.
-double largest_early(const std::vector<Json>& records, const RunOutcome* run, const Json& args) {
+// The probe records of the first quarter of training (step ≤ train.steps / 4): "early in training".
+std::vector<Json> first_quarter(std::vector<Json> records, const RunOutcome* run) {
   const double last_step = number(run->config["train"], "steps") / 4.0;
+  std::erase_if(records, [&](const Json& j) { return number(j, probe::field::step) > last_step; });
+  return records;
+}
+
+// The largest record value among the probes in the first quarter of training: how far the model moves early on. NaN
+// if there is none, or if one is NaN.
+double largest_early(const std::vector<Json>& records, const RunOutcome* run, const Json& args) {
   double largest = NAN;
-  for (const Json& record : records) {
-    if (number(record, probe::field::step) > last_step) continue;
+  for (const Json& record : first_quarter(records, run)) {
     const double v = record_value(record, args);
     if (std::isnan(v)) return NAN;
     largest = std::isnan(largest) ? v : std::max(largest, v);
@@ -443,20 +448,19 @@ std::string statistics_help() {
 
 std::vector<double> early_layer_means(const RunOutcome* run, const std::string& tensor, const std::string& field) {
   if (!run) return {};
-  const int layers = run->config["model"]["n_layers"].get<int>();
-  const double last_step = number(run->config["train"], "steps") / 4.0;
-  std::vector<Json> records = probe_records(run->dir / "run", probe::family::param);
-  std::erase_if(records, [&](const Json& j) { return number(j, probe::field::step) > last_step; });
-  std::vector<double> sum(static_cast<size_t>(layers), records.empty() ? NAN : 0.0);
+  const auto layers = static_cast<size_t>(run->config["model"]["n_layers"].get<int>());
+  std::vector<std::string> wanted;  // each layer's tensor name
+  for (size_t l = 0; l < layers; ++l) wanted.push_back(layer_tensor(run, static_cast<int>(l), tensor));
+  const std::vector<Json> records = first_quarter(probe_records(run->dir / "run", probe::family::param), run);
+  std::vector<double> sum(layers, records.empty() ? NAN : 0.0);
   for (const Json& record : records) {
     const std::vector<double> v = numbers(record, field);
     const Json& name = record.is_object() && record.contains(probe::field::name) ? record[probe::field::name] : Json();
-    for (int l = 0; l < layers; ++l) {
-      const std::string want = layer_tensor(run, l, tensor);
+    for (size_t l = 0; l < layers; ++l) {
       double found = NAN;
       for (size_t i = 0; i < v.size() && i < name.size(); ++i)
-        if (name[i] == want) found = v[i];
-      sum[static_cast<size_t>(l)] += found / static_cast<double>(records.size());
+        if (name[i] == wanted[l]) found = v[i];
+      sum[l] += found / static_cast<double>(records.size());
     }
   }
   return sum;

@@ -689,7 +689,8 @@ TEST(StudyJudgeGradByDepth, CReadsTheExpectedGradientAtTheShallowestDepth) {
 // than Pre-LN do not make C hold, and neither does a cold Post-LN with the lower BLEU but the lower loss make A.
 TEST(StudyJudgeMtDepth, JudgesTheValidationLossNotTheBleu) {
   TempDir tmp("judge");
-  // Eight seeds: B1 and B2 are counts, and fewer than 6 unanimous seeds cannot pass the sign test among 5 sub-claims.
+  // Eight seeds: B1 and B2 are counts, and under Holm's correction over 5 sub-claims a count of a few unanimous seeds
+  // cannot pass the sign test.
   StudyOptions options{.quick = true, .seeds = {1, 2, 3, 4, 5, 6, 7, 8}, .dir = tmp.path()};
   const Study& study = find_study("mt-depth");
   Runs runs = planned_runs(study, options);

@@ -113,7 +113,7 @@ const std::vector<ClaimSpec> kSubClaims = {
      .where = "Xiong et al. 2020, §4.2, Fig. 5(a)",
      .of = {"pre-lr{lr}-w0", "not_trained", Json::object(), Extreme::largest},
      .side = SubClaim::Side::below,
-     .threshold = 0.5,
+     .threshold = kHalfASeed,
      .needs = {kCold},
      .test = SubClaim::Test::sign},
     // Fig. 5(a)'s statistic: the updates each placement needs to reach a target loss, each at its own lr (Post-LN the

@@ -53,14 +53,15 @@ Json variables(const StudyOptions& o) {
 const std::vector<ArmSpec> kClaimArms = {
     {"post-L{depth}", "Post-LN"}, {"pre-L{depth}", "Pre-LN"}, {"admin-L{depth}", "Admin"}};
 
-// One analysis number per run, fitted over the depth arms of a placement.
-Term growth(const std::string& placement, const char* analysis = "branch-noise",
-            const char* column = "output_change_var", const char* power = "value") {
-  return {placement + "-L{depth}",
-          "analysis_number",
-          {{"analysis", analysis}, {"column", column}, {"power", power}},
-          Extreme::log_log_slope,
-          "N"};
+// The arguments of an analysis number: Theorem 2's Var[ΔF] by default, or the Adam step's ‖ΔF‖² (its RMS squared).
+Json number_args(const char* analysis = "branch-noise", const char* column = "output_change_var",
+                 const char* power = "value") {
+  return {{"analysis", analysis}, {"column", column}, {"power", power}};
+}
+
+// The number fitted over the depth arms of a placement.
+Term growth(const std::string& placement, const Json& args = number_args()) {
+  return {placement + "-L{depth}", "analysis_number", args, Extreme::log_log_slope, "N"};
 }
 
 // The paper's words (its abstract, verbatim) and Theorem 2 (paraphrased: its text was not at hand).
@@ -113,8 +114,8 @@ const std::vector<ClaimSpec> kSubClaims = {
 };
 
 // One chart and table of an analysis number against N: each placement's mean over seeds per depth, and its slopes.
-void growth_chart(const StudyOptions& o, const std::vector<RunOutcome>& runs, const char* analysis, const char* column,
-                  const char* power, Chart& chart, Table& table) {
+void growth_chart(const StudyOptions& o, const std::vector<RunOutcome>& runs, const Json& args, Chart& chart,
+                  Table& table) {
   const Json v = variables(o);
   table.header = {"placement"};
   for (const Json& n : v["N"]) table.header.push_back(fmt::format("N = {}", n.get<int>()));
@@ -123,14 +124,12 @@ void growth_chart(const StudyOptions& o, const std::vector<RunOutcome>& runs, co
     Series series{placement, {}, {}};
     std::vector<std::string> row = {placement};
     for (const Json& l : v["depth"]) {
-      const Term one{fmt::format("{}-L{}", placement, l.get<int>()),
-                     "analysis_number",
-                     {{"analysis", analysis}, {"column", column}, {"power", power}}};
+      const Term one{fmt::format("{}-L{}", placement, l.get<int>()), "analysis_number", args};
       const double m = measure_term(one, v, runs, o.seeds).mean();
       series.x.push_back(2.0 * l.get<int>()), series.y.push_back(m);
       row.push_back(num(m));
     }
-    const SeedValues slope = measure_term(growth(placement, analysis, column, power), v, runs, o.seeds);
+    const SeedValues slope = measure_term(growth(placement, args), v, runs, o.seeds);
     row.push_back(slope.show());
     chart.series.push_back(series);
     table.rows.push_back(row);
@@ -152,23 +151,23 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   noise.log_y = adam.log_y = true;
   Table noise_table{"Var[ΔF] under independent branch noise (mean over seeds)", {}};
   Table adam_table{"‖ΔF‖² after one Adam step (mean over seeds)", {}};
-  growth_chart(o, runs, "branch-noise", "output_change_var", "value", noise, noise_table);
-  growth_chart(o, runs, "one-step", "output_change_rms", "squared", adam, adam_table);
+  const Json branch_noise = number_args(), adam_step = number_args("one-step", "output_change_rms", "squared");
+  growth_chart(o, runs, branch_noise, noise, noise_table);
+  growth_chart(o, runs, adam_step, adam, adam_table);
   r.charts = {noise, adam};
   r.tables = {noise_table, adam_table};
-  const auto slope = [&](const char* placement, const char* analysis, const char* column, const char* power) {
-    return measure_term(growth(placement, analysis, column, power), variables(o), runs, o.seeds).show();
+  const auto slope = [&](const char* placement, const Json& args) {
+    return measure_term(growth(placement, args), variables(o), runs, o.seeds).show();
   };
-  const auto slopes = [&](const char* analysis, const char* column, const char* power) {
-    return fmt::format("Post-LN {}, Pre-LN {}, Admin {}", slope("post", analysis, column, power),
-                       slope("pre", analysis, column, power), slope("admin", analysis, column, power));
+  const auto slopes = [&](const Json& args) {
+    return fmt::format("Post-LN {}, Pre-LN {}, Admin {}", slope("post", args), slope("pre", args),
+                       slope("admin", args));
   };
   r.evidence = {
-      fmt::format("Var[ΔF] slopes (independent branch noise): {}",
-                  slopes("branch-noise", "output_change_var", "value")),
+      fmt::format("Var[ΔF] slopes (independent branch noise): {}", slopes(branch_noise)),
       fmt::format("one Adam step's ‖ΔF‖² slopes (not judged: every branch moves the same way, so the changes add up ∝ "
                   "N² whatever the placement): {}",
-                  slopes("one-step", "output_change_rms", "squared"))};
+                  slopes(adam_step))};
   return r;
 }
 

@@ -95,8 +95,6 @@ Json variables(const StudyOptions& o) {
 Term did_not_train(std::string arm, Extreme extreme = Extreme::none) {
   return {std::move(arm), "not_trained", Json::object(), extreme};
 }
-// Half a seed: more seeds above it than below did not train.
-constexpr double kMajority = 0.5;
 
 const std::vector<ArmSpec> kClaimArms = {
     {"post-L{deep}-lr{high_lr}-w0", "the {deep}-layer Post-LN cells without warm-up at lr {high_lr}"},
@@ -111,7 +109,7 @@ const std::vector<ClaimSpec> kSubClaims = {
               "8.45.",
      .where = "Xiong et al. 2020, §3.2, Fig. 2(a)",
      .of = did_not_train("post-L{deep}-lr{high_lr}-w0", Extreme::smallest),
-     .threshold = kMajority,
+     .threshold = kHalfASeed,
      .needs = {{"no_warmup", "warm-up 0 is not on the train.warmup axis"},
                {"high_lr_on_axis", "no lr ≥ 1e-3 on the train.lr axis"}},
      .test = SubClaim::Test::sign},
@@ -123,7 +121,7 @@ const std::vector<ClaimSpec> kSubClaims = {
               "term of BLEU score for lr_max = 5e-4 and 1e-3 respectively.",
      .where = "Xiong et al. 2020, §3.2, Fig. 2(a)",
      .of = did_not_train("post-L{deep}-lr0.001-w{longest}"),
-     .threshold = kMajority,
+     .threshold = kHalfASeed,
      .needs = {{"warmed_at_1e3", "no warm-up > 0 or no lr 1e-3 on the axes"}},
      .test = SubClaim::Test::sign},
     {.id = "C",
@@ -133,7 +131,7 @@ const std::vector<ClaimSpec> kSubClaims = {
      .where = "Xiong et al. 2020, §4.2, Fig. 4",
      .of = did_not_train("pre-L{depth}-lr{lr}-w{warmup}", Extreme::largest),
      .side = SubClaim::Side::below,
-     .threshold = kMajority,
+     .threshold = kHalfASeed,
      .test = SubClaim::Test::sign},
 };
 
