@@ -142,13 +142,9 @@ SubClaim sided(const ClaimSpec& spec, std::string statement, std::string statist
 
 // The least-squares slope of log y against log x (NaN when any y is NaN or not positive, or x does not vary).
 double log_log_slope(const std::vector<double>& x, const std::vector<double>& y) {
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  const double n = static_cast<double>(x.size());
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-    const double lx = std::log(x[i]), ly = std::log(y[i]);
-    sx += lx, sy += ly, sxx += lx * lx, sxy += lx * ly;
-  }
-  return (n * sxy - sx * sy) / (n * sxx - sx * sx);
+  std::vector<double> lx, ly;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) lx.push_back(std::log(x[i])), ly.push_back(std::log(y[i]));
+  return lx.size() == x.size() ? least_squares_slope(lx, ly) : NAN;
 }
 
 // The number a seed contributes over several arms' values: their largest or smallest, NaN when any is NaN or none.

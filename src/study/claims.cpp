@@ -16,6 +16,14 @@ double mean(const std::vector<double>& v) {
   return s / static_cast<double>(v.size());
 }
 
+double least_squares_slope(const std::vector<double>& x, const std::vector<double>& y) {
+  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  const double n = static_cast<double>(x.size());
+  for (size_t i = 0; i < x.size(); ++i) sx += x[i], sy += y[i], sxx += x[i] * x[i], sxy += x[i] * y[i];
+  const double spread = n * sxx - sx * sx;
+  return spread > 0 ? (n * sxy - sx * sy) / spread : NAN;
+}
+
 std::string num(double v) {
   if (std::isnan(v)) return "n/a";
   if (std::isinf(v)) return v > 0 ? "∞" : "−∞";

@@ -31,7 +31,9 @@
 namespace normlab::study {
 
 double mean(const std::vector<double>& v);  // NaN if empty
-std::string num(double v);                  // 3 decimals, or 3 significant digits when small; "n/a" for NaN
+// The least-squares slope of y against x (the same length); NaN when a y is NaN or x does not vary.
+double least_squares_slope(const std::vector<double>& x, const std::vector<double>& y);
+std::string num(double v);  // 3 decimals, or 3 significant digits when small; "n/a" for NaN
 
 // A sub-claim's outcome. `undecided`: a number it needs is missing (evidence neither way); `unclear`:
 // every number is there but the interval straddles the threshold.

@@ -202,17 +202,6 @@ std::string Trend::text() const {
 
 namespace {
 
-// The least-squares slope of y over x, centred; NaN when a y is NaN or x does not vary.
-double least_squares_slope(const std::vector<double>& x, const std::vector<double>& y) {
-  const double mx = mean(x), my = mean(y);
-  double covariance = 0, spread = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    covariance += (x[i] - mx) * (y[i] - my);
-    spread += (x[i] - mx) * (x[i] - mx);
-  }
-  return spread > 0 ? covariance / spread : NAN;
-}
-
 // A seed's value among `values` (NaN if it has none).
 double value_of(const SeedValues& values, int seed) {
   const auto it = std::find(values.seeds.begin(), values.seeds.end(), seed);

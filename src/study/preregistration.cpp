@@ -43,11 +43,9 @@ Json sub_claims_of(const Report& report) {
   return claims;
 }
 
-// The study's rule in words, without what a judgment of no runs adds (its "incomplete" note).
+// The study's rule in words as the hash covers it: its sub-claims' rules and the seed rule (not the judge's notes).
 std::string rule_of(const Study& study, const StudyOptions& options) {
-  const std::string own =
-      study.sub_claims.empty() ? study.judge(options, {}).verdict_rule : sub_claims_rule(study, options);
-  return own + " " + seed_rule_text(options.schedule);
+  return sub_claims_rule(study, options) + " " + seed_rule_text(options.schedule);
 }
 
 // A git command's output in `dir` (trailing white space removed); nullopt when it fails.

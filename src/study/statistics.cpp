@@ -17,6 +17,7 @@ namespace {
 
 std::string text(const Json& args, const char* name) { return args.at(name).get<std::string>(); }
 int integer(const Json& args, const char* name) { return args.at(name).get<int>(); }
+double real(const Json& args, const char* name) { return args.at(name).get<double>(); }
 
 // Entry `index` of v, counted from the end when negative (-1: the last); NaN when there is none.
 double entry(const std::vector<double>& v, int index) {
@@ -155,6 +156,53 @@ std::string analysis_halves_text(const Json& args) {
                      part == "first_half"    ? "mean over the first half of the layers"
                      : part == "second_half" ? "mean over the second half of the layers"
                                              : "the second half's share of the two halves' sum");
+}
+
+// An analysis's column with one entry per layer input and the stack's output (stream-init's mean_square: entry l
+// enters layer l, entry L leaves the stack), NaN where the column is short.
+std::vector<double> layer_profile(const RunOutcome* run, const Json& args) {
+  std::vector<double> v = analysis_column(run, text(args, "analysis"), text(args, "column"));
+  v.resize(static_cast<size_t>(run->config["model"]["n_layers"].get<int>() + 1), NAN);
+  return v;
+}
+
+// The profile's least-squares slope against l = 0..L (its growth per layer).
+double profile_slope(const RunOutcome* run, const Json& args) {
+  if (!run) return NAN;
+  const std::vector<double> y = layer_profile(run, args);
+  std::vector<double> l(y.size());
+  for (size_t i = 0; i < l.size(); ++i) l[i] = static_cast<double>(i);
+  return least_squares_slope(l, y);
+}
+
+std::string profile_slope_text(const Json& args) {
+  return fmt::format("least-squares slope of {} {} against the layer l = 0..L", text(args, "analysis"),
+                     text(args, "column"));
+}
+
+// How far inside the band [from + low_per_layer·l, from + high_per_layer·l] the least inside layer l = 1..L lies, as
+// a fraction of the band's width: min over l of min(x − lower, upper − x) / (upper − lower). Positive when every
+// layer is inside, negative when one is outside, NaN when a layer's number is missing.
+double band_margin(const RunOutcome* run, const Json& args) {
+  if (!run) return NAN;
+  const std::vector<double> x = layer_profile(run, args);
+  const double from = real(args, "from"), low = real(args, "low_per_layer"), high = real(args, "high_per_layer");
+  double margin = INFINITY;
+  for (size_t l = 1; l < x.size(); ++l) {
+    const double lower = from + low * static_cast<double>(l), upper = from + high * static_cast<double>(l);
+    if (std::isnan(x[l])) return NAN;  // std::min would drop it
+    margin = std::min(margin, std::min(x[l] - lower, upper - x[l]) / (upper - lower));
+  }
+  return margin;
+}
+
+std::string band_margin_text(const Json& args) {
+  return fmt::format(
+      "the least inside layer's distance from {} {} to the nearer bound of [{:g} + {:g}·l, {:g} + {:g}·l], l = 1..L, "
+      "as "
+      "a fraction of the band's width",
+      text(args, "analysis"), text(args, "column"), real(args, "from"), real(args, "low_per_layer"), real(args, "from"),
+      real(args, "high_per_layer"));
 }
 
 // ---- A training probe (probes.jsonl) --------------------------------------------------------------------------------
@@ -351,6 +399,26 @@ const std::vector<Statistic> kStatistics = {
        "first_half|second_half|second_half_share"}},
      analysis_halves,
      analysis_halves_text},
+    {"profile_slope",
+     "the least-squares slope, against the layer l = 0..L, of an analysis's column with one entry per layer input and "
+     "the stack's output (e.g. stream-init's mean_square): its growth per layer",
+     "the column's per layer",
+     {{"analysis", ParamType::text, "the analysis, as the run was asked for it (e.g. stream-init)"},
+      {"column", ParamType::text, "the per-layer-input column, e.g. mean_square"}},
+     profile_slope,
+     profile_slope_text},
+    {"band_margin",
+     "how far inside a band that widens linearly with depth, [from + low_per_layer·l, from + high_per_layer·l], the "
+     "least inside layer l = 1..L of an analysis's per-layer-input column lies, as a fraction of the band's width: "
+     "above 0 when every layer is inside",
+     "fraction of the band",
+     {{"analysis", ParamType::text, "the analysis, as the run was asked for it (e.g. stream-init)"},
+      {"column", ParamType::text, "the per-layer-input column, e.g. mean_square"},
+      {"from", ParamType::number, "both bounds at l = 0"},
+      {"low_per_layer", ParamType::number, "the lower bound's growth per layer"},
+      {"high_per_layer", ParamType::number, "the upper bound's growth per layer (above low_per_layer)"}},
+     band_margin,
+     band_margin_text},
     {"probe",
      "a column of a training probe record (probes.jsonl, docs/probes.md) at the first or last probe, or its largest "
      "early in training: one entry, the largest, the mean, or the mean over half of the layers, optionally of the "
@@ -385,11 +453,34 @@ std::vector<std::string> split_choices(std::string_view choices) {
   return out;
 }
 
+// A parameter type's spelling in messages and in `normlab study statistics`.
+std::string_view type_name(ParamType type) {
+  switch (type) {
+    case ParamType::integer:
+      return "whole number";
+    case ParamType::number:
+      return "number";
+    case ParamType::text:
+      break;
+  }
+  return "text";
+}
+
+bool has_type(const Json& value, ParamType type) {
+  switch (type) {
+    case ParamType::integer:
+      return value.is_number_integer();
+    case ParamType::number:
+      return value.is_number();
+    case ParamType::text:
+      break;
+  }
+  return value.is_string();
+}
+
 void check_value(const StatParam& p, const Json& value, std::string_view where) {
-  const bool typed = p.type == ParamType::integer ? value.is_number_integer() : value.is_string();
-  if (!typed)
-    fail("{}.{}: expected {} ({}), not {}", where, p.name, p.type == ParamType::integer ? "a whole number" : "a text",
-         p.meaning, value.dump());
+  if (!has_type(value, p.type))
+    fail("{}.{}: expected a {} ({}), not {}", where, p.name, type_name(p.type), p.meaning, value.dump());
   const std::vector<std::string> choices = split_choices(p.choices);
   if (!choices.empty() && std::find(choices.begin(), choices.end(), value.get<std::string>()) == choices.end())
     fail("{}.{}: \"{}\" is not one of {}", where, p.name, value.get<std::string>(), fmt::join(choices, ", "));
@@ -439,8 +530,8 @@ std::string statistics_help() {
   for (const Statistic& s : kStatistics) {
     out += fmt::format("\n  {} ({})\n      {}\n", s.name, s.unit, s.meaning);
     for (const StatParam& p : s.params)
-      out += fmt::format("      {}: {}, {}{}{}\n", p.name, p.type == ParamType::integer ? "whole number" : "text",
-                         p.meaning, p.choices.empty() ? "" : fmt::format(" ({})", p.choices),
+      out += fmt::format("      {}: {}, {}{}{}\n", p.name, type_name(p.type), p.meaning,
+                         p.choices.empty() ? "" : fmt::format(" ({})", p.choices),
                          p.fallback.empty() ? std::string(", required") : fmt::format(", default {}", p.fallback));
   }
   return out;

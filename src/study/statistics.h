@@ -16,7 +16,7 @@
 
 namespace normlab::study {
 
-enum class ParamType { integer, text };
+enum class ParamType { integer, number, text };
 
 // One parameter of a statistic. `fallback` is its default as a JSON literal; empty: the parameter is required.
 // `choices`, for a text parameter, lists the values it takes ("first|last").

@@ -340,12 +340,10 @@ std::string study_help(const Study& s) {
   out += fmt::format("the paper's setting: {}\nthis preset ({} runs at 3 seeds): {}\n\n",
                      s.paper_setting.empty() ? std::string_view("(not stated)") : s.paper_setting, planned_runs.size(),
                      config_summary(planned_runs, {}));
-  if (!s.sub_claims.empty()) {
-    out += "sub-claims (at this preset; each holds when its interval over the seeds lies past its threshold):\n";
-    for (const ClaimSpec& spec : s.sub_claims)
-      out += fmt::format("  {}\n", claim_rule(spec, s.arms, study_variables(s, preset)));
-    out += "\n";
-  }
+  out += "sub-claims (at this preset; each holds when its interval over the seeds lies past its threshold):\n";
+  for (const ClaimSpec& spec : s.sub_claims)
+    out += fmt::format("  {}\n", claim_rule(spec, s.arms, study_variables(s, preset)));
+  out += "\n";
   StudyOptions large;
   use_large_preset(s, large);
   const std::vector<RunRequest> planned = plan_study(s, large);
@@ -479,7 +477,7 @@ Report judge_study(const Study& study, const StudyOptions& given, const std::vec
   StudyOptions options = given;
   if (options.axes.empty()) resolve_axes(study, options);
   Report report = study.judge(options, outcomes);
-  if (!study.sub_claims.empty()) measure_sub_claims(study, options, outcomes, report);
+  measure_sub_claims(study, options, outcomes, report);
   report.name = study.name, report.title = study.title, report.claim = study.claim, report.source = study.source;
   report.paper_setting = std::string(study.paper_setting);
   const std::string configs = config_summary(outcomes, options.overrides);

@@ -77,14 +77,12 @@ struct Study {
   std::vector<Axis> axes = {};  // the grid's axes (none: fixed arms; --set changes what they share)
   std::function<std::vector<RunRequest>(const StudyOptions& options)> plan;
   // The sub-claims as data (claim_spec.h): the arms they name, the variables their templates use, and the
-  // sub-claims themselves, which judge_study measures and whose rule it writes. Empty in a study whose judge states
-  // its sub-claims itself.
+  // sub-claims themselves, which judge_study measures and whose rule it writes.
   std::vector<ArmSpec> arms = {};
   Variables variables = {};
   std::vector<ClaimSpec> sub_claims = {};
-  // The report's setup (what is measured, beyond the runs' configs), evidence, charts and tables, and (in a study
-  // without sub_claims) its sub-claims and rule (judge_study adds the rest). Arms are found by run id, never by
-  // position.
+  // The report's setup (what is measured, beyond the runs' configs), evidence, charts and tables, and notes that
+  // follow the sub-claims' rule (judge_study adds the rest). Arms are found by run id, never by position.
   std::function<Report(const StudyOptions& options, const std::vector<RunOutcome>& outcomes)> judge;
 };
 

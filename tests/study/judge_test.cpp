@@ -562,6 +562,16 @@ TEST(StudyJudgeCases, CoverEveryStudy) {
     EXPECT_TRUE(covered.contains(std::string(s->name))) << s->name << " has no judge test";
 }
 
+// Every sub-claim of a built-in study is data: the judge draws charts and evidence, and states no sub-claim itself.
+TEST(StudyJudgeCases, EveryStudysSubClaimsAreData) {
+  for (const Study* s : all_studies()) {
+    EXPECT_FALSE(s->sub_claims.empty()) << s->name;
+    TempDir tmp("judge");
+    const StudyOptions options{.quick = true, .seeds = {1, 2, 3}, .dir = tmp.path()};
+    EXPECT_EQ(judge_study(*s, options, {}).claims.size(), s->sub_claims.size()) << s->name;
+  }
+}
+
 const SubClaim& claim_of(const Report& r, const std::string& id) {
   for (const SubClaim& c : r.claims)
     if (c.id == id) return c;

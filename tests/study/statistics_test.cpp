@@ -186,6 +186,33 @@ TEST(Statistics, AnalysisHalvesAveragesEachHalfAndGivesTheSecondHalfsShare) {
       << "a column shorter than the stack";
 }
 
+// stream-at-init's numbers: a per-layer-input column (L + 1 entries) of a 4-layer stack against Xiong's band
+// [1 + l/2, 1 + 3l/2], and its growth per layer.
+TEST(Statistics, AProfileOverTheLayersGivesItsSlopeAndItsLeastMarginInsideABand) {
+  TempDir tmp("stat");
+  RunOutcome inside = a_run(tmp, "inside"), outside = a_run(tmp, "outside"), short_column = a_run(tmp, "short");
+  const Json column = {{"analysis", "stream-init"}, {"column", "mean_square"}};
+  Json band = column;
+  band.update({{"from", 1}, {"low_per_layer", 0.5}, {"high_per_layer", 1.5}});
+  write_analysis(inside, "stream-init", {{"mean_square", {1.0, 2.0, 2.5, 3.5, 4.0}}});
+  EXPECT_NEAR(measure("profile_slope", &inside, column), 0.75, 1e-12) << "cov 7.5 / var 10 over l = 0..4";
+  EXPECT_NEAR(measure("band_margin", &inside, band), 0.25, 1e-12)
+      << "margins 0.5/1, 0.5/2, 1/3, 1/4 at l = 1..4: the least is 0.25";
+  write_analysis(outside, "stream-init", {{"mean_square", {1.0, 2.0, 1.5, 3.5, 4.0}}});
+  EXPECT_NEAR(measure("band_margin", &outside, band), -0.25, 1e-12) << "l = 2 lies 0.5 below a band 2 wide";
+  write_analysis(short_column, "stream-init", {{"mean_square", {1.0, 2.0, 2.5, 3.5}}});
+  EXPECT_TRUE(std::isnan(measure("band_margin", &short_column, band))) << "a column without the stack's output";
+  EXPECT_TRUE(std::isnan(measure("profile_slope", &short_column, column)));
+  EXPECT_TRUE(std::isnan(measure("profile_slope", nullptr, column)));
+  band["from"] = "1";
+  try {
+    measure("band_margin", &inside, band);
+    FAIL() << "a text for a number was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("test.from: expected a number"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Statistics, ArgumentsAreCheckedWithOneSentenceNamingTheField) {
   const Statistic& probe = find_statistic("probe", "here");
   const auto message = [&](const Json& args) {

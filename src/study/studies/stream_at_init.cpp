@@ -12,10 +12,6 @@ namespace normlab::study {
 
 namespace {
 
-// Each threshold written once: the sub-claims and the rule text read them.
-constexpr double kInsideMargin = 0.0;                // A: the least inside layer's margin, at least
-constexpr double kSlopeLow = 0.5, kSlopeHigh = 1.5;  // B: the slope's band around the lemma's linear growth
-
 // The lemma's inputs: no position table (RoPE), no biases, unit-variance token embeddings; d_ff set by the plan.
 Json lemma_config(const StudyOptions& o, const std::string& placement, int seed) {
   Json config = small_lm(placement, o.quick ? 8 : 24, 1, static_cast<uint64_t>(seed));
@@ -67,28 +63,41 @@ std::vector<double> profile(const std::vector<RunOutcome>& runs, const std::stri
                         [&](int seed) { return seed_profile(runs, id, layers, seed); });
 }
 
-// How far inside the lemma's bounds [1 + l/2, 1 + 3l/2] the least inside layer l = 1..L lies, as a fraction of
-// the band's width: min over l of min(x − lower, upper − x) / (upper − lower). Positive when every layer is
-// inside, negative when some layer is outside; NaN if a layer's number is missing.
-double band_margin(const std::vector<double>& ms, int L) {
-  double margin = INFINITY;
-  for (int l = 1; l <= L; ++l) {
-    const double lower = 1 + l / 2.0, upper = 1 + 1.5 * l, x = ms[static_cast<size_t>(l)];
-    margin = std::min(margin, std::isnan(x) ? NAN : std::min(x - lower, upper - x) / (upper - lower));
-  }
-  return margin;
+// ---- The pre-registration ------------------------------------------------------------------------------------------
+// The lemma's band and its linear growth, both read from the stream-init analysis's E‖x_l‖²/d of the Pre-LN arm with
+// d_ff = d: A, the least inside layer's margin to [1 + l/2, 1 + 3l/2]; B, the least-squares slope against l.
+
+Json variables(const StudyOptions& o) { return {{"L", depth(o)}}; }
+
+const std::vector<ArmSpec> kClaimArms = {{"pre", "Pre-LN (d_ff = d)"}, {"post", "Post-LN (d_ff = d)"}};
+
+const Json kStreamInit = {{"analysis", "stream-init"}, {"column", "mean_square"}};
+Json lemma_band() {
+  Json band = kStreamInit;
+  band.update({{"from", 1}, {"low_per_layer", 0.5}, {"high_per_layer", 1.5}});
+  return band;
 }
 
-// The least-squares slope of y against its index.
-double slope(const std::vector<double>& y) {
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
-  const double n = static_cast<double>(y.size());
-  for (size_t i = 0; i < y.size(); ++i) {
-    const double x = static_cast<double>(i);
-    sx += x, sy += y[i], sxx += x * x, sxy += x * y[i];
-  }
-  return (n * sxy - sx * sy) / (n * sxx - sx * sx);
-}
+constexpr const char* kWhere = "Xiong et al. 2020, §3.3, Lemma 2";
+
+const std::vector<ClaimSpec> kSubClaims = {
+    {.id = "A",
+     .statement = "Pre-LN's E‖x_l‖²/d lies inside [1 + l/2, 1 + 3l/2] at every layer l = 1..{L} (d_ff = d)",
+     .quote = "\"For the Pre-LN Transformer, (1 + l/2)d ≤ E(‖x^pre_{l,i}‖²₂) ≤ (1 + 3l/2)d for all l > 0 and i. "
+              "Expectations are taken over the input and the randomness of initialization.\"",
+     .where = kWhere,
+     .of = {"pre", "band_margin", lemma_band()},
+     .threshold = 0},
+    {.id = "B",
+     .statement = "Pre-LN's E‖x_l‖²/d grows linearly with l (d_ff = d)",
+     .quote = "\"As we can see from Lemma 2, the scale of the hidden states in the Post-LN Transformer keeps to be the "
+              "same in expectation while the scale of the hidden states in the Pre-LN Transformer grows linearly along "
+              "with the depth.\"",
+     .where = kWhere,
+     .of = {"pre", "profile_slope", kStreamInit},
+     .side = SubClaim::Side::within,
+     .threshold = {0.5, 1.5}},
+};
 
 using Contrasts = std::vector<std::pair<Case, std::vector<double>>>;
 
@@ -130,20 +139,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 
   const int post_unit = add_profiles(r, L, pre, post, contrasts);
 
-  // Per seed: how far inside the bounds the least inside layer is, and the slope.
-  const SeedValues margin =
-      over_seeds(o.seeds, [&](int seed) { return band_margin(seed_profile(runs, "pre", L, seed), L); });
-  const SeedValues pre_slope = over_seeds(o.seeds, [&](int seed) { return slope(seed_profile(runs, "pre", L, seed)); });
   const SeedValues top = over_seeds(o.seeds, [&](int seed) { return seed_profile(runs, "pre", L, seed).back(); });
-  r.claims.push_back(claim_above(
-      "A", fmt::format("Pre-LN's E‖x_l‖²/d lies inside [1 + l/2, 1 + 3l/2] at every layer l = 1..{} (d_ff = d)", L),
-      fmt::format("least inside layer's distance to the nearer bound, as a fraction of the band's width (> {:g}: all "
-                  "inside)",
-                  kInsideMargin),
-      margin, kInsideMargin));
-  r.claims.push_back(claim_within("B", "Pre-LN's E‖x_l‖²/d grows linearly with l (d_ff = d)",
-                                  "least-squares slope of E‖x_l‖²/d against l = 0..L, per layer", pre_slope, kSlopeLow,
-                                  kSlopeHigh));
   r.evidence = {
       fmt::format("Pre-LN (d_ff = d): E‖x_{}‖²/d = {} (lemma: between {} and {})", L, top.show(), num(1 + L / 2.0),
                   num(1 + 1.5 * L)),
@@ -157,16 +153,13 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
     const std::vector<double>& p = contrast.second;
     r.evidence.push_back(fmt::format(
         "Contrast (not in the verdict): Pre-LN with d_ff = {}d grows {} per layer, to {} at l = {}", c.ffn_multiple,
-        over_seeds(o.seeds, [&](int seed) { return slope(seed_profile(runs, c.id, L, seed)); }).show(),
+        measure_term({c.id, "profile_slope", kStreamInit}, variables(o), runs, o.seeds).show(),
         num(p[static_cast<size_t>(L)]), L));
   }
-  r.verdict_rule = fmt::format(
-      "A: the Pre-LN (d_ff = d) mean square lies inside [1 + l/2, 1 + 3l/2] at every layer l = 1..L (the least inside "
-      "layer's margin > {:g}); B: its least-squares slope against l (l = 0..L) lies in ({:g}, {:g}), the lemma's "
-      "linear growth. Post-LN's layer inputs are LayerNorm outputs (mean square 1 by construction): shown as a check. "
-      "The "
-      "wider Pre-LN models are not part of the lemma and are shown for contrast.",
-      kInsideMargin, kSlopeLow, kSlopeHigh);
+  r.verdict_rule =
+      "Post-LN's layer inputs are LayerNorm outputs (mean square 1 by construction): shown as a check. The wider "
+      "Pre-LN "
+      "models are not part of the lemma and are shown for contrast.";
   return r;
 }
 
@@ -193,6 +186,9 @@ extern const Study kStreamAtInit{
                              "model.d_model; the lemma's arms always use d_ff = d",
               .sets = "model.d_ff"}},
     .plan = plan,
+    .arms = kClaimArms,
+    .variables = variables,
+    .sub_claims = kSubClaims,
     .judge = judge,
 };
 
