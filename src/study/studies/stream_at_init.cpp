@@ -71,10 +71,19 @@ Json variables(const StudyOptions& o) { return {{"L", depth(o)}}; }
 
 const std::vector<ArmSpec> kClaimArms = {{"pre", "Pre-LN (d_ff = d)"}, {"post", "Post-LN (d_ff = d)"}};
 
+// The lemma's band: (1 + l/2) ≤ E‖x_l‖²/d ≤ (1 + 3l/2). Its per-layer growths also bound B's slope.
+struct Band {
+  double from, low_per_layer, high_per_layer;
+  double lower(int l) const { return from + low_per_layer * l; }
+  double upper(int l) const { return from + high_per_layer * l; }
+};
+constexpr Band kLemma{1, 0.5, 1.5};
+
 const Json kStreamInit = {{"analysis", "stream-init"}, {"column", "mean_square"}};
 Json lemma_band() {
   Json band = kStreamInit;
-  band.update({{"from", 1}, {"low_per_layer", 0.5}, {"high_per_layer", 1.5}});
+  band.update(
+      {{"from", kLemma.from}, {"low_per_layer", kLemma.low_per_layer}, {"high_per_layer", kLemma.high_per_layer}});
   return band;
 }
 
@@ -96,7 +105,7 @@ const std::vector<ClaimSpec> kSubClaims = {
      .where = kWhere,
      .of = {"pre", "profile_slope", kStreamInit},
      .side = SubClaim::Side::within,
-     .threshold = {0.5, 1.5}},
+     .threshold = {kLemma.low_per_layer, kLemma.high_per_layer}},
 };
 
 using Contrasts = std::vector<std::pair<Case, std::vector<double>>>;
@@ -112,10 +121,10 @@ int add_profiles(Report& r, int L, const std::vector<double>& pre, const std::ve
   int post_unit = 0;
   for (int l = 0; l <= L; ++l) {
     const size_t i = static_cast<size_t>(l);
-    lower.x.push_back(l), lower.y.push_back(1 + l / 2.0);
-    upper.x.push_back(l), upper.y.push_back(1 + 1.5 * l);
+    lower.x.push_back(l), lower.y.push_back(kLemma.lower(l));
+    upper.x.push_back(l), upper.y.push_back(kLemma.upper(l));
     if (l >= 1) post_unit += std::abs(post[i] - 1.0) <= 0.05;
-    table.rows.push_back({std::to_string(l), num(1 + l / 2.0), num(pre[i]), num(1 + 1.5 * l), num(post[i])});
+    table.rows.push_back({std::to_string(l), num(kLemma.lower(l)), num(pre[i]), num(kLemma.upper(l)), num(post[i])});
     for (const auto& [c, p] : contrasts) table.rows.back().push_back(num(p[i]));
   }
   chart.series = {lower, upper, indexed_series("Pre-LN, d_ff = d", pre), indexed_series("Post-LN", post)};
@@ -141,8 +150,8 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
 
   const SeedValues top = over_seeds(o.seeds, [&](int seed) { return seed_profile(runs, "pre", L, seed).back(); });
   r.evidence = {
-      fmt::format("Pre-LN (d_ff = d): E‖x_{}‖²/d = {} (lemma: between {} and {})", L, top.show(), num(1 + L / 2.0),
-                  num(1 + 1.5 * L)),
+      fmt::format("Pre-LN (d_ff = d): E‖x_{}‖²/d = {} (lemma: between {} and {})", L, top.show(), num(kLemma.lower(L)),
+                  num(kLemma.upper(L))),
       fmt::format("Check (not in the verdict: a LayerNorm output by construction): Post-LN, {} of {} layer inputs with "
                   "E‖x‖²/d (mean over seeds) within 1 ± 0.05",
                   post_unit, L),
@@ -158,8 +167,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   }
   r.verdict_rule =
       "Post-LN's layer inputs are LayerNorm outputs (mean square 1 by construction): shown as a check. The wider "
-      "Pre-LN "
-      "models are not part of the lemma and are shown for contrast.";
+      "Pre-LN models are not part of the lemma and are shown for contrast.";
   return r;
 }
 
