@@ -622,15 +622,8 @@ std::vector<std::int32_t> load_bin(const fs::path& path, std::size_t width, std:
   return out;
 }
 
-}  // namespace
-
-TokenData load_tokens(const fs::path& dir) {
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) fail("token directory {} does not exist: {}", dir.string(), kPrepareHint);
-  if (!fs::is_directory(dir, ec)) {
-    fail("{} is not a directory: pass the directory that normlab prepare wrote", dir.string());
-  }
-  const fs::path meta_path = dir / "meta.json";
+// meta.json of a token directory, parsed and bounded.
+nlohmann::json read_meta(const fs::path& meta_path) {
   const std::string meta_name = meta_path.string();
   std::string text = read_file(meta_path, "token metadata",
                                fmt::format("{} (an interrupted prepare leaves no meta.json)", kPrepareHint));
@@ -642,38 +635,25 @@ TokenData load_tokens(const fs::path& dir) {
   }
   if (json_nesting(text) > kMaxNesting) fail("{} nests deeper than {} levels: {}", meta_name, kMaxNesting, kRerun);
   if (!meta.is_object()) fail("{} is not a JSON object: {}", meta_name, kRerun);
+  return meta;
+}
 
-  const int version = meta_field<int>(meta, meta_name, "format_version");
-  if (version != kTokenFormatVersion) {
-    fail("{} has format_version {}, but this normlab reads version {}: {}", meta_name, version, kTokenFormatVersion,
-         kRerun);
-  }
-  TokenData data;
-  data.vocab_size = meta_field<int>(meta, meta_name, "vocab_size");
-  if (data.vocab_size <= 0) fail("{} has vocab_size {}: {}", meta_name, data.vocab_size, kRerun);
+// The bytes per token that meta.json's token_dtype states, checked against its vocabulary.
+std::size_t token_width(const nlohmann::json& meta, const std::string& meta_name, int vocab_size) {
   const auto dtype = meta_field<std::string>(meta, meta_name, "token_dtype");
   std::size_t width = 0;
   if (dtype == "uint16") width = 2;
   else if (dtype == "uint32") width = 4;
   else fail("{} has token_dtype '{}' (expected uint16 or uint32): {}", meta_name, dtype, kRerun);
-  if (width == 2 && data.vocab_size > 65535) {
-    fail("{} has token_dtype uint16 but vocab_size {}: {}", meta_name, data.vocab_size, kRerun);
+  if (width == 2 && vocab_size > 65535) {
+    fail("{} has token_dtype uint16 but vocab_size {}: {}", meta_name, vocab_size, kRerun);
   }
-  data.pairs = meta.value("task", "lm") == "translate";
-  data.unigram_entropy_nats = meta_field<double>(meta, meta_name, "unigram_entropy_nats");
-  data.unigram_val_xent_nats = meta_field<double>(meta, meta_name, "unigram_val_xent_nats");
+  return width;
+}
 
-  data.eos_id = meta_field<int>(meta, meta_name, "eos_id");
-  if (data.eos_id < 0 || data.eos_id >= data.vocab_size)
-    fail("{} has eos_id {}, outside the vocabulary's ids 0..{}: {}", meta_name, data.eos_id, data.vocab_size - 1,
-         kRerun);
-
-  data.train =
-      load_bin(dir / "train.bin", width, meta_field<std::int64_t>(meta, meta_name, "train_tokens"), data.vocab_size);
-  data.val = load_bin(dir / "val.bin", width, meta_field<std::int64_t>(meta, meta_name, "val_tokens"), data.vocab_size);
-  // Token data made without SentencePiece (write_token_ids) has no tokenizer file to check against.
-  if (meta.value("tokenizer_kind", "sentencepiece") != "sentencepiece") return data;
-  // The tokenizer must be the one that made the tokens.
+// The tokenizer must be the one that made the tokens, and meta.json's vocabulary and end-of-sequence id must be its:
+// a model sized from a wrong vocab_size would train the wrong vocabulary. Sets data.tokenizer_path.
+void check_tokenizer(const fs::path& dir, const nlohmann::json& meta, const std::string& meta_name, TokenData& data) {
   const fs::path tok_path = dir / meta_field<std::string>(meta, meta_name, "tokenizer");
   const std::string recorded = meta_field<std::string>(meta, meta_name, "tokenizer_fnv1a64");
   const std::string tokenizer_bytes =
@@ -684,13 +664,43 @@ TokenData load_tokens(const fs::path& dir) {
          tok_path.string(), meta_name, actual, recorded, kRerun);
   }
   data.tokenizer_path = tok_path.string();
-
-  // meta.json's vocabulary and end-of-sequence id must be the tokenizer's: a model sized from a wrong vocab_size
-  // would train the wrong vocabulary.
   const Tokenizer tokenizer = Tokenizer::from_bytes(tokenizer_bytes, tok_path.string());
   if (tokenizer.vocab_size() != data.vocab_size || tokenizer.eos_id() != data.eos_id)
     fail("{} says vocab_size {} and eos_id {}, but its tokenizer {} has {} pieces and eos_id {}: {}", meta_name,
          data.vocab_size, data.eos_id, tok_path.string(), tokenizer.vocab_size(), tokenizer.eos_id(), kRerun);
+}
+
+}  // namespace
+
+TokenData load_tokens(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::exists(dir, ec)) fail("token directory {} does not exist: {}", dir.string(), kPrepareHint);
+  if (!fs::is_directory(dir, ec)) {
+    fail("{} is not a directory: pass the directory that normlab prepare wrote", dir.string());
+  }
+  const std::string meta_name = (dir / "meta.json").string();
+  const nlohmann::json meta = read_meta(dir / "meta.json");
+  const int version = meta_field<int>(meta, meta_name, "format_version");
+  if (version != kTokenFormatVersion) {
+    fail("{} has format_version {}, but this normlab reads version {}: {}", meta_name, version, kTokenFormatVersion,
+         kRerun);
+  }
+  TokenData data;
+  data.vocab_size = meta_field<int>(meta, meta_name, "vocab_size");
+  if (data.vocab_size <= 0) fail("{} has vocab_size {}: {}", meta_name, data.vocab_size, kRerun);
+  const std::size_t width = token_width(meta, meta_name, data.vocab_size);
+  data.pairs = meta.value("task", "lm") == "translate";
+  data.unigram_entropy_nats = meta_field<double>(meta, meta_name, "unigram_entropy_nats");
+  data.unigram_val_xent_nats = meta_field<double>(meta, meta_name, "unigram_val_xent_nats");
+  data.eos_id = meta_field<int>(meta, meta_name, "eos_id");
+  if (data.eos_id < 0 || data.eos_id >= data.vocab_size)
+    fail("{} has eos_id {}, outside the vocabulary's ids 0..{}: {}", meta_name, data.eos_id, data.vocab_size - 1,
+         kRerun);
+  data.train =
+      load_bin(dir / "train.bin", width, meta_field<std::int64_t>(meta, meta_name, "train_tokens"), data.vocab_size);
+  data.val = load_bin(dir / "val.bin", width, meta_field<std::int64_t>(meta, meta_name, "val_tokens"), data.vocab_size);
+  // Token data made without SentencePiece (write_token_ids) has no tokenizer file to check against.
+  if (meta.value("tokenizer_kind", "sentencepiece") == "sentencepiece") check_tokenizer(dir, meta, meta_name, data);
   return data;
 }
 

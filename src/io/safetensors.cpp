@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <set>
 #include <utility>
@@ -46,43 +47,36 @@ struct Layout {
   std::vector<std::uint64_t> nbytes;  // per entry (input order)
 };
 
-Layout plan(std::span<const TensorToWrite> entries, const std::map<std::string, std::string>& metadata,
-            std::string_view target) {
-  Layout layout;
-  layout.nbytes.resize(entries.size());
-  std::set<std::string_view> seen;
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    const TensorToWrite& e = entries[i];
-    if (e.name.empty()) fail("cannot write {}: tensor #{} has an empty name: give every tensor a name", target, i);
-    if (e.name == kMetadataKey) {
-      fail("cannot write {}: '{}' is reserved for metadata: rename the tensor", target, kMetadataKey);
-    }
-    if (!seen.insert(e.name).second) {
-      fail("cannot write {}: tensor '{}' appears twice: give every tensor a unique name", target, e.name);
-    }
-    std::uint64_t n = 1;
-    for (std::int64_t d : e.shape) {
-      if (d < 0 || !checked_mul(n, static_cast<std::uint64_t>(d), &n)) {
-        fail("cannot write {}: tensor '{}' has invalid shape {}: dimensions must be non-negative", target, e.name,
-             shape_text(e.shape));
-      }
-    }
-    if (!checked_mul(n, dtype_size(e.dtype), &layout.nbytes[i])) {
-      fail("cannot write {}: tensor '{}' with shape {} is too large", target, e.name, shape_text(e.shape));
-    }
-    if (layout.nbytes[i] > 0 && e.data == nullptr) {
-      fail("cannot write {}: tensor '{}' has no data pointer: pass its values", target, e.name);
+// One tensor's size in bytes, after refusing what cannot be written (no name, a reserved or repeated one, a negative
+// or oversized shape, values missing).
+std::uint64_t checked_size(const TensorToWrite& e, std::size_t index, std::set<std::string_view>& seen,
+                           std::string_view target) {
+  if (e.name.empty()) fail("cannot write {}: tensor #{} has an empty name: give every tensor a name", target, index);
+  if (e.name == kMetadataKey) {
+    fail("cannot write {}: '{}' is reserved for metadata: rename the tensor", target, kMetadataKey);
+  }
+  if (!seen.insert(e.name).second) {
+    fail("cannot write {}: tensor '{}' appears twice: give every tensor a unique name", target, e.name);
+  }
+  std::uint64_t n = 1, nbytes = 0;
+  for (std::int64_t d : e.shape) {
+    if (d < 0 || !checked_mul(n, static_cast<std::uint64_t>(d), &n)) {
+      fail("cannot write {}: tensor '{}' has invalid shape {}: dimensions must be non-negative", target, e.name,
+           shape_text(e.shape));
     }
   }
+  if (!checked_mul(n, dtype_size(e.dtype), &nbytes)) {
+    fail("cannot write {}: tensor '{}' with shape {} is too large", target, e.name, shape_text(e.shape));
+  }
+  if (nbytes > 0 && e.data == nullptr) {
+    fail("cannot write {}: tensor '{}' has no data pointer: pass its values", target, e.name);
+  }
+  return nbytes;
+}
 
-  layout.order.resize(entries.size());
-  for (std::size_t i = 0; i < entries.size(); ++i) layout.order[i] = i;
-  std::sort(layout.order.begin(), layout.order.end(), [&](std::size_t a, std::size_t b) {
-    std::size_t sa = dtype_size(entries[a].dtype), sb = dtype_size(entries[b].dtype);
-    if (sa != sb) return sa > sb;
-    return entries[a].name < entries[b].name;
-  });
-
+// The header's JSON text, padded to a multiple of 8 bytes, for the entries in data order.
+std::string header_text(std::span<const TensorToWrite> entries, const Layout& layout,
+                        const std::map<std::string, std::string>& metadata, std::string_view target) {
   nlohmann::json header = nlohmann::json::object();
   std::uint64_t offset = 0;
   for (std::size_t i : layout.order) {
@@ -103,6 +97,24 @@ Layout plan(std::span<const TensorToWrite> entries, const std::map<std::string, 
     fail("cannot write {}: a tensor name or metadata entry is not valid UTF-8 ({}): fix the name", target, e.what());
   }
   text.append((8 - text.size() % 8) % 8, ' ');
+  return text;
+}
+
+Layout plan(std::span<const TensorToWrite> entries, const std::map<std::string, std::string>& metadata,
+            std::string_view target) {
+  Layout layout;
+  layout.nbytes.resize(entries.size());
+  std::set<std::string_view> seen;
+  for (std::size_t i = 0; i < entries.size(); ++i) layout.nbytes[i] = checked_size(entries[i], i, seen, target);
+  // Larger elements first, so that every tensor starts aligned to its element size; by name within a size.
+  layout.order.resize(entries.size());
+  for (std::size_t i = 0; i < entries.size(); ++i) layout.order[i] = i;
+  std::sort(layout.order.begin(), layout.order.end(), [&](std::size_t a, std::size_t b) {
+    std::size_t sa = dtype_size(entries[a].dtype), sb = dtype_size(entries[b].dtype);
+    if (sa != sb) return sa > sb;
+    return entries[a].name < entries[b].name;
+  });
+  const std::string text = header_text(entries, layout, metadata, target);
   std::uint64_t n = text.size();
   layout.header.resize(8);
   std::memcpy(layout.header.data(), &n, 8);
@@ -275,14 +287,18 @@ SafetensorsFile SafetensorsFile::parse(std::string bytes, std::string source, st
   return parse_owned(std::move(shared), view, std::move(source), what);
 }
 
-SafetensorsFile SafetensorsFile::parse_owned(std::shared_ptr<const void> owner, std::string_view buf,
-                                             std::string source, std::string_view what) {
-  SafetensorsFile file;
-  file.source_ = std::move(source);
-  file.what_ = what;
-  const std::string src = fmt::format("{} {}", what, file.source_);
-  file.bytes_ = std::move(owner);
+namespace {
 
+using Entry = SafetensorsFile::Entry;
+
+// The 8-byte header length, then the JSON header: its text, and the data section after it.
+struct Sections {
+  std::string_view header;
+  const std::byte* data;
+  std::uint64_t data_len;
+};
+
+Sections split_sections(std::string_view buf, const std::string& src) {
   if (buf.size() < 8) {
     fail("{} is truncated ({} bytes; even the 8-byte header length is missing): {}", src, buf.size(), kFix);
   }
@@ -299,10 +315,11 @@ SafetensorsFile SafetensorsFile::parse_owned(std::shared_ptr<const void> owner, 
     fail("{} is truncated (header length says {} bytes, file has only {} after it): {}", src, header_len, after_len,
          kFix);
   }
-  const std::string_view header_text(buf.data() + 8, header_len);
-  const std::uint64_t data_len = after_len - header_len;
-  const std::byte* data_start = reinterpret_cast<const std::byte*>(buf.data() + 8 + header_len);
+  return {std::string_view(buf.data() + 8, header_len), reinterpret_cast<const std::byte*>(buf.data() + 8 + header_len),
+          after_len - header_len};
+}
 
+nlohmann::json parse_header(std::string_view header_text, const std::string& src) {
   nlohmann::json header;
   try {
     header = nlohmann::json::parse(header_text);
@@ -314,85 +331,85 @@ SafetensorsFile SafetensorsFile::parse_owned(std::shared_ptr<const void> owner, 
   if (!header.is_object()) {
     fail("{} has a damaged header (JSON {} instead of an object): {}", src, header.type_name(), kFix);
   }
+  return header;
+}
 
-  std::uint64_t data_end = 0;  // the largest end offset
-  for (const auto& [key, value] : header.items()) {
-    if (key == kMetadataKey) {
-      if (!value.is_object()) {
-        fail("{}: '{}' is {} instead of an object of strings: {}", src, kMetadataKey, value.type_name(), kFix);
-      }
-      for (const auto& [mkey, mvalue] : value.items()) {
-        if (!mvalue.is_string()) {
-          fail("{}: metadata '{}' is {} instead of a string: {}", src, mkey, mvalue.type_name(), kFix);
-        }
-        file.metadata_[mkey] = mvalue.get<std::string>();
-      }
-      continue;
-    }
-    const std::string& name = key;  // a structured binding cannot be captured before clang 16
-    auto bad = [&](std::string_view what) { fail("{}: tensor '{}' has {}: {}", src, printable(name), what, kFix); };
-    if (!value.is_object()) bad("a header entry that is not an object");
-    Entry entry;
-    entry.name = key;
-    entry.file = file.source_;
-
-    auto dtype_it = value.find("dtype");
-    if (dtype_it == value.end() || !dtype_it->is_string()) bad("no \"dtype\" string");
-    const std::string dtype_text = dtype_it->get<std::string>();
-    std::optional<Dtype> dtype = parse_dtype(dtype_text);
-    if (!dtype) {
-      fail(
-          "{}: tensor '{}' has dtype {}, which normlab does not read (known: F32, F64, BF16, "
-          "F16, I32, I64, U16, U32): convert it to F32",
-          src, printable(key), printable(dtype_text));
-    }
-    entry.dtype = *dtype;
-
-    auto shape_it = value.find("shape");
-    if (shape_it == value.end() || !shape_it->is_array()) bad("no \"shape\" array");
-    std::uint64_t numel = 1;
-    for (const auto& d : *shape_it) {
-      if (!d.is_number_unsigned()) {
-        bad("a shape entry that is not a non-negative integer");
-      }
-      auto dim = d.get<std::uint64_t>();
-      if (dim > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) ||
-          !checked_mul(numel, dim, &numel))
-        bad("a shape too large to address");
-      entry.shape.push_back(static_cast<std::int64_t>(dim));
-    }
-    std::uint64_t nbytes = 0;
-    if (!checked_mul(numel, dtype_size(entry.dtype), &nbytes)) bad("a shape too large to address");
-
-    auto off_it = value.find("data_offsets");
-    if (off_it == value.end() || !off_it->is_array() || off_it->size() != 2 || !(*off_it)[0].is_number_unsigned() ||
-        !(*off_it)[1].is_number_unsigned()) {
-      bad("no \"data_offsets\" pair of non-negative integers");
-    }
-    const auto begin = (*off_it)[0].get<std::uint64_t>();
-    const auto end = (*off_it)[1].get<std::uint64_t>();
-    if (end < begin) {
-      fail("{}: tensor '{}' has data_offsets [{}, {}] that end before they begin: {}", src, printable(key), begin, end,
-           kFix);
-    }
-    if (end - begin != nbytes) {
-      fail(
-          "{}: tensor '{}' has data_offsets [{}, {}] ({} bytes) but shape {} of {} needs {} "
-          "bytes: {}",
-          src, printable(key), begin, end, end - begin, shape_text(entry.shape), dtype_name(entry.dtype), nbytes, kFix);
-    }
-    data_end = std::max(data_end, end);
-    if (end <= data_len) entry.data = std::span<const std::byte>(data_start + begin, nbytes);
-    file.entries_.push_back(std::move(entry));
+void read_metadata(const nlohmann::json& value, const std::string& src, std::map<std::string, std::string>& out) {
+  if (!value.is_object()) {
+    fail("{}: '{}' is {} instead of an object of strings: {}", src, kMetadataKey, value.type_name(), kFix);
   }
-
-  if (data_end > data_len) {
-    fail("{} is truncated (header says {} bytes of data, file has {}): {}", src, data_end, data_len, kFix);
+  for (const auto& [mkey, mvalue] : value.items()) {
+    if (!mvalue.is_string()) {
+      fail("{}: metadata '{}' is {} instead of a string: {}", src, mkey, mvalue.type_name(), kFix);
+    }
+    out[mkey] = mvalue.get<std::string>();
   }
+}
 
-  // No two tensors may share bytes.
+// The entry's dtype and shape; returns its size in bytes.
+std::uint64_t read_dtype_and_shape(const nlohmann::json& value, const std::string& src, Entry& entry,
+                                   const std::function<void(std::string_view)>& bad) {
+  auto dtype_it = value.find("dtype");
+  if (dtype_it == value.end() || !dtype_it->is_string()) bad("no \"dtype\" string");
+  const std::string dtype_text = dtype_it->get<std::string>();
+  std::optional<Dtype> dtype = parse_dtype(dtype_text);
+  if (!dtype) {
+    fail(
+        "{}: tensor '{}' has dtype {}, which normlab does not read (known: F32, F64, BF16, "
+        "F16, I32, I64, U16, U32): convert it to F32",
+        src, printable(entry.name), printable(dtype_text));
+  }
+  entry.dtype = *dtype;
+  auto shape_it = value.find("shape");
+  if (shape_it == value.end() || !shape_it->is_array()) bad("no \"shape\" array");
+  std::uint64_t numel = 1;
+  for (const auto& d : *shape_it) {
+    if (!d.is_number_unsigned()) bad("a shape entry that is not a non-negative integer");
+    auto dim = d.get<std::uint64_t>();
+    if (dim > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()) || !checked_mul(numel, dim, &numel))
+      bad("a shape too large to address");
+    entry.shape.push_back(static_cast<std::int64_t>(dim));
+  }
+  std::uint64_t nbytes = 0;
+  if (!checked_mul(numel, dtype_size(entry.dtype), &nbytes)) bad("a shape too large to address");
+  return nbytes;
+}
+
+// One tensor's header entry; `data_end` grows to its end offset. Its bytes are set when they lie inside the data
+// section (the caller refuses a file whose entries reach past it).
+Entry read_entry(const std::string& name, const nlohmann::json& value, const std::string& src, const Sections& sections,
+                 std::uint64_t& data_end) {
+  auto bad = [&](std::string_view what) { fail("{}: tensor '{}' has {}: {}", src, printable(name), what, kFix); };
+  if (!value.is_object()) bad("a header entry that is not an object");
+  Entry entry;
+  entry.name = name;
+  const std::uint64_t nbytes = read_dtype_and_shape(value, src, entry, bad);
+  auto off_it = value.find("data_offsets");
+  if (off_it == value.end() || !off_it->is_array() || off_it->size() != 2 || !(*off_it)[0].is_number_unsigned() ||
+      !(*off_it)[1].is_number_unsigned()) {
+    bad("no \"data_offsets\" pair of non-negative integers");
+  }
+  const auto begin = (*off_it)[0].get<std::uint64_t>();
+  const auto end = (*off_it)[1].get<std::uint64_t>();
+  if (end < begin) {
+    fail("{}: tensor '{}' has data_offsets [{}, {}] that end before they begin: {}", src, printable(name), begin, end,
+         kFix);
+  }
+  if (end - begin != nbytes) {
+    fail(
+        "{}: tensor '{}' has data_offsets [{}, {}] ({} bytes) but shape {} of {} needs {} "
+        "bytes: {}",
+        src, printable(name), begin, end, end - begin, shape_text(entry.shape), dtype_name(entry.dtype), nbytes, kFix);
+  }
+  data_end = std::max(data_end, end);
+  if (end <= sections.data_len) entry.data = std::span<const std::byte>(sections.data + begin, nbytes);
+  return entry;
+}
+
+// No two tensors may share bytes.
+void refuse_overlaps(const std::vector<Entry>& entries, const std::string& src) {
   std::vector<const Entry*> by_offset;
-  for (const Entry& e : file.entries_) {
+  for (const Entry& e : entries) {
     if (!e.data.empty()) by_offset.push_back(&e);
   }
   std::sort(by_offset.begin(), by_offset.end(),
@@ -405,7 +422,32 @@ SafetensorsFile SafetensorsFile::parse_owned(std::shared_ptr<const void> owner, 
            kFix);
     }
   }
+}
 
+}  // namespace
+
+SafetensorsFile SafetensorsFile::parse_owned(std::shared_ptr<const void> owner, std::string_view buf,
+                                             std::string source, std::string_view what) {
+  SafetensorsFile file;
+  file.source_ = std::move(source);
+  file.what_ = what;
+  const std::string src = fmt::format("{} {}", what, file.source_);
+  file.bytes_ = std::move(owner);
+  const Sections sections = split_sections(buf, src);
+  const nlohmann::json header = parse_header(sections.header, src);
+  std::uint64_t data_end = 0;  // the largest end offset
+  for (const auto& [key, value] : header.items()) {
+    if (key == kMetadataKey) {
+      read_metadata(value, src, file.metadata_);
+      continue;
+    }
+    file.entries_.push_back(read_entry(key, value, src, sections, data_end));
+    file.entries_.back().file = file.source_;
+  }
+  if (data_end > sections.data_len) {
+    fail("{} is truncated (header says {} bytes of data, file has {}): {}", src, data_end, sections.data_len, kFix);
+  }
+  refuse_overlaps(file.entries_, src);
   std::sort(file.entries_.begin(), file.entries_.end(), [](const Entry& a, const Entry& b) { return a.name < b.name; });
   return file;
 }

@@ -107,10 +107,11 @@ void TrainingProbe::write(int step, const char* family, const Json& columns) {
   csv_.flush();
 }
 
-void TrainingProbe::after_backward(int step, double loss, double grad_norm) {
-  const eng::Graph& g = m_.graph;
-  const model::Landmarks& lm = m_.landmarks;
+namespace {
 
+// The stream family: per layer input (and the stack's output), its values' mean square, RMS and largest |x|, and its
+// gradient's norm.
+Json stream_columns(const eng::Graph& g, const model::Landmarks& lm) {
   Json stream{{field::layer, Json::array()},
               {field::mean_square, Json::array()},
               {field::rms, Json::array()},
@@ -127,8 +128,11 @@ void TrainingProbe::after_backward(int step, double loss, double grad_norm) {
     stream[field::max_abs].push_back(v.max_abs);
     stream[field::grad_norm].push_back(std::sqrt(d.mean_square * count));
   }
-  write(step, family::stream, stream);
+  return stream;
+}
 
+// The branch family: per layer and sub-layer, the branch output's RMS and largest |x|.
+Json branch_columns(const eng::Graph& g, const model::Landmarks& lm) {
   Json branch{{field::layer, Json::array()},
               {field::sublayer, Json::array()},
               {field::rms, Json::array()},
@@ -142,8 +146,11 @@ void TrainingProbe::after_backward(int step, double loss, double grad_norm) {
       branch[field::rms].push_back(v.rms());
       branch[field::max_abs].push_back(v.max_abs);
     }
-  write(step, family::branch, branch);
+  return branch;
+}
 
+// The norm family: per norm site, its 1/σ and its input's RMS.
+Json norm_columns(const eng::Graph& g) {
   Json norms{{field::name, Json::array()}, {field::inv_sigma, Json::array()}, {field::input_rms, Json::array()}};
   for (const NormSite& site : norm_sites(g)) {
     const NormReading r = read_norm(g, site);
@@ -151,7 +158,16 @@ void TrainingProbe::after_backward(int step, double loss, double grad_norm) {
     norms[field::inv_sigma].push_back(r.inv_sigma);
     norms[field::input_rms].push_back(r.input_rms);
   }
-  write(step, family::norm, norms);
+  return norms;
+}
+
+}  // namespace
+
+void TrainingProbe::after_backward(int step, double loss, double grad_norm) {
+  const eng::Graph& g = m_.graph;
+  write(step, family::stream, stream_columns(g, m_.landmarks));
+  write(step, family::branch, branch_columns(g, m_.landmarks));
+  write(step, family::norm, norm_columns(g));
 
   Json params{{field::name, Json::array()}, {field::weight_norm, Json::array()}, {field::grad_norm, Json::array()}};
   Json scalars{{field::name, Json::array()}, {field::value, Json::array()}};
