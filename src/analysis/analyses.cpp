@@ -85,7 +85,7 @@ double scaled_max_error(const std::vector<double>& a, const std::vector<double>&
 }  // namespace
 
 Json stream_at_init(const train::RunConfig& config, const train::Loader& loader, const AnalysisSettings& s) {
-  auto m = model::build_model(config.model, config.train.batch_size, config.train.seq_len);
+  auto m = model::build_inference_model(config.model, config.train.batch_size, config.train.seq_len);
   const auto& inputs = m->landmarks.layer_inputs;
   std::vector<double> sums(inputs.size(), 0.0);
   over_fresh_inits(*m, config, loader, s, [&] {
@@ -367,7 +367,7 @@ Json layer_drop(model::Model& m, const train::Loader& loader, const AnalysisSett
   const double full = train::evaluate(m, loader, s.batches).loss;
   Json out{{"full_loss", full}, {"layer", Json::array()}, {"loss", Json::array()}, {"delta_loss", Json::array()}};
   for (int l = 0; l < m.config.n_layers; ++l) {
-    auto dropped = model::build_model(m.config, m.batch, m.seq, m.graph.float_type(), l);
+    auto dropped = model::build_inference_model(m.config, m.batch, m.seq, m.graph.float_type(), l);
     model::copy_parameters(m, *dropped);
     const double loss = train::evaluate(*dropped, loader, s.batches).loss;
     out["layer"].push_back(l);
@@ -521,8 +521,9 @@ Json attention_entropy(model::Model& m, const train::Loader& loader, const Analy
 namespace {
 
 // grad-init builds fresh models one at a time and keeps each init's gradient sums in fp64 (as many bytes as a
-// model's fp32 parameters and gradients), stream-init builds fresh models one at a time, layer-drop one model without
-// a layer at a time, norm-equivalence the Pre-LN, Pre-RMS and Pre-CRMS models in fp64 (6 fp32 copies' worth).
+// model's fp32 parameters and gradients), stream-init builds fresh inference-only models one at a time, layer-drop one
+// inference-only model without a layer at a time, norm-equivalence the Pre-LN, Pre-RMS and Pre-CRMS models in fp64
+// (6 fp32 copies' worth).
 const Analysis kAnalyses[] = {
     {"grad-init",
      "‖∂L/∂W‖ of every weight at initialization, averaged over --seeds inits x --batches batches (Xiong et al. 2020, "
@@ -530,15 +531,18 @@ const Analysis kAnalyses[] = {
      "‖the gradient averaged over the batches‖ per init, averaged over inits (Fig. 3(a, b)'s 'expected gradient'). "
      "Always from fresh inits of the config.",
      "name, grad_norm, expected_grad_norm",
-     [](const AnalysisInput& in) { return gradient_norms_at_init(in.config, in.loader, in.settings); }, 2},
+     [](const AnalysisInput& in) { return gradient_norms_at_init(in.config, in.loader, in.settings); },
+     {.trainable = 2}},
     {"one-step",
      "the output change after one Adam step of --lr from W to W* on training batch 0 (Liu et al. 2020, Admin's "
      "amplification: Post-LN's output change grows with depth), two ways: output_change_rms = RMS of the logit change "
      "on the update batch itself (every parameter moved); stack_change_ms = Admin's |F(x,W*) − F(x,W)|², the mean "
      "square change of the layer stack's output (before final norm and head) on another batch (validation batch 0).",
      "output_change_rms, stack_change_ms",
-     [](const AnalysisInput& in) { return one_step_output_change(in.model, in.loader, in.config, in.settings); }, 0,
-     true, true},
+     [](const AnalysisInput& in) { return one_step_output_change(in.model, in.loader, in.config, in.settings); },
+     {},
+     true,
+     true},
     {"branch-noise",
      "Admin's Theorem 2 (Liu et al. 2020): independent N(0, C) noise (C = 1e-4) on every entry of every residual "
      "branch's output, and output_change_var = Var[ΔF], the mean square change of the stack's normalized output (what "
@@ -550,13 +554,17 @@ const Analysis kAnalyses[] = {
      "arccos(cos(x_ℓ, x_ℓ+n))/π between the residual streams entering layers ℓ and ℓ+n (n = --span), averaged over "
      "tokens (Gromov et al. 2024; Sun et al. 2025, Curse of Depth: deep Pre-LN layers barely turn the stream).",
      "span, layer, angular_distance",
-     [](const AnalysisInput& in) { return angular_distances(in.model, in.loader, in.settings); }, 0, false, false,
+     [](const AnalysisInput& in) { return angular_distances(in.model, in.loader, in.settings); },
+     {},
+     false,
+     false,
      "angular-distance"},
     {"layer-drop",
      "validation loss with layer ℓ skipped, minus the full model's (Li et al. 2025 Mix-LN; Sun et al. 2025: deep "
      "Pre-LN layers can be removed at little cost).",
      "full_loss, layer, loss, delta_loss",
-     [](const AnalysisInput& in) { return layer_drop(in.model, in.loader, in.settings); }, 1},
+     [](const AnalysisInput& in) { return layer_drop(in.model, in.loader, in.settings); },
+     {.inference = 1}},
     {"attention-entropy", "entropy (nats) of each head's attention distribution, averaged over queries.",
      "layer, head, entropy",
      [](const AnalysisInput& in) { return attention_entropy(in.model, in.loader, in.settings); }},
@@ -564,8 +572,9 @@ const Analysis kAnalyses[] = {
      "E‖x_l‖²/d of the residual stream entering each layer at init, averaged over --seeds inits x --batches batches "
      "(Xiong et al. 2020, Lemma 2: Pre-LN grows like 1 + l/2 ... 1 + 3l/2, Post-LN stays at 1). Always from fresh "
      "inits of the config.",
-     "layer, mean_square", [](const AnalysisInput& in) { return stream_at_init(in.config, in.loader, in.settings); },
-     1},
+     "layer, mean_square",
+     [](const AnalysisInput& in) { return stream_at_init(in.config, in.loader, in.settings); },
+     {.inference = 1}},
     {"massive-activations",
      "per stream (entering each layer, then the stack's output) the largest |x| over the batches' tokens and features "
      "and where it sits (batch, row, position, feature, token id; the token's text where the run has a tokenizer), "
@@ -584,7 +593,8 @@ const Analysis kAnalyses[] = {
      "Pre-CRMSNorm converted from it: logits, loss and gradient errors in fp32 and fp64 (Jiang et al. 2023). Not in "
      "the default list.",
      "logits, loss and gradients compared",
-     [](const AnalysisInput& in) { return norm_equivalence(in.model, in.loader); }, 6},
+     [](const AnalysisInput& in) { return norm_equivalence(in.model, in.loader); },
+     {.trainable = 6}},
 };
 
 }  // namespace
@@ -634,8 +644,12 @@ train::MemoryNeeds memory_needs(std::string_view list) {
   train::MemoryNeeds needs;
   for (const Analysis* a : parse_analyses(list)) {
     needs.optimizer = needs.optimizer || a->optimizer;
-    needs.extra_models = std::max(needs.extra_models, a->extra_models);
+    needs.extra_models = std::max(needs.extra_models, a->extra_models.trainable);
+    needs.extra_inference_models = std::max(needs.extra_inference_models, a->extra_models.inference);
   }
+  // The model read is inference-only unless an analysis takes an optimizer step on it, the one use of its gradients
+  // (the analyses of gradients at init build models of their own).
+  needs.gradients = needs.optimizer;
   return needs;
 }
 

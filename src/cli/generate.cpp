@@ -138,7 +138,7 @@ void add_generate(CLI::App& app) {
     std::optional<train::Run> run;  // --no-cache: the run's batch-1 model
     std::unique_ptr<model::Model> decoder;
     if (args->no_cache) {
-      run = train::open_run(args->run, 1);
+      run = train::open_run(args->run, 1, {.gradients = false});
       apply_inference_options(*run->model, args->inference, args->run);
     } else {
       engine::set_threads(config.train.threads);

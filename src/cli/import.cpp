@@ -42,7 +42,8 @@ void add_import(CLI::App& app) {
     for (const std::string& note : s.notes) std::cout << "note: " << note << "\n";
     const train::AvailableMemory available = train::available_memory();
     std::cout << fmt::format(
-        "opening it (eval, generate, probe) needs an estimated {} ({}); {} is available now ({})\n",
+        "opening it without gradients (eval, generate, probe's analyses of activations) needs an estimated {} ({}); "
+        "{} is available now ({})\n",
         train::human_bytes(s.open_bytes), s.open_breakdown, train::human_bytes(available.bytes), available.source);
     if (s.tokens) {
       const std::string how = s.tokenizer == "token-ids" ? "read the token ids of " + args->token_ids

@@ -154,7 +154,7 @@ void add_eval(CLI::App& app) {
                   "of tools/to_torch.py");
   cmd->callback([args, batches] {
     if (args->batches < 1) fail("--batches {}: give the number of evaluation batches, 1 or more", args->batches);
-    train::Run run = train::open_run(args->run);
+    train::Run run = train::open_run(args->run, 0, {.gradients = false});
     apply_inference_options(*run.model, args->inference, args->run);
     const int available = run.loader->eval_batches_available();
     if (batches->count() == 0) args->batches = std::min(args->batches, available);

@@ -115,7 +115,7 @@ void add_translate(CLI::App& app) {
       fail("--length-penalty {}: give a finite number (1 is fairseq's default)", args->length_penalty);
     if (args->beam > args->batch)
       fail("--beam {} needs at least as many rows: give --batch {} or more", args->beam, args->beam);
-    train::Run run = train::open_run(args->run, args->batch);
+    train::Run run = train::open_run(args->run, args->batch, {.gradients = false});
     if (!run.config.model.encoder_decoder())
       fail("{} is a {} (model.shape = {}): translate needs an encoder_decoder run; `normlab generate` continues text",
            args->run, model::name(run.config.model.shape), model::name(run.config.model.shape));

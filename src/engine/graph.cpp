@@ -124,12 +124,13 @@ ArenaSizes Graph::lay_out() {
     } else {
       t.offset = sizes.activations;
       sizes.activations = saturating_add(sizes.activations, n);
-      if (t.requires_grad) {
+      if (t.requires_grad && gradients_) {
         t.grad_offset = sizes.activation_grads;
         sizes.activation_grads = saturating_add(sizes.activation_grads, n);
       }
     }
   }
+  if (gradients_) sizes.parameter_grads = sizes.parameters;
   for (const Node& n : nodes_) sizes.workspace = std::max(sizes.workspace, n.workspace_bytes);
   return sizes;
 }
@@ -140,16 +141,16 @@ void Graph::plan() {
   omp_set_max_active_levels(1);
   const ArenaSizes sizes = lay_out();
   std::byte* params = aligned_base(param_arena_, sizes.parameters);
-  std::byte* grads = aligned_base(grad_arena_, sizes.parameters);
+  std::byte* grads = aligned_base(grad_arena_, sizes.parameter_grads);
   std::byte* acts = aligned_base(act_arena_, sizes.activations);
   std::byte* act_grads = aligned_base(act_grad_arena_, sizes.activation_grads);
   workspace_ = aligned_base(workspace_arena_, sizes.workspace);
-  parameter_base_ = params, gradient_base_ = grads, parameter_bytes_ = sizes.parameters;
+  parameter_base_ = params, gradient_base_ = gradients_ ? grads : nullptr, parameter_bytes_ = sizes.parameters;
   for (TensorSpec& t : tensors_) {
     if (t.kind == TensorKind::view) continue;
     bool is_param = t.kind == TensorKind::parameter;
     t.data = (is_param ? params : acts) + t.offset;
-    if (t.requires_grad) t.grad = (is_param ? grads : act_grads) + t.grad_offset;
+    if (t.requires_grad && gradients_) t.grad = (is_param ? grads : act_grads) + t.grad_offset;
   }
   for (TensorSpec& t : tensors_) {
     if (t.kind != TensorKind::view) continue;
@@ -157,7 +158,7 @@ void Graph::plan() {
     t.grad = tensors_[static_cast<size_t>(t.view_of)].grad;
   }
   if (fusion_) pair_fused_nodes();
-  mark_first_weight_grad_writes();
+  if (gradients_) mark_first_weight_grad_writes();
   planned_ = true;
 }
 
@@ -206,6 +207,11 @@ void Graph::set_fusion(bool on) {
   fusion_ = on;
 }
 
+void Graph::set_gradients(bool on) {
+  if (planned_) fail("internal: set_gradients after the graph was planned");
+  gradients_ = on;
+}
+
 void Graph::drop_activation(TensorId id) {
   if (planned_) fail("internal: drop_activation after the graph was planned");
   TensorSpec& t = tensors_.at(static_cast<size_t>(id));
@@ -250,6 +256,7 @@ void Graph::forward(bool training, size_t first_node, size_t end_node) {
 }
 
 void Graph::backward(TensorId loss, double loss_grad, const std::function<void(size_t)>& after) {
+  if (!gradients_) fail("internal: backward on a graph planned without gradients (an inference-only model)");
   if (!requires_grad(loss))
     fail("internal: backward from '{}', which does not depend on any parameter", spec(loss).name);
   std::memset(act_grad_arena_.data(), 0, act_grad_arena_.size());
@@ -290,6 +297,7 @@ std::vector<size_t> Graph::final_gradients_from() const {
 }
 
 void Graph::zero_param_grads() {
+  if (!gradients_) fail("internal: zero_param_grads on a graph planned without gradients (an inference-only model)");
   for (const auto& [offset, bytes] : zeroed_gradients_) std::memset(gradient_base_ + offset, 0, bytes);
   fresh_gradients_ = true;
 }

@@ -46,7 +46,7 @@ struct Node {
 
 // The bytes plan() allocates, per arena. A sum that would not fit in size_t saturates at SIZE_MAX.
 struct ArenaSizes {
-  size_t parameters = 0;  // and as much again for their gradients
+  size_t parameters = 0, parameter_grads = 0;  // the gradients: as much again, or none (set_gradients(false))
   size_t activations = 0, activation_grads = 0, workspace = 0;
 };
 
@@ -75,6 +75,11 @@ class Graph {
   void plan();
   bool planned() const { return planned_; }
   void set_fusion(bool on);
+  // Before plan(): whether the graph gets gradient storage (on unless set off). An inference-only graph (eval,
+  // generate, the analyses that read activations) holds its weights and activations alone, about half a trainable
+  // one's memory; backward() and zero_param_grads() on it are refused.
+  void set_gradients(bool on);
+  bool has_gradients() const { return gradients_; }
   // Before plan(): an activation that no node needs any more (an op stopped saving it) gets no storage; its name
   // stays, with shape [0].
   void drop_activation(TensorId id);
@@ -135,7 +140,7 @@ class Graph {
   // between tensors included): data-parallel training sums the gradients and broadcasts the values in
   // one call each.
   std::span<std::byte> parameter_block() const { return {parameter_base_, parameter_bytes_}; }
-  std::span<std::byte> gradient_block() const { return {gradient_base_, parameter_bytes_}; }
+  std::span<std::byte> gradient_block() const { return {gradient_base_, gradients_ ? parameter_bytes_ : 0}; }
   const std::vector<Node>& nodes() const { return nodes_; }
   // The nodes, for changing attributes after the build (inference-time options); which tensors a node reads and
   // writes is fixed once the graph is planned.
@@ -161,6 +166,7 @@ class Graph {
   std::byte* workspace_ = nullptr;
   bool planned_ = false;
   bool fusion_ = true;
+  bool gradients_ = true;
   bool fresh_gradients_ = false;                             // zero_param_grads() has run and backward() not yet
   std::vector<std::pair<size_t, size_t>> zeroed_gradients_;  // (byte offset, bytes) zero_param_grads() clears
   bool training_ = false;

@@ -267,6 +267,15 @@ std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng
   return m;
 }
 
+std::unique_ptr<Model> build_inference_model(const ModelConfig& c, int batch, int seq, eng::DType dtype,
+                                             int skip_layer) {
+  auto m = build_unplanned_model(c, batch, seq, dtype, skip_layer);
+  m->graph.set_gradients(false);
+  m->graph.plan();
+  m->reset_source();
+  return m;
+}
+
 std::unique_ptr<Model> build_unplanned_model(const ModelConfig& c, int batch, int seq, eng::DType dtype,
                                              int skip_layer) {
   return build_graph(c, batch, seq, dtype, skip_layer, 0, seq);
@@ -284,6 +293,7 @@ std::unique_ptr<Model> build_readout_model(const ModelConfig& c, int batch, int 
   // Only a tied head reads the token table; an untied model's readout leaves it out.
   const TensorId table = c.tied_embeddings ? token_table(g, c) : eng::kNoTensor;
   add_readout(*m, table, final_norm(g, c, "", m->stream));
+  g.set_gradients(false);
   g.plan();
   return m;
 }
@@ -294,6 +304,7 @@ std::unique_ptr<Model> build_decoding_model(const ModelConfig& c, int batch, int
   if (capacity > c.max_seq_len)
     fail("a key-value cache of {} positions exceeds model.max_seq_len = {}", capacity, c.max_seq_len);
   auto m = build_graph(c, batch, chunk, dtype, -1, capacity, capacity);
+  m->graph.set_gradients(false);
   m->graph.plan();
   m->reset_source();
   return m;

@@ -65,6 +65,9 @@ struct Model {
 // skip_layer ≥ 0 leaves that layer out (its input passes straight on): the layer-drop probe.
 std::unique_ptr<Model> build_model(const ModelConfig& config, int batch, int seq,
                                    engine::DType dtype = engine::DType::f32, int skip_layer = -1);
+// The same, planned without gradients (Graph::set_gradients): forward only, in about half the memory.
+std::unique_ptr<Model> build_inference_model(const ModelConfig& config, int batch, int seq,
+                                             engine::DType dtype = engine::DType::f32, int skip_layer = -1);
 // The same graph, not planned: nothing is allocated, so graph.lay_out() can size a model before it
 // is known to fit in memory. graph.plan() makes it usable.
 std::unique_ptr<Model> build_unplanned_model(const ModelConfig& config, int batch, int seq,
@@ -74,14 +77,14 @@ std::unique_ptr<Model> build_unplanned_model(const ModelConfig& config, int batc
 // kept from earlier passes in caches of `capacity` (≤ model.max_seq_len) positions. Its logits equal the full
 // model's at those positions as long as positions 0..p − 1 were fed before, in order. An encoder-decoder's source
 // is `capacity` long and encoded once (encode()) before its decoder steps. Planned, with parameters at zero:
-// copy_parameters() from a trained model. Inference only (no backward).
+// copy_parameters() from a trained model. Inference only: planned without gradients.
 std::unique_ptr<Model> build_decoding_model(const ModelConfig& config, int batch, int capacity, int chunk = 1,
                                             engine::DType dtype = engine::DType::f32);
 // The model's readout alone, for the logit lens (nostalgebraist 2020): the final norm, the head, the final soft-cap and
 // the loss, over a stream of [batch, seq, stream width] given as the input `stream` (of `dtype`, the model's float
 // type) instead of the layers' output. Its parameters have the full model's names (final_norm.*, lm_head.weight or the
-// tied embed.tokens.weight): copy_parameters() from the model. Planned; refused for an encoder-decoder. Fed the stack's
-// output it computes the model's own logits and loss.
+// tied embed.tokens.weight): copy_parameters() from the model. Planned without gradients; refused for an
+// encoder-decoder. Fed the stack's output it computes the model's own logits and loss.
 std::unique_ptr<Model> build_readout_model(const ModelConfig& config, int batch, int seq,
                                            engine::DType dtype = engine::DType::f32);
 // Approximations for inference (`normlab eval` and `generate` options; issue 14's efficient-norm direction for long

@@ -38,7 +38,8 @@ std::string checksum(const Entries& entries, Bytes bytes_of) {
 constexpr const char* kMetadataChecksum = "metadata_fnv1a64";
 
 io::SafetensorsFile open_checkpoint(const fs::path& file) {
-  auto f = io::SafetensorsFile::read(file, "checkpoint");
+  // Mapped, not read: a checkpoint is only ever replaced by a rename, so the mapped file never changes under it.
+  auto f = io::SafetensorsFile::map(file, "checkpoint");
   auto it = f.metadata().find("format");
   const bool v1 = it != f.metadata().end() && it->second == kFormatBeforeMetadataChecksum;
   if (it == f.metadata().end() || (it->second != kFormat && !v1))

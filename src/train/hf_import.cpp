@@ -167,7 +167,9 @@ HfImportSummary import_hf_checkpoint(const fs::path& dir, const fs::path& run_di
                    {{"imported_from", fs::absolute(dir).string()}, {"model_type", family.model_type}});
   save_checkpoint_summary(run_dir, s.config, 1);
   io::write_file_atomic(run_dir / "config.json", to_json(s.config).dump(2) + "\n");
-  MemoryEstimate open = estimate_memory(*m, {.checkpoint_file = fs::file_size(run_dir / kCheckpointFile)});
+  m->graph.set_gradients(false);  // eval, generate and the probes of activations open it inference-only
+  MemoryEstimate open =
+      estimate_memory(*m, {.gradients = false, .checkpoint_file = fs::file_size(run_dir / kCheckpointFile)});
   open.resident = 0;  // this process's mapped shards are not the opening run's
   s.open_bytes = open.to_allocate();
   s.open_breakdown = open.breakdown();

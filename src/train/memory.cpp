@@ -124,8 +124,9 @@ MemoryEstimate estimate_memory(model::Model& unplanned, const MemoryNeeds& needs
     largest = std::max(largest, n);
   }
   if (auto status = read_small("/proc/self/status")) e.resident = kb_field(*status, "VmRSS").value_or(0);
-  // plan() allocates (and zeroes) the gradient arenas whether or not backward will run.
-  e.weights = e.gradients = arenas.parameters;
+  // plan() allocates (and zeroes) the gradient arenas unless the graph is inference-only (Graph::set_gradients).
+  e.weights = arenas.parameters;
+  e.gradients = arenas.parameter_grads;
   e.activations = arenas.activations;
   e.activation_gradients = arenas.activation_grads;
   e.workspace = arenas.workspace;
@@ -137,13 +138,23 @@ MemoryEstimate estimate_memory(model::Model& unplanned, const MemoryNeeds& needs
     const auto logits = static_cast<size_t>(g.shape(unplanned.logits).numel());
     e.probes = times(sizeof(double), add(e.parameter_count, add(std::max(largest, logits), logits)));
   }
-  if (needs.checkpoint_file > 0)  // the file whole, plus one tensor converted to fp64 at a time
-    e.checkpoint_read = add(static_cast<size_t>(needs.checkpoint_file), times(sizeof(double), largest));
-  if (needs.extra_models > 0) {
-    size_t one = 0;
-    for (size_t part : {e.weights, e.gradients, e.activations, e.activation_gradients, e.workspace})
-      one = add(one, part);
-    e.extra_models = times(static_cast<size_t>(needs.extra_models), one);
+  // The checkpoint is memory-mapped (its pages are file cache the kernel can drop), and its tensors are converted
+  // to fp64 one at a time.
+  if (needs.checkpoint_file > 0) e.checkpoint_read = times(sizeof(double), largest);
+  if (needs.extra_models > 0 || needs.extra_inference_models > 0) {
+    // Each copy counts its own gradients or none, whatever the run's model keeps.
+    const bool gradients = g.has_gradients();
+    const auto copy = [&](bool with_gradients) {
+      g.set_gradients(with_gradients);
+      const eng::ArenaSizes a = g.lay_out();
+      size_t one = 0;
+      for (size_t part : {a.parameters, a.parameter_grads, a.activations, a.activation_grads, a.workspace})
+        one = add(one, part);
+      return one;
+    };
+    e.extra_models = add(times(static_cast<size_t>(needs.extra_models), copy(true)),
+                         times(static_cast<size_t>(needs.extra_inference_models), copy(false)));
+    g.set_gradients(gradients);
   }
   return e;
 }

@@ -18,13 +18,15 @@ namespace normlab::train {
 
 // What a run holds besides its model's arenas.
 struct MemoryNeeds {
+  bool gradients = true;               // parameter and activation gradients (a backward pass); off: inference only
   bool optimizer = false;              // AdamW moments (training)
   bool probes = false;                 // the training probe's fp64 copies (train.probe_every > 0)
-  std::uintmax_t checkpoint_file = 0;  // bytes of a checkpoint read whole while the model exists (resume, eval)
+  std::uintmax_t checkpoint_file = 0;  // bytes of a checkpoint mapped while the model exists (resume, eval)
   // Models built beside the run's own while it lives, of its batch and length (normlab probe's analyses:
   // analysis::memory_needs), counted in copies of the run's model in its float type: an fp64 copy of an fp32
   // model counts 2. Each copy holds the model's weights, gradients, activations, their gradients and workspace.
   int extra_models = 0;
+  int extra_inference_models = 0;  // the same, built without gradients (Graph::set_gradients)
 };
 
 struct MemoryEstimate {

@@ -45,6 +45,7 @@ Run plan_run(RunConfig config, int batch, const MemoryNeeds& needs, bool loader)
   const engine::DType dtype = t.precision == Precision::fp64 ? engine::DType::f64 : engine::DType::f32;
   run.model = model::build_unplanned_model(config.model, batch, t.seq_len, dtype);
   run.model->graph.set_fusion(config.engine.fuse);
+  run.model->graph.set_gradients(needs.gradients);
   if (config.engine.recompute_attention) engine::recompute_attention_probabilities(run.model->graph);
   run.memory = estimate_memory(*run.model, needs);
   if (loader)

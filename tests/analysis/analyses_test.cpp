@@ -416,11 +416,16 @@ TEST(ProbeAnalyses, StreamAtInitEqualsADirectComputation) {
 TEST(ProbeAnalyses, MemoryNeedsCoverTheModelsTheAnalysesBuild) {
   EXPECT_EQ(memory_needs("angular,attention-entropy").extra_models, 0);
   EXPECT_FALSE(memory_needs("angular").optimizer);
+  EXPECT_FALSE(memory_needs("angular,layer-drop,massive-activations,logit-lens,grad-init").gradients)
+      << "the model read needs no gradients unless an analysis steps its optimizer";
+  EXPECT_TRUE(memory_needs("angular,one-step").gradients);
   const train::MemoryNeeds usual = memory_needs("grad-init,one-step,angular,layer-drop,attention-entropy");
   EXPECT_EQ(usual.extra_models, 2);  // grad-init: a fresh model and its gradient sums
-  EXPECT_EQ(memory_needs("one-step,branch-noise,layer-drop").extra_models, 1);
+  EXPECT_EQ(memory_needs("one-step,branch-noise,layer-drop").extra_models, 0);
+  EXPECT_EQ(memory_needs("one-step,branch-noise,layer-drop").extra_inference_models, 1)
+      << "layer-drop's model without a layer runs forward only";
   EXPECT_TRUE(usual.optimizer);
-  EXPECT_EQ(memory_needs("stream-init").extra_models, 1);
+  EXPECT_EQ(memory_needs("stream-init").extra_inference_models, 1);
   EXPECT_EQ(memory_needs("layer-drop,norm-equivalence").extra_models, 6);
 
   const train::RunConfig c =

@@ -259,7 +259,9 @@ TEST(Import, AnImportedRunWithItsTextIsOpenedByEvalGenerateAndProbe) {
       << describe(imported);
   EXPECT_NE(imported.out.find("tokenized " + text.string() + " with its tokenizer.model"), std::string::npos)
       << describe(imported);
-  EXPECT_NE(imported.out.find("opening it (eval, generate, probe) needs an estimated"), std::string::npos)
+  EXPECT_NE(imported.out.find("opening it without gradients (eval, generate, probe's analyses of activations) needs "
+                              "an estimated"),
+            std::string::npos)
       << describe(imported);
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"eval", "--run", run.string(), "--batches", "1"},

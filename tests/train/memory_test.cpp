@@ -88,10 +88,19 @@ TEST(TrainMemory, EstimateIsTheGraphPlanPlusOptimizerAndProbes) {
   run.model->graph.plan();
   EXPECT_EQ(run.model->graph.arena_bytes(), e.weights + e.gradients + e.activations + e.activation_gradients + 4 * 64);
 
-  const MemoryEstimate inference = plan_run(c, 0, {}).memory;
-  EXPECT_EQ(inference.optimizer, 0u);
-  EXPECT_EQ(inference.probes, 0u);
-  EXPECT_EQ(inference.activations, e.activations);
+  const MemoryEstimate evaluation = plan_run(c, 0, {}).memory;
+  EXPECT_EQ(evaluation.optimizer, 0u);
+  EXPECT_EQ(evaluation.probes, 0u);
+  EXPECT_EQ(evaluation.activations, e.activations);
+
+  // An inference-only run (eval, generate, most probes) keeps no gradients, and plans exactly that.
+  train::Run inference = plan_run(c, 0, {.gradients = false});
+  EXPECT_EQ(inference.memory.gradients, 0u);
+  EXPECT_EQ(inference.memory.activation_gradients, 0u);
+  EXPECT_EQ(inference.memory.weights, e.weights);
+  EXPECT_EQ(inference.memory.activations, e.activations);
+  inference.model->graph.plan();
+  EXPECT_EQ(inference.model->graph.arena_bytes(), inference.memory.weights + inference.memory.activations + 4 * 64);
 }
 
 // Each extra model (normlab probe's analyses build some beside the run's) is one more copy of the run's arenas.
@@ -104,6 +113,11 @@ TEST(TrainMemory, ExtraModelsAreCopiesOfTheRunsModel) {
   EXPECT_EQ(probe.extra_models, 6 * one);
   EXPECT_EQ(probe.to_allocate(), base.to_allocate() + 6 * one);
   EXPECT_NE(probe.breakdown().find("analysis models"), std::string::npos) << probe.breakdown();
+  // Each extra model keeps its own gradients or none, whatever the run's own model keeps.
+  EXPECT_EQ(plan_run(c, 0, {.gradients = false, .extra_models = 6}).memory.extra_models, 6 * one);
+  const MemoryEstimate inference = plan_run(c, 0, {.gradients = false}).memory;
+  const std::size_t bare = inference.weights + inference.activations + inference.workspace;
+  EXPECT_EQ(plan_run(c, 0, {.extra_models = 2, .extra_inference_models = 1}).memory.extra_models, 2 * one + bare);
 }
 
 // The estimate against the kernel's count: a real `normlab train` of a few steps whose arenas are a few
