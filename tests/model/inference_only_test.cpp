@@ -22,8 +22,13 @@ namespace eng = normlab::engine;
 constexpr int kBatch = 2, kSeq = 6, kVocab = 23;
 
 Json small(Json model) {
-  model.merge_patch(Json{{"vocab_size", kVocab}, {"d_model", 16}, {"n_heads", 4}, {"n_layers", 3}, {"d_ff", 24},
-                         {"max_seq_len", kSeq}, {"dropout", 0}});
+  model.merge_patch(Json{{"vocab_size", kVocab},
+                         {"d_model", 16},
+                         {"n_heads", 4},
+                         {"n_layers", 3},
+                         {"d_ff", 24},
+                         {"max_seq_len", kSeq},
+                         {"dropout", 0}});
   return model;
 }
 
@@ -60,7 +65,8 @@ void expect_same_function(const Json& model, const std::string& what) {
 }
 
 TEST(InferenceOnly, EveryPlacementComputesTheSameLogitsWithoutGradientStorage) {
-  for (const Placement* p : all_placements()) expect_same_function(small({{"placement", p->name}}), std::string(p->name));
+  for (const Placement* p : all_placements())
+    expect_same_function(small({{"placement", p->name}}), std::string(p->name));
 }
 
 TEST(InferenceOnly, EveryPresetComputesTheSameLogitsWithoutGradientStorage) {
