@@ -367,8 +367,7 @@ Json layer_drop(model::Model& m, const train::Loader& loader, const AnalysisSett
   const double full = train::evaluate(m, loader, s.batches).loss;
   Json out{{"full_loss", full}, {"layer", Json::array()}, {"loss", Json::array()}, {"delta_loss", Json::array()}};
   for (int l = 0; l < m.config.n_layers; ++l) {
-    auto dropped = model::build_inference_model(m.config, m.batch, m.seq, m.graph.float_type(), l);
-    model::copy_parameters(m, *dropped);
+    auto dropped = model::build_inference_model(m.config, m.batch, m.seq, m.graph.float_type(), l, &m);
     const double loss = train::evaluate(*dropped, loader, s.batches).loss;
     out["layer"].push_back(l);
     out["loss"].push_back(loss);
@@ -453,8 +452,7 @@ Json massive_activations(model::Model& m, const train::Loader& loader, const Ana
 
 Json logit_lens(model::Model& m, const train::Loader& loader, const AnalysisSettings& s) {
   const auto& streams = marked_streams(m, "logit-lens");
-  auto readout = model::build_readout_model(m.config, m.batch, m.seq, m.graph.float_type());
-  model::copy_parameters(m, *readout);
+  auto readout = model::build_readout_model(m.config, m.batch, m.seq, m.graph.float_type(), m);
   const eng::TensorSpec& input = readout->graph.spec(readout->stream);
   const size_t last = streams.size() - 1;
   std::vector<double> losses(streams.size(), 0.0), hits(streams.size(), 0.0), agreements(streams.size(), 0.0);
@@ -522,8 +520,8 @@ namespace {
 
 // grad-init builds fresh models one at a time and keeps each init's gradient sums in fp64 (as many bytes as a
 // model's fp32 parameters and gradients), stream-init builds fresh inference-only models one at a time, layer-drop one
-// inference-only model without a layer at a time, norm-equivalence the Pre-LN, Pre-RMS and Pre-CRMS models in fp64
-// (6 fp32 copies' worth).
+// inference-only model without a layer at a time, reading the run's weights in place, norm-equivalence the Pre-LN,
+// Pre-RMS and Pre-CRMS models in fp64 (6 fp32 copies' worth).
 const Analysis kAnalyses[] = {
     {"grad-init",
      "‖∂L/∂W‖ of every weight at initialization, averaged over --seeds inits x --batches batches (Xiong et al. 2020, "
@@ -564,7 +562,7 @@ const Analysis kAnalyses[] = {
      "Pre-LN layers can be removed at little cost).",
      "full_loss, layer, loss, delta_loss",
      [](const AnalysisInput& in) { return layer_drop(in.model, in.loader, in.settings); },
-     {.inference = 1}},
+     {.sharing = 1}},
     {"attention-entropy", "entropy (nats) of each head's attention distribution, averaged over queries.",
      "layer, head, entropy",
      [](const AnalysisInput& in) { return attention_entropy(in.model, in.loader, in.settings); }},
@@ -646,6 +644,7 @@ train::MemoryNeeds memory_needs(std::string_view list) {
     needs.optimizer = needs.optimizer || a->optimizer;
     needs.extra_models = std::max(needs.extra_models, a->extra_models.trainable);
     needs.extra_inference_models = std::max(needs.extra_inference_models, a->extra_models.inference);
+    needs.extra_sharing_models = std::max(needs.extra_sharing_models, a->extra_models.sharing);
   }
   // The model read is inference-only unless an analysis takes an optimizer step on it, the one use of its gradients
   // (the analyses of gradients at init build models of their own).

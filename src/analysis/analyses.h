@@ -90,10 +90,11 @@ struct Analysis {
   std::string_view about;    // what it measures and the paper it comes from, for `normlab probe --help`
   std::string_view columns;  // the result's columns, as records.h spells them
   Json (*run)(const AnalysisInput& input);
-  // Models it holds beside the one it reads at once, for the memory check: trainable ones (with gradients) and
-  // inference-only ones, each counted in copies of the run's model.
+  // Models it holds beside the one it reads at once, for the memory check: trainable ones (with gradients),
+  // inference-only ones, each counted in copies of the run's model, and inference-only ones that read the run's
+  // weights in place (their activations alone).
   struct ExtraModels {
-    int trainable = 0, inference = 0;
+    int trainable = 0, inference = 0, sharing = 0;
   } extra_models = {};
   bool optimizer = false;       // it takes an optimizer step (AdamW's moments)
   bool moves_weights = false;   // it changes the model's weights: the caller restores them after it

@@ -15,6 +15,7 @@
 #include "engine/parallel.h"
 #include "io/tokenizer.h"
 #include "model/generate.h"
+#include "model/weights.h"
 #include "train/checkpoint.h"
 #include "train/run.h"
 
@@ -142,7 +143,8 @@ void add_generate(CLI::App& app) {
       apply_inference_options(*run->model, args->inference, args->run);
     } else {
       engine::set_threads(config.train.threads);
-      decoder = model::build_decoding_model(config.model, 1, config.train.seq_len);
+      decoder = model::build_decoding_model(config.model, 1, config.train.seq_len, 1, engine::DType::f32, nullptr,
+                                            [&](model::Model& d) { model::keep_bf16_weights(d, checkpoint.file); });
       train::load_checkpoint(checkpoint, *decoder, nullptr);
       apply_inference_options(*decoder, args->inference, args->run);
     }

@@ -12,6 +12,7 @@ namespace normlab::cli {
 void add_import(CLI::App& app) {
   struct Args {
     std::string dir, out, text, token_ids;
+    int seq_len = 0;
   };
   auto args = std::make_shared<Args>();
   CLI::App* cmd = app.add_subcommand(
@@ -28,8 +29,13 @@ void add_import(CLI::App& app) {
   cmd->add_option("--token-ids", args->token_ids,
                   "the run's token data from this file of white-space-separated token ids instead, for any other "
                   "tokenizer (each must be below config.json's vocab_size)");
+  cmd->add_option("--seq-len", args->seq_len,
+                  "the window of tokens eval and probe read (the run's train.seq_len; default the model's "
+                  "max_seq_len up to 512): activations grow with it, so a shorter one fits a larger model")
+      ->check(CLI::PositiveNumber);
   cmd->callback([args] {
-    const train::HfImportSummary s = train::import_hf_checkpoint(args->dir, args->out, args->text, args->token_ids);
+    const train::HfImportSummary s =
+        train::import_hf_checkpoint(args->dir, args->out, args->text, args->token_ids, args->seq_len);
     std::string dtypes;
     for (const auto& [dtype, n] : s.parameters_by_dtype)
       dtypes += fmt::format("{}{} {}", dtypes.empty() ? "" : ", ", n, dtype);

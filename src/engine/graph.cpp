@@ -119,8 +119,13 @@ ArenaSizes Graph::lay_out() {
     const size_t bytes = t.bytes();
     const size_t n = bytes > SIZE_MAX - kAlign ? SIZE_MAX : align_up(bytes);
     if (t.kind == TensorKind::parameter) {
+      // A gradient is in the float type, whatever the storage (a bf16 graph with gradients is refused by plan()).
+      const size_t in_float_type = align_up(static_cast<size_t>(t.shape.numel()) * dtype_size(float_type_));
+      sizes.parameters_in_float_type = saturating_add(sizes.parameters_in_float_type, in_float_type);
+      if (parameter_owner_) continue;  // the owner's storage
       t.offset = t.grad_offset = sizes.parameters;
       sizes.parameters = saturating_add(sizes.parameters, n);
+      if (gradients_) sizes.parameter_grads = saturating_add(sizes.parameter_grads, in_float_type);
     } else {
       t.offset = sizes.activations;
       sizes.activations = saturating_add(sizes.activations, n);
@@ -130,8 +135,13 @@ ArenaSizes Graph::lay_out() {
       }
     }
   }
-  if (gradients_) sizes.parameter_grads = sizes.parameters;
   for (const Node& n : nodes_) sizes.workspace = std::max(sizes.workspace, n.workspace_bytes);
+  if (bf16_parameters_)
+    for (size_t i = 0; i < nodes_.size(); ++i) {
+      size_t bytes = widened_bytes(nodes_[i]);
+      if (fusion_ && fuses_with_next(i)) bytes += widened_bytes(nodes_[++i]);
+      sizes.widened = std::max(sizes.widened, bytes);
+    }
   return sizes;
 }
 
@@ -139,16 +149,23 @@ void Graph::plan() {
   // Kernels call oneDNN's GEMM from inside their own parallel loops (attention, per head); a nested
   // team there would put 4 spinning threads on 2 cores, so nesting is switched off.
   omp_set_max_active_levels(1);
+  if (gradients_ && (bf16_parameters_ || parameter_owner_))
+    fail("internal: a graph with gradients keeps its own parameters in its float type (bf16 or shared storage asked)");
   const ArenaSizes sizes = lay_out();
   std::byte* params = aligned_base(param_arena_, sizes.parameters);
   std::byte* grads = aligned_base(grad_arena_, sizes.parameter_grads);
   std::byte* acts = aligned_base(act_arena_, sizes.activations);
   std::byte* act_grads = aligned_base(act_grad_arena_, sizes.activation_grads);
   workspace_ = aligned_base(workspace_arena_, sizes.workspace);
+  widened_ = aligned_base(widened_arena_, sizes.widened);
   parameter_base_ = params, gradient_base_ = gradients_ ? grads : nullptr, parameter_bytes_ = sizes.parameters;
   for (TensorSpec& t : tensors_) {
     if (t.kind == TensorKind::view) continue;
     bool is_param = t.kind == TensorKind::parameter;
+    if (is_param && parameter_owner_) {
+      t.data = parameter_owner_->spec(parameter_owner_->at(t.name)).data;
+      continue;
+    }
     t.data = (is_param ? params : acts) + t.offset;
     if (t.requires_grad && gradients_) t.grad = (is_param ? grads : act_grads) + t.grad_offset;
   }
@@ -212,6 +229,32 @@ void Graph::set_gradients(bool on) {
   gradients_ = on;
 }
 
+void Graph::store_as_bf16(TensorId id) {
+  if (planned_) fail("internal: store_as_bf16 after the graph was planned");
+  TensorSpec& t = tensors_.at(static_cast<size_t>(id));
+  if (t.kind != TensorKind::parameter || gradients_ || float_type_ != DType::f32 || parameter_owner_)
+    fail("internal: '{}' cannot be stored as bf16: only a parameter of an inference-only fp32 graph may", t.name);
+  for (const TensorSpec& v : tensors_)
+    if (v.view_of == id) fail("internal: '{}' has a view, which would read its bf16 bits as fp32", t.name);
+  t.dtype = DType::bf16;
+  bf16_parameters_ = true;
+}
+
+void Graph::share_parameters_of(const Graph& owner) {
+  if (planned_ || !owner.planned_)
+    fail("internal: share_parameters_of needs this graph unplanned and its owner planned");
+  if (gradients_) fail("internal: a graph with gradients cannot share another's parameters");
+  for (TensorId id : parameters_) {
+    TensorSpec& t = tensors_[static_cast<size_t>(id)];
+    const TensorSpec& o = owner.spec(owner.at(t.name));
+    if (o.kind != TensorKind::parameter || o.shape != t.shape || (o.dtype != t.dtype && o.dtype != DType::bf16))
+      fail("internal: parameter '{}' differs between the two models", t.name);
+    t.dtype = o.dtype;
+    bf16_parameters_ = bf16_parameters_ || o.dtype == DType::bf16;
+  }
+  parameter_owner_ = &owner;
+}
+
 void Graph::drop_activation(TensorId id) {
   if (planned_) fail("internal: drop_activation after the graph was planned");
   TensorSpec& t = tensors_.at(static_cast<size_t>(id));
@@ -221,16 +264,63 @@ void Graph::drop_activation(TensorId id) {
 }
 
 // Both nodes must need gradients alike, so that backward runs or skips them together.
+bool Graph::fuses_with_next(size_t i) const {
+  if (i + 1 >= nodes_.size()) return false;
+  const Node &first = nodes_[i], &second = nodes_[i + 1];
+  if (second.in[0] != first.out || requires_grad(first.out) != requires_grad(second.out)) return false;
+  for (const FusionRule& rule : kFusionRules)
+    if (first.op == rule.first && second.op == rule.second) return true;
+  return false;
+}
+
 void Graph::pair_fused_nodes() {
   for (size_t i = 0; i + 1 < nodes_.size(); ++i) {
-    Node &first = nodes_[i], &second = nodes_[i + 1];
-    if (second.in[0] != first.out || requires_grad(first.out) != requires_grad(second.out)) continue;
+    if (!fuses_with_next(i)) continue;
+    Node& first = nodes_[i];
     for (const FusionRule& rule : kFusionRules)
-      if (first.op == rule.first && second.op == rule.second) {
-        first.fused_with_next = true, first.fused_op = rule.fused;
-        ++i;  // a node belongs to one pair at most
-        break;
-      }
+      if (first.op == rule.first && nodes_[i + 1].op == rule.second) first.fused_op = rule.fused;
+    first.fused_with_next = true;
+    ++i;  // a node belongs to one pair at most
+  }
+}
+
+size_t Graph::widened_bytes(const Node& n) const {
+  size_t bytes = 0;
+  for (size_t k = 0; k < n.in.size(); ++k) {
+    const TensorId t = n.in[k];
+    if (t == kNoTensor || spec(t).dtype != DType::bf16) continue;
+    if (std::find(n.in.begin(), n.in.begin() + static_cast<std::ptrdiff_t>(k), t) !=
+        n.in.begin() + static_cast<std::ptrdiff_t>(k))
+      continue;  // read twice, widened once
+    bytes += align_up(static_cast<size_t>(spec(t).shape.numel()) * sizeof(float));
+  }
+  return bytes;
+}
+
+int Graph::widen_bf16_inputs(const Node& n, const Node* partner) {
+  int count = 0;
+  std::byte* at = widened_;
+  for (const Node* node : {&n, partner}) {
+    if (!node) continue;
+    for (TensorId t : node->in) {
+      if (t == kNoTensor) continue;
+      TensorSpec& s = tensors_[static_cast<size_t>(t)];
+      if (s.dtype != DType::bf16) continue;  // an fp32 tensor, or one this node's reads widened already
+      const int64_t numel = s.shape.numel();
+      widen_bf16(static_cast<const uint16_t*>(s.data), reinterpret_cast<float*>(at), numel);
+      widened_now_[static_cast<size_t>(count++)] = {t, s.data};
+      s.data = at, s.dtype = DType::f32;
+      at += align_up(static_cast<size_t>(numel) * sizeof(float));
+    }
+  }
+  return count;
+}
+
+void Graph::restore_bf16(int count) {
+  for (int k = 0; k < count; ++k) {
+    const auto& [t, storage] = widened_now_[static_cast<size_t>(k)];
+    tensors_[static_cast<size_t>(t)].data = storage;
+    tensors_[static_cast<size_t>(t)].dtype = DType::bf16;
   }
 }
 
@@ -249,8 +339,10 @@ void Graph::forward(bool training, size_t first_node, size_t end_node) {
   for (size_t i = first_node; i < end_node; ++i) {
     const Node& n = nodes_[i];
     const OpKind kind = n.fused_with_next ? n.fused_op : n.op;
+    const int widened = bf16_parameters_ ? widen_bf16_inputs(n, n.fused_with_next ? &nodes_[i + 1] : nullptr) : 0;
     if (profile_) run_timed(op_def(kind).kernels.forward, kind, *this, n, profile_->forward_s, profile_->forward_calls);
     else op_def(kind).kernels.forward(*this, n);
+    restore_bf16(widened);
     i += n.fused_with_next;  // the pair's second node ran too
   }
 }
@@ -322,6 +414,11 @@ size_t Graph::parameter_count() const {
 void copy_to_f64(const Graph& g, TensorId id, std::vector<double>& dst, bool grad) {
   const int64_t n = g.shape(id).numel();
   dst.resize(static_cast<size_t>(n));
+  if (!grad && g.spec(id).dtype == DType::bf16) {
+    const auto* bits = g.data<uint16_t>(id);
+    for (int64_t i = 0; i < n; ++i) dst[static_cast<size_t>(i)] = bf16_to_float(bits[i]);
+    return;
+  }
   dispatch_float(g.float_type(), [&]<typename T>() {
     const T* d = grad ? g.grad<T>(id) : g.data<T>(id);
     for (int64_t i = 0; i < n; ++i) dst[static_cast<size_t>(i)] = static_cast<double>(d[i]);

@@ -48,6 +48,10 @@ struct Node {
 struct ArenaSizes {
   size_t parameters = 0, parameter_grads = 0;  // the gradients: as much again, or none (set_gradients(false))
   size_t activations = 0, activation_grads = 0, workspace = 0;
+  size_t widened = 0;  // fp32 copies of the bf16 parameters one kernel reads (store_as_bf16)
+  // The parameters all in the float type (`parameters` when none is bf16), even where this graph shares another's:
+  // what a copy of the model with weights of its own holds.
+  size_t parameters_in_float_type = 0;
 };
 
 class Graph {
@@ -80,6 +84,15 @@ class Graph {
   // one's memory; backward() and zero_param_grads() on it are refused.
   void set_gradients(bool on);
   bool has_gradients() const { return gradients_; }
+  // Before plan(), on an inference-only fp32 graph: parameter `id` is stored as bfloat16, half the bytes (its values
+  // are then written as bf16 bits, as a BF16 checkpoint holds them). Just before a node runs, each bf16 parameter it
+  // reads is widened, exactly, into an fp32 staging buffer and the kernel reads that, so every kernel stays fp32 and
+  // its results are those of the fp32 weights: a 7B model's BF16 checkpoint opens in 13.5 GB of weights, not 27.
+  void store_as_bf16(TensorId id);
+  // Before plan(), on an inference-only graph: every parameter takes the storage (and dtype) of the parameter of the
+  // same name and shape in `owner`, which is planned and outlives this graph, instead of its own. A layer-drop, readout
+  // or decoding copy of a model then costs its activations alone.
+  void share_parameters_of(const Graph& owner);
   // Before plan(): an activation that no node needs any more (an op stopped saving it) gets no storage; its name
   // stays, with shape [0].
   void drop_activation(TensorId id);
@@ -153,7 +166,13 @@ class Graph {
 
  private:
   TensorId add_tensor(TensorSpec spec);
+  bool fuses_with_next(size_t i) const;  // a fusion rule pairs node i with node i + 1
   void pair_fused_nodes();
+  size_t widened_bytes(const Node& n) const;
+  // Widens the bf16 parameters node n (and its fused partner) reads into the staging buffer and points their specs at
+  // the copies; restore_bf16 points them back at their storage.
+  int widen_bf16_inputs(const Node& n, const Node* partner);
+  void restore_bf16(int count);
   void mark_first_weight_grad_writes();
   std::vector<TensorId> parameters_by_gradient_offset() const;
 
@@ -162,8 +181,12 @@ class Graph {
   std::vector<Node> nodes_;
   std::vector<TensorId> parameters_;
   std::unordered_map<std::string, TensorId> by_name_;
-  std::vector<std::byte> param_arena_, grad_arena_, act_arena_, act_grad_arena_, workspace_arena_;
+  std::vector<std::byte> param_arena_, grad_arena_, act_arena_, act_grad_arena_, workspace_arena_, widened_arena_;
   std::byte* workspace_ = nullptr;
+  std::byte* widened_ = nullptr;
+  bool bf16_parameters_ = false;
+  const Graph* parameter_owner_ = nullptr;                   // share_parameters_of
+  std::array<std::pair<TensorId, void*>, 8> widened_now_{};  // (parameter, its bf16 storage) while a node runs
   bool planned_ = false;
   bool fusion_ = true;
   bool gradients_ = true;

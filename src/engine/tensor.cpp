@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "engine/parallel.h"
+
 namespace normlab::engine {
 
 const char* dtype_name(DType t) {
@@ -12,8 +14,15 @@ const char* dtype_name(DType t) {
       return "f64";
     case DType::i32:
       return "i32";
+    case DType::bf16:
+      return "bf16";
   }
   return "?";
+}
+
+void widen_bf16(const uint16_t* bits, float* out, int64_t n) {
+#pragma omp parallel for schedule(static) if (parallel_pays(n))
+  for (int64_t i = 0; i < n; ++i) out[i] = bf16_to_float(bits[i]);
 }
 
 const char* role_name(Role r) {

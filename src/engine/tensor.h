@@ -1,19 +1,26 @@
 #pragma once
 // Tensor metadata. A tensor is a node in a Graph: its storage is planned by the graph before the
 // first step and never reallocated, so a training step touches no heap. dtype and device live in
-// the tensor (not in the model) so that bf16 storage and a CUDA backend can be added later.
+// the tensor (not in the model): an inference-only graph may store a parameter as bf16 (Graph::store_as_bf16),
+// and a CUDA backend can be added later.
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <initializer_list>
 #include <string>
 
 namespace normlab::engine {
 
-enum class DType : uint8_t { f32, f64, i32 };
+// bf16: bfloat16, the upper 16 bits of an fp32 (1 sign, 8 exponent, 7 mantissa bits); only parameter storage.
+enum class DType : uint8_t { f32, f64, i32, bf16 };
 enum class Device : uint8_t { cpu };
 
-inline size_t dtype_size(DType t) { return t == DType::f64 ? 8 : 4; }
+inline size_t dtype_size(DType t) { return t == DType::f64 ? 8 : t == DType::bf16 ? 2 : 4; }
 const char* dtype_name(DType t);
+
+// bfloat16 bits → fp32, exactly: a bf16 value is an fp32 whose low 16 bits are zero.
+inline float bf16_to_float(uint16_t bits) { return std::bit_cast<float>(static_cast<uint32_t>(bits) << 16); }
+void widen_bf16(const uint16_t* bits, float* out, int64_t n);  // n values
 
 // Up to 4 dimensions, row-major, contiguous.
 struct Shape {

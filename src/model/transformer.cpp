@@ -267,10 +267,11 @@ std::unique_ptr<Model> build_model(const ModelConfig& c, int batch, int seq, eng
   return m;
 }
 
-std::unique_ptr<Model> build_inference_model(const ModelConfig& c, int batch, int seq, eng::DType dtype,
-                                             int skip_layer) {
+std::unique_ptr<Model> build_inference_model(const ModelConfig& c, int batch, int seq, eng::DType dtype, int skip_layer,
+                                             const Model* weights_of) {
   auto m = build_unplanned_model(c, batch, seq, dtype, skip_layer);
   m->graph.set_gradients(false);
+  if (weights_of) m->graph.share_parameters_of(weights_of->graph);
   m->graph.plan();
   m->reset_source();
   return m;
@@ -281,7 +282,8 @@ std::unique_ptr<Model> build_unplanned_model(const ModelConfig& c, int batch, in
   return build_graph(c, batch, seq, dtype, skip_layer, 0, seq);
 }
 
-std::unique_ptr<Model> build_readout_model(const ModelConfig& c, int batch, int seq, eng::DType dtype) {
+std::unique_ptr<Model> build_readout_model(const ModelConfig& c, int batch, int seq, eng::DType dtype,
+                                           const Model& weights_of) {
   if (c.encoder_decoder())
     fail(
         "the readout of a stream reads a decoder-only or encoder model's final norm and head; an encoder-decoder's "
@@ -294,17 +296,20 @@ std::unique_ptr<Model> build_readout_model(const ModelConfig& c, int batch, int 
   const TensorId table = c.tied_embeddings ? token_table(g, c) : eng::kNoTensor;
   add_readout(*m, table, final_norm(g, c, "", m->stream));
   g.set_gradients(false);
+  g.share_parameters_of(weights_of.graph);
   g.plan();
   return m;
 }
 
-std::unique_ptr<Model> build_decoding_model(const ModelConfig& c, int batch, int capacity, int chunk,
-                                            eng::DType dtype) {
+std::unique_ptr<Model> build_decoding_model(const ModelConfig& c, int batch, int capacity, int chunk, eng::DType dtype,
+                                            const Model* weights_of, const std::function<void(Model&)>& before_plan) {
   if (c.encoder()) fail("internal: an encoder (model.shape = encoder) does not decode token by token");
   if (capacity > c.max_seq_len)
     fail("a key-value cache of {} positions exceeds model.max_seq_len = {}", capacity, c.max_seq_len);
   auto m = build_graph(c, batch, chunk, dtype, -1, capacity, capacity);
   m->graph.set_gradients(false);
+  if (weights_of) m->graph.share_parameters_of(weights_of->graph);
+  if (before_plan) before_plan(*m);
   m->graph.plan();
   m->reset_source();
   return m;
@@ -331,16 +336,22 @@ void copy_parameters(const Model& from, Model& to) {
   for (TensorId id : to.graph.parameters()) {
     const eng::TensorSpec& dst = to.graph.spec(id);
     const eng::TensorSpec& src = from.graph.spec(from.graph.at(dst.name));
-    if (src.shape != dst.shape) fail("internal: parameter '{}' differs between models", dst.name);
+    if (src.shape != dst.shape || dst.dtype == eng::DType::bf16)
+      fail("internal: parameter '{}' differs between models, or is bf16 in the copy", dst.name);
     if (src.dtype == dst.dtype) {
       std::memcpy(dst.data, src.data, dst.bytes());
       continue;
     }
     const int64_t n = dst.shape.numel();
     eng::dispatch_float(dst.dtype, [&]<typename To>() {
+      To* d = static_cast<To*>(dst.data);
+      if (src.dtype == eng::DType::bf16) {  // a weight a BF16 checkpoint left in bf16, widened exactly
+        const auto* bits = static_cast<const uint16_t*>(src.data);
+        for (int64_t i = 0; i < n; ++i) d[i] = static_cast<To>(eng::bf16_to_float(bits[i]));
+        return;
+      }
       eng::dispatch_float(src.dtype, [&]<typename From>() {
         const From* s = static_cast<const From*>(src.data);
-        To* d = static_cast<To*>(dst.data);
         for (int64_t i = 0; i < n; ++i) d[i] = static_cast<To>(s[i]);
       });
     });

@@ -6,6 +6,7 @@
 // encoder over the source and a decoder with cross-attention over the target; its targets are the target's next
 // tokens (−1 on padding). Parameter tensors carry the documented names and their roles for initialization.
 #include <array>
+#include <functional>
 #include <memory>
 #include <span>
 #include <utility>
@@ -65,9 +66,12 @@ struct Model {
 // skip_layer ≥ 0 leaves that layer out (its input passes straight on): the layer-drop probe.
 std::unique_ptr<Model> build_model(const ModelConfig& config, int batch, int seq,
                                    engine::DType dtype = engine::DType::f32, int skip_layer = -1);
-// The same, planned without gradients (Graph::set_gradients): forward only, in about half the memory.
+// The same, planned without gradients (Graph::set_gradients): forward only, in about half the memory. With
+// `weights_of`, it reads that model's parameters in place (Graph::share_parameters_of; same config and float type,
+// outliving this one) and holds no weights of its own: the layer-drop copies of a 7B model cost activations only.
 std::unique_ptr<Model> build_inference_model(const ModelConfig& config, int batch, int seq,
-                                             engine::DType dtype = engine::DType::f32, int skip_layer = -1);
+                                             engine::DType dtype = engine::DType::f32, int skip_layer = -1,
+                                             const Model* weights_of = nullptr);
 // The same graph, not planned: nothing is allocated, so graph.lay_out() can size a model before it
 // is known to fit in memory. graph.plan() makes it usable.
 std::unique_ptr<Model> build_unplanned_model(const ModelConfig& config, int batch, int seq,
@@ -77,16 +81,18 @@ std::unique_ptr<Model> build_unplanned_model(const ModelConfig& config, int batc
 // kept from earlier passes in caches of `capacity` (≤ model.max_seq_len) positions. Its logits equal the full
 // model's at those positions as long as positions 0..p − 1 were fed before, in order. An encoder-decoder's source
 // is `capacity` long and encoded once (encode()) before its decoder steps. Planned, with parameters at zero:
-// copy_parameters() from a trained model. Inference only: planned without gradients.
+// copy_parameters() from a trained model, or read `weights_of`'s in place as build_inference_model does. Inference
+// only: planned without gradients; `before_plan`, when given, runs on the unplanned model (to keep BF16 weights).
 std::unique_ptr<Model> build_decoding_model(const ModelConfig& config, int batch, int capacity, int chunk = 1,
-                                            engine::DType dtype = engine::DType::f32);
+                                            engine::DType dtype = engine::DType::f32, const Model* weights_of = nullptr,
+                                            const std::function<void(Model&)>& before_plan = {});
 // The model's readout alone, for the logit lens (nostalgebraist 2020): the final norm, the head, the final soft-cap and
 // the loss, over a stream of [batch, seq, stream width] given as the input `stream` (of `dtype`, the model's float
 // type) instead of the layers' output. Its parameters have the full model's names (final_norm.*, lm_head.weight or the
-// tied embed.tokens.weight): copy_parameters() from the model. Planned without gradients; refused for an
-// encoder-decoder. Fed the stack's output it computes the model's own logits and loss.
-std::unique_ptr<Model> build_readout_model(const ModelConfig& config, int batch, int seq,
-                                           engine::DType dtype = engine::DType::f32);
+// tied embed.tokens.weight), read in place from `weights_of` (as build_inference_model does). Planned without
+// gradients; refused for an encoder-decoder. Fed the stack's output it computes the model's own logits and loss.
+std::unique_ptr<Model> build_readout_model(const ModelConfig& config, int batch, int seq, engine::DType dtype,
+                                           const Model& weights_of);
 // Approximations for inference (`normlab eval` and `generate` options; issue 14's efficient-norm direction for long
 // sequences), set on a built model: top-k sparse attention (each query keeps its attn_top_k largest logits; 0 = all)
 // and sampled norm statistics (LayerNorm's μ and v, RMSNorm's mean square, from every norm_sample-th feature; 1 =

@@ -59,9 +59,7 @@ void set_sources(Model& m, const std::vector<std::vector<int32_t>>& sources, int
 // as long), one target position a pass.
 std::unique_ptr<Model> decoding_copy(const Model& m) {
   if (!m.config.encoder_decoder()) fail("translation needs an encoder-decoder (model.shape = encoder_decoder)");
-  auto decoder = build_decoding_model(m.config, m.batch, m.seq, 1, m.graph.float_type());
-  copy_parameters(m, *decoder);
-  return decoder;
+  return build_decoding_model(m.config, m.batch, m.seq, 1, m.graph.float_type(), &m);
 }
 
 // One decoder pass at target position t: row b reads tokens[b]; its next-token logits are then row b of m.logits.

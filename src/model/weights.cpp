@@ -1,5 +1,6 @@
 #include "model/weights.h"
 
+#include <cstring>
 #include <set>
 
 #include "common/error.h"
@@ -10,7 +11,9 @@ namespace eng = normlab::engine;
 
 namespace {
 std::vector<int64_t> dims(const eng::Shape& s) { return {s.dims.begin(), s.dims.begin() + s.rank}; }
-io::Dtype io_dtype(eng::DType t) { return t == eng::DType::f64 ? io::Dtype::F64 : io::Dtype::F32; }
+io::Dtype io_dtype(eng::DType t) {
+  return t == eng::DType::f64 ? io::Dtype::F64 : t == eng::DType::bf16 ? io::Dtype::BF16 : io::Dtype::F32;
+}
 
 bool ignored(const std::string& name, const std::vector<std::string>& prefixes) {
   for (const auto& p : prefixes)
@@ -33,6 +36,10 @@ void load_weights(Model& m, const io::SafetensorsFile& file, const std::vector<s
       for (int64_t d : e->shape) got.dims[static_cast<size_t>(got.rank++)] = d;
       fail("{}: tensor '{}' has shape {} but the model config needs {}", file.path(), p.name, got.str(), p.shape.str());
     }
+    if (p.dtype == eng::DType::bf16) {  // keep_bf16_weights chose it for a BF16 tensor
+      std::memcpy(p.data, e->data.data(), e->data.size());
+      continue;
+    }
     eng::dispatch_float(m.graph.float_type(), [&]<typename T>() {
       T* dst = m.graph.data<T>(id);
       if (e->dtype == io::Dtype::F64) {
@@ -50,6 +57,19 @@ void load_weights(Model& m, const io::SafetensorsFile& file, const std::vector<s
            file.path(), name);
 }
 
+int keep_bf16_weights(Model& unplanned, const io::SafetensorsFile& file) {
+  eng::Graph& g = unplanned.graph;
+  if (g.has_gradients() || g.float_type() != eng::DType::f32) return 0;
+  int kept = 0;
+  for (eng::TensorId id : g.parameters()) {
+    const io::SafetensorsFile::Entry* e = file.find(g.spec(id).name);
+    if (!e || e->dtype != io::Dtype::BF16 || e->shape != dims(g.shape(id))) continue;
+    g.store_as_bf16(id);
+    ++kept;
+  }
+  return kept;
+}
+
 std::vector<io::TensorToWrite> weight_entries(const Model& m, const std::string& prefix) {
   std::vector<io::TensorToWrite> out;
   for (eng::TensorId id : m.graph.parameters()) {
@@ -63,7 +83,7 @@ std::vector<io::TensorToWrite> gradient_entries(const Model& m, const std::strin
   std::vector<io::TensorToWrite> out;
   for (eng::TensorId id : m.graph.parameters()) {
     const eng::TensorSpec& p = m.graph.spec(id);
-    out.push_back({prefix + p.name, io_dtype(p.dtype), dims(p.shape), p.grad});
+    out.push_back({prefix + p.name, io_dtype(m.graph.float_type()), dims(p.shape), p.grad});
   }
   return out;
 }

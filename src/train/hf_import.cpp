@@ -116,14 +116,17 @@ void check_everything_taken(const HfCheckpoint& checkpoint, const HfFamily& fami
   }
 }
 
-RunConfig run_config(const HfCheckpoint& checkpoint, const HfFamily& family, const fs::path& run_dir) {
+RunConfig run_config(const HfCheckpoint& checkpoint, const HfFamily& family, const fs::path& run_dir, int seq_len) {
   RunConfig config;
   config.model = model::read_model_config(family.model, checkpoint.config_path().string() + " (as normlab's model)");
   // The run's token data: the model's vocabulary, prepared with its tokenizer (docs/usage.md).
   config.data_dir = (run_dir / "data").string();
   config.train.steps = 1;  // the checkpoint's step: nothing was trained here
   config.train.batch_size = 1;
-  config.train.seq_len = std::min(config.model.max_seq_len, 512);
+  if (seq_len < 0 || seq_len > config.model.max_seq_len)
+    fail("--seq-len {} is outside 1..{}, the window {} allows (its max_seq_len): give a window in that range", seq_len,
+         config.model.max_seq_len, checkpoint.config_path().string());
+  config.train.seq_len = seq_len > 0 ? seq_len : std::min(config.model.max_seq_len, 512);
   config.train.eval_batches = 4;
   return config;
 }
@@ -139,14 +142,14 @@ void write_import_json(const fs::path& run_dir, const fs::path& dir, const HfImp
 }  // namespace
 
 HfImportSummary import_hf_checkpoint(const fs::path& dir, const fs::path& run_dir, const fs::path& text,
-                                     const fs::path& token_ids) {
+                                     const fs::path& token_ids, int seq_len) {
   if (fs::exists(run_dir / kCheckpointFile))
     fail("{} already holds a checkpoint: import into a new folder (--out)", run_dir.string());
   HfCheckpoint checkpoint(dir);
   const HfFamily family = read_hf_family(checkpoint);
   HfImportSummary s{.model_type = family.model_type,
                     .files = checkpoint.files_text(),
-                    .config = run_config(checkpoint, family, run_dir),
+                    .config = run_config(checkpoint, family, run_dir, seq_len),
                     .notes = family.notes};
   // The parameters' names and shapes, from the model's graph before anything is allocated: the graph a run of this
   // config opens, so that its memory estimate is the one eval, generate and probe will make.
@@ -168,6 +171,8 @@ HfImportSummary import_hf_checkpoint(const fs::path& dir, const fs::path& run_di
   save_checkpoint_summary(run_dir, s.config, 1);
   io::write_file_atomic(run_dir / "config.json", to_json(s.config).dump(2) + "\n");
   m->graph.set_gradients(false);  // eval, generate and the probes of activations open it inference-only
+  for (const io::TensorToWrite& e : converted.entries)  // and keep its BF16 weights in bf16 (model::keep_bf16_weights)
+    if (e.dtype == io::Dtype::BF16) m->graph.store_as_bf16(m->graph.at(e.name));
   MemoryEstimate open =
       estimate_memory(*m, {.gradients = false, .checkpoint_file = fs::file_size(run_dir / kCheckpointFile)});
   open.resident = 0;  // this process's mapped shards are not the opening run's

@@ -40,8 +40,11 @@ struct HfImportSummary {
 // through the checkpoint's tokenizer.model (SentencePiece) or vocab.json and merges.txt (GPT-2's BPE), or ids made
 // elsewhere. Refused before anything is written when the checkpoint has neither tokenizer, the tokenizer is not the
 // model's vocabulary, or an id is outside it.
+//
+// `seq_len` is the window eval and probe read (train.seq_len), 1 to the model's max_seq_len; 0 takes max_seq_len up
+// to 512. Activations grow with it: a shorter window is how a 7B model's layer-drop fits in 24 GB.
 HfImportSummary import_hf_checkpoint(const std::filesystem::path& dir, const std::filesystem::path& run_dir,
                                      const std::filesystem::path& text = {},
-                                     const std::filesystem::path& token_ids = {});
+                                     const std::filesystem::path& token_ids = {}, int seq_len = 0);
 
 }  // namespace normlab::train

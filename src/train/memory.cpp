@@ -93,7 +93,7 @@ void lower_to_cgroups(const fs::path& root, std::string_view relative, const Cgr
 
 size_t MemoryEstimate::to_allocate() const {
   size_t total = 0;
-  for (size_t part : {weights, gradients, optimizer, activations, activation_gradients, workspace, probes,
+  for (size_t part : {weights, gradients, optimizer, activations, activation_gradients, workspace, widened, probes,
                       checkpoint_read, extra_models})
     total = add(total, part);
   return total;
@@ -103,9 +103,11 @@ size_t MemoryEstimate::peak() const { return add(resident, to_allocate()); }
 
 std::string MemoryEstimate::breakdown() const {
   const std::pair<const char*, size_t> parts[] = {
-      {"in use now", resident},         {"weights", weights},         {"gradients", gradients},
-      {"AdamW moments", optimizer},     {"activations", activations}, {"activation gradients", activation_gradients},
-      {"workspace", workspace},         {"probe copies", probes},     {"checkpoint read", checkpoint_read},
+      {"in use now", resident},         {"weights", weights},
+      {"gradients", gradients},         {"AdamW moments", optimizer},
+      {"activations", activations},     {"activation gradients", activation_gradients},
+      {"workspace", workspace},         {"bf16 weights widened", widened},
+      {"probe copies", probes},         {"checkpoint read", checkpoint_read},
       {"analysis models", extra_models}};
   std::string out;
   for (const auto& [name, bytes] : parts)
@@ -117,11 +119,12 @@ MemoryEstimate estimate_memory(model::Model& unplanned, const MemoryNeeds& needs
   eng::Graph& g = unplanned.graph;
   const eng::ArenaSizes arenas = g.lay_out();
   MemoryEstimate e;
-  size_t largest = 0;  // elements of the largest parameter
+  size_t largest = 0, largest_converted = 0;  // elements of the largest parameter, and of the largest not kept bf16
   for (eng::TensorId id : g.parameters()) {
     const auto n = static_cast<size_t>(g.shape(id).numel());
     e.parameter_count = add(e.parameter_count, n);
     largest = std::max(largest, n);
+    if (g.spec(id).dtype != eng::DType::bf16) largest_converted = std::max(largest_converted, n);
   }
   if (auto status = read_small("/proc/self/status")) e.resident = kb_field(*status, "VmRSS").value_or(0);
   // plan() allocates (and zeroes) the gradient arenas unless the graph is inference-only (Graph::set_gradients).
@@ -130,6 +133,7 @@ MemoryEstimate estimate_memory(model::Model& unplanned, const MemoryNeeds& needs
   e.activations = arenas.activations;
   e.activation_gradients = arenas.activation_grads;
   e.workspace = arenas.workspace;
+  e.widened = arenas.widened;
   // m and v in the graph's float type (adamw.h)
   if (needs.optimizer) e.optimizer = times(2 * engine::dtype_size(g.float_type()), e.parameter_count);
   if (needs.probes) {
@@ -139,21 +143,22 @@ MemoryEstimate estimate_memory(model::Model& unplanned, const MemoryNeeds& needs
     e.probes = times(sizeof(double), add(e.parameter_count, add(std::max(largest, logits), logits)));
   }
   // The checkpoint is memory-mapped (its pages are file cache the kernel can drop), and its tensors are converted
-  // to fp64 one at a time.
-  if (needs.checkpoint_file > 0) e.checkpoint_read = times(sizeof(double), largest);
-  if (needs.extra_models > 0 || needs.extra_inference_models > 0) {
-    // Each copy counts its own gradients or none, whatever the run's model keeps.
+  // to fp64 one at a time; a weight kept in bf16 is copied as it is.
+  if (needs.checkpoint_file > 0) e.checkpoint_read = times(sizeof(double), largest_converted);
+  if (needs.extra_models > 0 || needs.extra_inference_models > 0 || needs.extra_sharing_models > 0) {
+    // Each copy counts its own gradients or none, whatever the run's model keeps; its own weights are in the float
+    // type (it is built from the config), a sharing copy's are the run's.
     const bool gradients = g.has_gradients();
-    const auto copy = [&](bool with_gradients) {
+    const auto copy = [&](bool with_gradients, bool own_weights) {
       g.set_gradients(with_gradients);
       const eng::ArenaSizes a = g.lay_out();
-      size_t one = 0;
-      for (size_t part : {a.parameters, a.parameter_grads, a.activations, a.activation_grads, a.workspace})
-        one = add(one, part);
+      size_t one = own_weights ? a.parameters_in_float_type : a.widened;
+      for (size_t part : {a.parameter_grads, a.activations, a.activation_grads, a.workspace}) one = add(one, part);
       return one;
     };
-    e.extra_models = add(times(static_cast<size_t>(needs.extra_models), copy(true)),
-                         times(static_cast<size_t>(needs.extra_inference_models), copy(false)));
+    e.extra_models = add(add(times(static_cast<size_t>(needs.extra_models), copy(true, true)),
+                             times(static_cast<size_t>(needs.extra_inference_models), copy(false, true))),
+                         times(static_cast<size_t>(needs.extra_sharing_models), copy(false, false)));
     g.set_gradients(gradients);
   }
   return e;

@@ -27,13 +27,15 @@ struct MemoryNeeds {
   // model counts 2. Each copy holds the model's weights, gradients, activations, their gradients and workspace.
   int extra_models = 0;
   int extra_inference_models = 0;  // the same, built without gradients (Graph::set_gradients)
+  // Inference-only models that read the run's weights in place (Graph::share_parameters_of): activations alone.
+  int extra_sharing_models = 0;
 };
 
 struct MemoryEstimate {
   std::size_t parameter_count = 0;
   std::size_t resident = 0;  // the process when estimated: code, libraries, token data (VmRSS)
   std::size_t weights = 0, gradients = 0, optimizer = 0, activations = 0, activation_gradients = 0, workspace = 0,
-              probes = 0, checkpoint_read = 0, extra_models = 0;
+              widened = 0, probes = 0, checkpoint_read = 0, extra_models = 0;
   // Everything but `resident`: what is still to be allocated. Sums saturate at SIZE_MAX.
   std::size_t to_allocate() const;
   std::size_t peak() const;

@@ -3,6 +3,7 @@
 #include "common/error.h"
 #include "engine/ops.h"
 #include "engine/parallel.h"
+#include "model/weights.h"
 #include "train/checkpoint.h"
 
 namespace normlab::train {
@@ -18,7 +19,7 @@ void feed(model::Model& m, const Batch& batch) {
   m.set_batch(batch.tokens.data(), batch.targets.data());
 }
 
-Run plan_run(RunConfig config, int batch, const MemoryNeeds& needs, bool loader) {
+Run plan_run(RunConfig config, int batch, const MemoryNeeds& needs, bool loader, const io::SafetensorsFile* weights) {
   engine::set_threads(config.train.threads);
   Run run;
   run.data = io::load_tokens(config.data_dir);
@@ -46,6 +47,7 @@ Run plan_run(RunConfig config, int batch, const MemoryNeeds& needs, bool loader)
   run.model = model::build_unplanned_model(config.model, batch, t.seq_len, dtype);
   run.model->graph.set_fusion(config.engine.fuse);
   run.model->graph.set_gradients(needs.gradients);
+  if (weights) model::keep_bf16_weights(*run.model, *weights);
   if (config.engine.recompute_attention) engine::recompute_attention_probabilities(run.model->graph);
   run.memory = estimate_memory(*run.model, needs);
   if (loader)
@@ -55,8 +57,8 @@ Run plan_run(RunConfig config, int batch, const MemoryNeeds& needs, bool loader)
   return run;
 }
 
-Run build_run(RunConfig config, int batch, const MemoryNeeds& needs, bool loader) {
-  Run run = plan_run(std::move(config), batch, needs, loader);
+Run build_run(RunConfig config, int batch, const MemoryNeeds& needs, bool loader, const io::SafetensorsFile* weights) {
+  Run run = plan_run(std::move(config), batch, needs, loader, weights);
   check_memory(run.memory, available_memory());
   run.model->graph.plan();
   run.model->reset_source();
@@ -68,7 +70,7 @@ Run open_run(const std::filesystem::path& run_dir, int batch, MemoryNeeds needs,
   // First: it says so when the checkpoint is missing or damaged. Read once, for the config and the weights.
   const CheckpointFile checkpoint = read_checkpoint(file);
   needs.checkpoint_file = std::filesystem::file_size(file);
-  Run run = build_run(checkpoint_config(checkpoint), batch, needs, loader);
+  Run run = build_run(checkpoint_config(checkpoint), batch, needs, loader, &checkpoint.file);
   run.step = load_checkpoint(checkpoint, *run.model, nullptr);
   return run;
 }

@@ -5,6 +5,7 @@
 #include <memory>
 
 #include "io/corpus.h"
+#include "io/safetensors.h"
 #include "model/transformer.h"
 #include "train/loader.h"
 #include "train/memory.h"
@@ -34,14 +35,19 @@ void feed(model::Model& m, const Batch& batch);
 // allocated, its memory (with `needs` beside it) is estimated and a run that does not fit is refused.
 // With `loader` false no loader is made over the token data (the caller brings tokens of its own, as probe --text
 // does), so a split too short for one window is not refused.
-Run build_run(RunConfig config, int batch = 0, const MemoryNeeds& needs = {}, bool loader = true);
+// With `weights`, a model built without gradients keeps the parameters that file holds in BF16 as bf16
+// (model::keep_bf16_weights), before it is estimated; load them from that file.
+Run build_run(RunConfig config, int batch = 0, const MemoryNeeds& needs = {}, bool loader = true,
+              const io::SafetensorsFile* weights = nullptr);
 
 // The same up to the estimate: run.memory is filled in, but the model's graph is left unplanned
 // (nothing big allocated) and no memory check is made. For normlab train --dry-run.
-Run plan_run(RunConfig config, int batch = 0, const MemoryNeeds& needs = {}, bool loader = true);
+Run plan_run(RunConfig config, int batch = 0, const MemoryNeeds& needs = {}, bool loader = true,
+             const io::SafetensorsFile* weights = nullptr);
 
 // The run in run_dir from its checkpoint: the stored config, then its weights (not the optimizer's
-// moments, which only the trainer needs). `needs` adds to the memory check what the caller builds beside it.
+// moments, which only the trainer needs). `needs` adds to the memory check what the caller builds beside it. Opened
+// without gradients, it keeps the checkpoint's BF16 weights as bf16 (an imported model's: half the memory).
 Run open_run(const std::filesystem::path& run_dir, int batch = 0, MemoryNeeds needs = {}, bool loader = true);
 
 }  // namespace normlab::train

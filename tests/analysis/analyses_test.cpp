@@ -422,8 +422,9 @@ TEST(ProbeAnalyses, MemoryNeedsCoverTheModelsTheAnalysesBuild) {
   const train::MemoryNeeds usual = memory_needs("grad-init,one-step,angular,layer-drop,attention-entropy");
   EXPECT_EQ(usual.extra_models, 2);  // grad-init: a fresh model and its gradient sums
   EXPECT_EQ(memory_needs("one-step,branch-noise,layer-drop").extra_models, 0);
-  EXPECT_EQ(memory_needs("one-step,branch-noise,layer-drop").extra_inference_models, 1)
-      << "layer-drop's model without a layer runs forward only";
+  EXPECT_EQ(memory_needs("one-step,branch-noise,layer-drop").extra_inference_models, 0);
+  EXPECT_EQ(memory_needs("one-step,branch-noise,layer-drop").extra_sharing_models, 1)
+      << "layer-drop's model without a layer runs forward only, on the run's weights";
   EXPECT_TRUE(usual.optimizer);
   EXPECT_EQ(memory_needs("stream-init").extra_inference_models, 1);
   EXPECT_EQ(memory_needs("layer-drop,norm-equivalence").extra_models, 6);

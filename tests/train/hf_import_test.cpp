@@ -16,6 +16,7 @@
 
 #include "io/safetensors.h"
 #include "model/transformer.h"
+#include "model/weights.h"
 #include "serve/run_index.h"
 #include "train/checkpoint.h"
 #include "train/hf_import.h"
@@ -55,7 +56,13 @@ Agreement import_and_compare(const std::string& family, const fs::path& run, fs:
   const std::vector<int32_t> tokens = reference.at("tokens").copy_as<int32_t>();
   const std::vector<double> expected = reference.at("logits").to_f64_vector();
   const int t = static_cast<int>(tokens.size());
-  auto m = model::build_model(config.model, 1, t);
+  // Opened as eval opens it: without gradients, a BF16 checkpoint's weights kept in bf16 (model::keep_bf16_weights).
+  auto m = model::build_unplanned_model(config.model, 1, t);
+  m->graph.set_gradients(false);
+  const int bf16 = model::keep_bf16_weights(*m, checkpoint.file);
+  EXPECT_EQ(bf16 > 0, summary.parameters_by_dtype.contains("BF16")) << family;
+  m->graph.plan();
+  m->reset_source();
   load_checkpoint(checkpoint, *m, nullptr);
   std::vector<int32_t> targets(tokens.begin() + 1, tokens.end());
   targets.push_back(0);
@@ -89,6 +96,21 @@ void expect_same_logits(const std::string& family, const fs::path& source = {}) 
 
 // GPT-2: Conv1D weights stored [in, out], q, k, v fused in c_attn, learned positions, the head tied (F32, one file).
 TEST(Import, Gpt2GivesTheReferenceLogits) { expect_same_logits("gpt2"); }
+
+// --seq-len sets the window the run's eval and probe read (train.seq_len), within the model's max_seq_len.
+TEST(Import, TheWindowIsTheOneAskedForWithinMaxSeqLen) {
+  ASSERT_TRUE(torch_available()) << kNoTorch;
+  TempDir tmp("import_window");
+  EXPECT_EQ(import_hf_checkpoint(generated("llama"), tmp / "short", {}, {}, 5).config.train.seq_len, 5);
+  EXPECT_EQ(checkpoint_config(read_checkpoint(tmp / "short" / kCheckpointFile)).train.seq_len, 5);
+  try {
+    import_hf_checkpoint(generated("llama"), tmp / "long", {}, {}, 100000);
+    FAIL() << "a window past max_seq_len was imported";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--seq-len 100000 is outside 1.."), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(fs::exists(tmp / "long" / kCheckpointFile));
+}
 // Llama: grouped-query attention (2 key/value heads for 4), an untied head, BF16 weights in 2 shards with an index.
 TEST(Import, LlamaBf16ShardedGivesTheReferenceLogits) { expect_same_logits("llama"); }
 // Qwen2: q, k, v biases, grouped-query attention, a tied head, RoPE base 1e6.
