@@ -33,7 +33,21 @@ def tinyllama():  # TinyLlama-1.1B: 22 layers, d 2048, 32 heads with 4 key/value
     return c, h.decoder_tensors(c, h.Draw(1), LLAMA_NORMS), torch.bfloat16, 3
 
 
-MODELS = {"gpt2-small": gpt2_small, "tinyllama": tinyllama}
+class Bf16Draw(h.Draw):
+    """make_hf_checkpoints' draws, each rounded to BF16 as it is made: a 7B model's fp32 draws would not fit in 24 GB."""
+
+    def normal(self, *shape, std=1.0, mean=0.0):
+        return super().normal(*shape, std=std, mean=mean).to(torch.bfloat16)
+
+
+def llama2_7b():  # Llama 2 7B: 32 layers, d 4096, 32 heads (no grouping), d_ff 11008, BF16
+    c = h.llama_config("llama", architectures=["LlamaForCausalLM"], mlp_bias=False, torch_dtype="bfloat16")
+    c.update(vocab_size=32000, hidden_size=4096, intermediate_size=11008, num_hidden_layers=32, num_attention_heads=32,
+             num_key_value_heads=32, max_position_embeddings=4096)
+    return c, h.decoder_tensors(c, Bf16Draw(1), LLAMA_NORMS), torch.bfloat16, 8  # 8 shards: one written at a time
+
+
+MODELS = {"gpt2-small": gpt2_small, "tinyllama": tinyllama, "llama2-7b": llama2_7b}
 
 
 def main():
@@ -46,7 +60,9 @@ def main():
     os.makedirs(folder, exist_ok=True)
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump(config, f, indent=2)
-    h.save_checkpoint(folder, {n: t.to(dtype) for n, t in tensors.items()}, shards)
+    for name in tensors:  # converted one at a time, so that no second copy of the model is made
+        tensors[name] = tensors[name].to(dtype)
+    h.save_checkpoint(folder, tensors, shards)
     ids = torch.randint(0, config["vocab_size"], (20000,), generator=torch.Generator().manual_seed(2))
     with open(os.path.join(folder, "ids.txt"), "w") as f:
         f.write(" ".join(map(str, ids.tolist())))
