@@ -172,14 +172,19 @@ std::vector<double> per_seed_values(const Json& claim) {
 std::string set_cell(const Json& claim) { return fmt::format("{} ({})", effect_of(claim), claim.value("outcome", "")); }
 
 // Every seed of every set together, an estimate rather than a decision: the mean with its 95% t interval, or for a
-// count the summed seeds on each side with the sign test's p.
-std::string pooled_text(const std::vector<double>& values, bool count, double threshold) {
+// count the summed seeds on the claimed side and on the other, as each set's cell has them, with the sign test's p.
+std::string pooled_text(const std::vector<double>& values, const Json& claim) {
   SeedValues all;
   for (size_t i = 0; i < values.size(); ++i) all.seeds.push_back(static_cast<int>(i)), all.values.push_back(values[i]);
-  if (count) {
-    int above = 0, below = 0;
-    for (double v : values) above += v > threshold, below += v < threshold;
-    return fmt::format("{} vs {} of {} seeds, p = {}", above, below, all.n(), num(sign_test_p(above, below)));
+  if (claim.contains("counts")) {
+    const bool below = claim.value("side", "") == "below";
+    const double threshold = below ? claim.value("hi", 0.0) : claim.value("lo", 0.0);
+    int claimed = 0, reverse = 0;
+    for (double v : values) {
+      claimed += below ? v < threshold : v > threshold;
+      reverse += below ? v > threshold : v < threshold;
+    }
+    return fmt::format("{} vs {} of {} seeds, p = {}", claimed, reverse, all.n(), num(sign_test_p(claimed, reverse)));
   }
   if (!all.complete() || all.n() < 2 || !std::isfinite(all.sd()))
     return fmt::format("{} ({} seeds)", num(all.mean()), all.n());
@@ -222,13 +227,13 @@ std::string sets_section(const fs::path& results) {
       }
       const bool disagree = (outcomes.count("holds") && outcomes.count("fails")) || highest_lo > lowest_hi;
       rows += fmt::format("| {} | {} | {} | {} | {} | {} | {} |\n", s->name, id, cells[0], cells[1], cells[2],
-                          pooled_text(pooled, claim.contains("counts"), claim.value("lo", 0.0)),
-                          disagree ? "**the sets disagree**" : "");
+                          pooled_text(pooled, claim), disagree ? "**the sets disagree**" : "");
     }
   }
   return "\n## Each sub-claim on every seed set\n\nThe design, fresh and unseen sets side by side, each with its own "
-         "decision, and all their seeds pooled (mean and 95% t interval over every seed: an estimate, not a "
-         "decision). A sub-claim is flagged where one set holds and another fails, or their intervals do not "
+         "decision, and all their seeds pooled (mean and 95% t interval over every seed, or for a count the seeds on "
+         "the claimed side vs the other: an estimate, not a decision). A sub-claim is flagged where one set holds and "
+         "another fails, or their intervals do not "
          "overlap.\n\n| study | sub-claim | design | fresh | unseen | pooled | |\n|---|---|---|---|---|---|---|\n" +
          rows;
 }

@@ -51,6 +51,29 @@ TEST(FindingsIndex, OneRowPerStudyWithBothSeedSetsAndTheHeadlineInterval) {
   EXPECT_NE(md.find("- `why-pre-ln` B1: statement 1"), std::string::npos) << md;
 }
 
+// A count pooled over the sets puts the seeds on the claimed side first, as each set's cell does, for a claim below
+// its threshold too (it once counted the seeds above whatever the side).
+TEST(FindingsIndex, ACountPooledOverTheSetsPutsTheClaimedSideFirst) {
+  TempDir tmp("findings-count");
+  const auto count_report = [](const fs::path& dir, std::vector<int> seeds, std::vector<double> values) {
+    Report r{.name = "why-pre-ln", .title = "t", .claim = "c", .source = "s"};
+    SubClaim c = claim_below("B1", "statement", "did not train (1) or trained (0)", SeedValues{seeds, values}, 0.5);
+    c.test = SubClaim::Test::sign;
+    decide(c, SeedSchedule{1}.alpha());
+    r.claims.push_back(c);
+    r.headline = "B1";
+    r.verdict = combine_verdicts(r.claims);
+    r.record = {{"preset", "default"}, {"seeds", seeds},       {"d_model", {64}},
+                {"n_layers", {6}},     {"train_steps", {500}}, {"core_hours", 0.1}};
+    write_report(dir, r);
+  };
+  count_report(tmp / "why-pre-ln" / "design", {1, 2, 3}, {0, 0, 1});
+  count_report(tmp / "why-pre-ln" / "fresh", {101, 102, 103, 104}, {0, 0, 0, 0});
+  const std::string md = findings_index(tmp.path());
+  EXPECT_NE(md.find("| 2 vs 1 seeds, p = "), std::string::npos) << md;
+  EXPECT_NE(md.find("| 6 vs 1 of 7 seeds, p = "), std::string::npos) << md;
+}
+
 // A failing sub-claim is listed with what it measured at its setting and what the study's large preset would cost,
 // priced at the core-seconds per layer-step of the flagship's kept large run (here 1 core-hour for its own plan).
 TEST(FindingsIndex, ListsEachFailingSubClaimWithItsSettingAndTheLargePresetsPrice) {
