@@ -52,7 +52,7 @@ TEST(FindingsIndex, OneRowPerStudyWithBothSeedSetsAndTheHeadlineInterval) {
 }
 
 // A count pooled over the sets puts the seeds on the claimed side first, as each set's cell does, for a claim below
-// its threshold too (it once counted the seeds above whatever the side).
+// its threshold too: the two columns must read the same way round.
 TEST(FindingsIndex, ACountPooledOverTheSetsPutsTheClaimedSideFirst) {
   TempDir tmp("findings-count");
   const auto count_report = [](const fs::path& dir, std::vector<int> seeds, std::vector<double> values) {
