@@ -87,22 +87,29 @@ std::pair<Json, bool> preset_config(const Study& study, StudyOptions options) {
   return {resolve_config(first.config, first.id), train != plan.end()};
 }
 
-// Refuses an axis the ladder cannot move alone: one the study varies itself, one --set also gives, or train.steps in a
-// study that trains nothing.
+// The study's own axis the ladder climbs (its key is the ladder's axis), or null.
+const Axis* own_axis(const Study& study, const std::string& axis) {
+  for (const Axis& a : study.axes)
+    if (a.key == axis) return &a;
+  return nullptr;
+}
+
+// Refuses an axis the ladder cannot move alone: one a study-level axis or the study's arms set, one --set also gives,
+// or train.steps in a study that trains nothing. The study's own axis of that key is climbed by scaling its values.
 void check_axis_is_free(const Study& study, const StudyOptions& base, const std::string& spec, const std::string& axis,
                         const Json& preset, bool trains) {
   for (const Axis& a : study.axes)
-    if (a.key == axis || a.sets == axis)
+    if (a.sets == axis)
       fail(
-          "--ladder {}: {} is an axis of study {}, so it varies within every rung; ladder {} instead, or change "
+          "--ladder {}: {} is set by study {}'s axis {}, so it varies within every rung; ladder {} instead, or change "
           "this axis's values with --grid {}=V1,V2,...",
-          spec, axis, study.name, other_axes(axis), a.key);
+          spec, axis, study.name, a.key, other_axes(axis), a.key);
   const std::vector<std::string> large = base.large ? large_overrides(study) : std::vector<std::string>{};
   for (const std::string& o : base.overrides)  // the --large preset's own sizes are what the rungs replace
     if (o.substr(0, o.find('=')) == axis && std::find(large.begin(), large.end(), o) == large.end())
       fail("--ladder {}: --set {} gives the field the ladder sets at each rung; drop that --set", spec, o);
   const Json::json_pointer at("/" + axis.substr(0, axis.find('.')) + "/" + axis.substr(axis.find('.') + 1));
-  if (study_varies(study, base, axis, preset.at(at)))
+  if (!own_axis(study, axis) && study_varies(study, base, axis, preset.at(at)))
     fail(
         "--ladder {}: study {} sets {} itself, differently between its runs, so one value per rung would mislabel its "
         "arms; ladder {} instead",
@@ -154,6 +161,34 @@ void follow_width(const Study& study, const StudyOptions& base, const std::strin
   }
 }
 
+// The study's own axis climbed: each rung's --grid holds the axis's values (the preset's or --grid's) scaled so that
+// the largest is the rung, and the rule says so. Values that would not be whole are refused.
+void scale_own_axis(const Study& study, const StudyOptions& base, const std::string& spec, Ladder& ladder) {
+  StudyOptions planned = base;
+  plan_study(study, planned);
+  const std::vector<int> values = planned.int_axis(ladder.axis);
+  const int largest = *std::max_element(values.begin(), values.end());
+  int common = 0;
+  for (const int v : values) common = std::gcd(common, v);
+  const int multiple = largest / common;  // rung · v / largest is whole for every v exactly when multiple divides rung
+  std::string grid = ladder.axis + "=";
+  for (Rung& r : ladder.rungs) {
+    if (r.value % multiple)
+      fail(
+          "--ladder {}: rung {} scales study {}'s {} values {} (largest {}) to values that are not whole; give rungs "
+          "that are multiples of {}",
+          spec, r.value, study.name, ladder.axis, fmt::join(values, ","), largest, multiple);
+    std::vector<int> scaled;
+    for (const int v : values) scaled.push_back(v * (r.value / multiple) / (largest / multiple));
+    r.overrides.clear();  // the axis is the study's: --grid sets it, a --set of it would be refused
+    r.grid = fmt::format("{}={}", ladder.axis, fmt::join(scaled, ","));
+  }
+  ladder.rules.push_back(
+      fmt::format("{} is an axis of study {} ({}): each rung scales its values so that the largest is the rung (rung "
+                  "R: {} × R / {})",
+                  ladder.axis, study.name, fmt::join(values, ", "), fmt::join(values, ", "), largest));
+}
+
 }  // namespace
 
 Ladder plan_ladder(const Study& study, const StudyOptions& base, const std::string& spec) {
@@ -162,8 +197,11 @@ Ladder plan_ladder(const Study& study, const StudyOptions& base, const std::stri
   check_axis_is_free(study, base, spec, axis, preset, trains);
   Ladder ladder{axis, {}, {}};
   for (const int v : values)
-    ladder.rungs.push_back({v, {fmt::format("{}={}", axis, v)}, base.dir / fmt::format("rung-{}-{}", axis, v)});
-  if (axis == "model.d_model") follow_width(study, base, spec, preset, ladder);
+    ladder.rungs.push_back({.value = v,
+                            .overrides = {fmt::format("{}={}", axis, v)},
+                            .dir = base.dir / fmt::format("rung-{}-{}", axis, v)});
+  if (own_axis(study, axis)) scale_own_axis(study, base, spec, ladder);
+  else if (axis == "model.d_model") follow_width(study, base, spec, preset, ladder);
   return ladder;
 }
 
@@ -359,8 +397,13 @@ void add_sub_claim(const Ladder& ladder, const std::vector<StudyResult>& rungs, 
 std::string ladder_setup(const Study& study, const StudyOptions& base, const Ladder& ladder) {
   std::vector<int> values;
   for (const Rung& r : ladder.rungs) values.push_back(r.value);
+  const bool own = !ladder.rungs.empty() && !ladder.rungs.front().grid.empty();
+  std::string rules;
+  if (own) rules = fmt::format(" Axis rule: {}.", fmt::join(ladder.rules, "; "));
+  else if (!ladder.rules.empty())
+    rules = fmt::format(" Width rule: {}. Here: {}.", kWidthRule, fmt::join(ladder.rules, "; "));
   return fmt::format(
-      "Study {}'s {} preset, run once per rung of {} ∈ {{{}}}: each rung a study of its own (--set {}=V, in folder "
+      "Study {}'s {} preset, run once per rung of {} ∈ {{{}}}: each rung a study of its own ({}, in folder "
       "rung-{}-V with its own report), with seeds {} at every rung and one look per rung (each rung judged by the "
       "study's own rule).{} The study's verdict at its preset stands in its own report; this ladder does not change "
       "it.",
@@ -368,8 +411,9 @@ std::string ladder_setup(const Study& study, const StudyOptions& base, const Lad
       base.quick   ? "--quick"
       : base.large ? "--large"
                    : "default",
-      ladder.axis, fmt::join(values, ", "), ladder.axis, ladder.axis, describe_seeds(base.seeds),
-      ladder.rules.empty() ? "" : fmt::format(" Width rule: {}. Here: {}.", kWidthRule, fmt::join(ladder.rules, "; ")));
+      ladder.axis, fmt::join(values, ", "),
+      own ? "--grid " + ladder.axis + " scaled to the rung" : "--set " + ladder.axis + "=V", ladder.axis,
+      describe_seeds(base.seeds), rules);
 }
 
 // Each rung's verdict, linked to its report, in the report's table and in ladder.json.
@@ -381,6 +425,7 @@ Table rung_verdicts(const Ladder& ladder, const std::vector<StudyResult>& rungs,
     r.run_dirs.push_back(report);
     r.record["rungs"].push_back({{"value", ladder.rungs[i].value},
                                  {"overrides", ladder.rungs[i].overrides},
+                                 {"grid", ladder.rungs[i].grid},
                                  {"verdict", rungs[i].verdict},
                                  {"report", report}});
   }
@@ -418,9 +463,15 @@ LadderResult run_ladder(const Study& study, const StudyOptions& base, const Ladd
   for (const Rung& rung : ladder.rungs) {
     StudyOptions options = base;
     options.overrides.insert(options.overrides.end(), rung.overrides.begin(), rung.overrides.end());
+    if (!rung.grid.empty()) {  // replaces the user's --grid of the same axis
+      std::erase_if(options.grid, [&](const std::string& g) { return g.substr(0, g.find('=')) == ladder.axis; });
+      options.grid.push_back(rung.grid);
+    }
     options.dir = rung.dir;
-    std::cerr << fmt::format("ladder: {}={} ({}) in {}\n", ladder.axis, rung.value, fmt::join(rung.overrides, " "),
-                             rung.dir.string());
+    std::cerr << fmt::format(
+        "ladder: {}={} ({}) in {}\n", ladder.axis, rung.value,
+        rung.grid.empty() ? fmt::format("{}", fmt::join(rung.overrides, " ")) : "--grid " + rung.grid,
+        rung.dir.string());
     out.rungs.push_back(run_study(study, options, runner));
   }
   const Report report = ladder_report(study, base, ladder, out.rungs);

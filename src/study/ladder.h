@@ -14,17 +14,21 @@
 
 namespace normlab::study {
 
-// One rung: its value on the axis, the --set overrides that make it (after the user's, so they win), its folder.
+// One rung: its value on the axis, the --set overrides that make it (after the user's, so they win), the --grid that
+// makes it when the axis is one of the study's own (its values scaled so the largest is the rung; empty otherwise),
+// its folder.
 struct Rung {
   int value = 0;
   std::vector<std::string> overrides;
+  std::string grid;
   std::filesystem::path dir;
 };
 
 struct Ladder {
   std::string axis;                // train.steps | model.n_layers | model.d_model
   std::vector<Rung> rungs;         // in ascending order
-  std::vector<std::string> rules;  // how the fields that follow the axis follow it (a width's heads, d_ff, lr)
+  std::vector<std::string> rules;  // how the fields that follow the axis follow it (a width's heads, d_ff, lr; a
+                                   // study axis's values)
 };
 
 // The width rule: Adam's learning rate ∝ 1/width relative to the preset's (lr · d_model₀ / d_model), heads and d_ff in
@@ -32,10 +36,13 @@ struct Ladder {
 extern const char* const kWidthRule;
 
 // --ladder AXIS=V1,V2,...: the rungs of the study at `base` (its preset, seeds, --set and --grid, and base.dir the
-// ladder's folder), each in base.dir/rung-AXIS-V. Fails with one sentence naming --ladder and the fix on: fewer than
-// 3 values, another axis, a value that is not a positive whole number or comes twice, an axis the study varies itself
-// (one of its axes, or a field its arms set) or that --set also gives, train.steps in a study that trains nothing, and
-// a width the preset's head size or d_ff ratio does not divide.
+// ladder's folder), each in base.dir/rung-AXIS-V. When AXIS is one of the study's own axes (why-pre-ln's
+// model.n_layers: A compares its shallowest and deepest values, B and C train at the deepest), each rung replaces that
+// axis's values (the preset's or --grid's) by the same values scaled so that the largest is the rung: {6, 12} climbs
+// as {3, 6}, {6, 12}, {12, 24} for rungs 6, 12, 24. Fails with one sentence naming --ladder and the fix on: fewer than
+// 3 values, another axis, a value that is not a positive whole number or comes twice, a field the study's arms set or a
+// study-level axis sets, one --set also gives, train.steps in a study that trains nothing, a width the preset's head
+// size or d_ff ratio does not divide, and a rung that scales the study's own axis to values that are not whole.
 Ladder plan_ladder(const Study& study, const StudyOptions& base, const std::string& spec);
 
 // The ladder's seeds: a fixed list (--seeds as parse_seeds reads it; without it 1,2,3), the same at every rung, one

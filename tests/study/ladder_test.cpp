@@ -172,9 +172,11 @@ TEST(LadderPlan, RefusesFewerThanThreeRungsAnotherAxisAndBadValues) {
 TEST(LadderPlan, RefusesAnAxisTheStudyVaries) {
   StudyOptions o;
   choose_ladder_seeds(o, "");
-  // one-step's own axis is model.n_layers.
-  expect_one_sentence(error_of([&] { plan_ladder(find_study("one-step"), o, "model.n_layers=2,3,4"); }),
-                      "--ladder model.n_layers=2,3,4", "is an axis of study one-step");
+  // A study-level axis that sets the field.
+  Study levels = kTiny;
+  levels.axes = {{.key = "levels", .defaults = "2", .quick = "2", .description = "d", .sets = "model.n_layers"}};
+  expect_one_sentence(error_of([&] { plan_ladder(levels, o, "model.n_layers=2,3,4"); }),
+                      "--ladder model.n_layers=2,3,4", "set by study ladder-tiny's axis levels");
   // A field the arms differ in.
   g_arm_layers = {2, 3};
   expect_one_sentence(error_of([&] { plan_ladder(kTiny, o, "model.n_layers=2,3,4"); }), "--ladder model.n_layers=2,3,4",
@@ -183,6 +185,31 @@ TEST(LadderPlan, RefusesAnAxisTheStudyVaries) {
   // Steps in a study that only probes the init.
   expect_one_sentence(error_of([&] { plan_ladder(find_study("stream-at-init"), o, "train.steps=10,20,40"); }),
                       "--ladder train.steps=10,20,40", "trains nothing");
+}
+
+// The study's own axis (why-pre-ln's depths 6, 12: A compares them, B and C train at the deeper) is climbed by scaling
+// its values so that the largest is the rung, through --grid, never --set; --grid's values scale the same way; a rung
+// that would make a depth fractional is refused.
+TEST(LadderPlan, AStudysOwnAxisScalesItsValuesSoTheLargestIsTheRung) {
+  StudyOptions o;
+  choose_ladder_seeds(o, "");
+  const Ladder depth = plan_ladder(find_study("why-pre-ln"), o, "model.n_layers=24,6,12");
+  ASSERT_EQ(depth.rungs.size(), 3u);
+  EXPECT_EQ(depth.rungs[0].grid, "model.n_layers=3,6");
+  EXPECT_EQ(depth.rungs[1].grid, "model.n_layers=6,12");
+  EXPECT_EQ(depth.rungs[2].grid, "model.n_layers=12,24");
+  for (const Rung& r : depth.rungs) EXPECT_TRUE(r.overrides.empty()) << r.value;
+  ASSERT_EQ(depth.rules.size(), 1u);
+  EXPECT_NE(depth.rules[0].find("scales its values so that the largest is the rung"), std::string::npos);
+  expect_one_sentence(error_of([&] { plan_ladder(find_study("why-pre-ln"), o, "model.n_layers=6,9,12"); }),
+                      "--ladder model.n_layers=6,9,12", "multiples of 2");
+  StudyOptions grid = o;
+  grid.grid = {"model.n_layers=2,6"};
+  const Ladder from_grid = plan_ladder(find_study("why-pre-ln"), grid, "model.n_layers=6,12,24");
+  EXPECT_EQ(from_grid.rungs[0].grid, "model.n_layers=2,6");
+  EXPECT_EQ(from_grid.rungs[2].grid, "model.n_layers=8,24");
+  expect_one_sentence(error_of([&] { plan_ladder(find_study("why-pre-ln"), grid, "model.n_layers=6,8,12"); }),
+                      "--ladder model.n_layers=6,8,12", "multiples of 3");
 }
 
 TEST(LadderPlan, RefusesAutoSeedsAndASingleSeed) {
@@ -260,6 +287,63 @@ TEST(LadderRun, WritesEachRungAsAStudyAndTheTrendsInLadderJson) {
   const std::string md = slurp(tmp / "ladder" / "ladder.md");
   EXPECT_NE(md.find("holds first at model.n_layers=3"), std::string::npos) << md;
   EXPECT_NE(md.find("rung-model.n_layers-2/report.html"), std::string::npos) << md;
+}
+
+// A study with its own depth axis (one arm per depth), judged on its deepest arm's depth: A "the deepest arm is over 2
+// layers". Climbed over model.n_layers, each rung's arms are the axis's values scaled to the rung.
+std::vector<RunRequest> depth_axis_plan(const StudyOptions& o) {
+  std::vector<RunRequest> runs;
+  for (int seed : o.seeds)
+    for (int layers : o.int_axis("model.n_layers")) {
+      Json config = train::testing::tiny_config_doc(kTinySteps);
+      config["train"]["seed"] = seed;
+      config["model"]["n_layers"] = layers;
+      runs.push_back({seed_id(fmt::format("tinyL{}", layers), seed), config, "train", ""});
+    }
+  return runs;
+}
+
+Report depth_axis_judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
+  const std::vector<int> depths = o.int_axis("model.n_layers");
+  const int deepest = *std::max_element(depths.begin(), depths.end());
+  const SeedValues effect = over_seeds(o.seeds, [&](int seed) -> double {
+    const RunOutcome* run = find_run(runs, seed_id(fmt::format("tinyL{}", deepest), seed));
+    if (!run || run->status != RunStatus::finished) return NAN;
+    return run->config["model"]["n_layers"].get<double>() - 2 + seed / 100.0;
+  });
+  Report r;
+  r.claims = {claim_above("A", "the deepest arm is over 2 layers", "L − 2 + seed/100", effect, 0)};
+  return r;
+}
+
+TEST(LadderRun, AStudysOwnAxisRunsScaledAtEachRung) {
+  TempDir tmp("ladder");
+  const Study depth_axis{
+      .name = "ladder-depth-axis",
+      .title = "t",
+      .claim = "c",
+      .source = "s",
+      .cost = "",
+      .axes = {{.key = "model.n_layers", .defaults = "1,2", .quick = "1,2", .description = "the arms' depths"}},
+      .plan = depth_axis_plan,
+      .judge = depth_axis_judge};
+  StudyOptions o = tiny_options(tmp / "ladder");
+  const Ladder ladder = plan_ladder(depth_axis, o, "model.n_layers=2,4,8");
+  const LadderResult result = run_ladder(depth_axis, o, ladder, runner());
+  ASSERT_EQ(result.rungs.size(), 3u);
+  const std::vector<std::vector<int>> arms = {{1, 2}, {2, 4}, {4, 8}};
+  for (size_t i = 0; i < arms.size(); ++i)
+    for (int layers : arms[i]) {
+      const fs::path run = ladder.rungs[i].dir / "runs" / fmt::format("tinyL{}-s2", layers);
+      ASSERT_TRUE(fs::exists(run / "status.json")) << run;
+      EXPECT_EQ(Json::parse(slurp(run / "config.json"))["model"]["n_layers"], layers) << run;
+    }
+  const Json json = Json::parse(slurp(tmp / "ladder" / "ladder.json"));
+  EXPECT_EQ(json["rungs"][2]["grid"], "model.n_layers=4,8");
+  EXPECT_EQ(json["sub_claims"][0]["first_holding_rung"], 4);
+  EXPECT_EQ(json["sub_claims"][0]["trend"]["direction"], "approaching the paper's regime");
+  EXPECT_NE(slurp(tmp / "ladder" / "ladder.md").find("Axis rule: model.n_layers is an axis of study ladder-depth-axis"),
+            std::string::npos);
 }
 
 // The cheapest real study (stream-at-init, init only) as a ladder through the CLI on the tiny corpus: every rung's
