@@ -28,9 +28,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
-void add_runner_options(CLI::App* cmd, study::RunnerOptions& runner) {
-  cmd->add_option("-j,--jobs", runner.jobs, "runs at once (separate processes; per rank under mpirun)")
-      ->capture_default_str();
+// The runner's options; returns --jobs, whose default (one run per core) is chosen after parsing (choose_jobs).
+CLI::Option* add_runner_options(CLI::App* cmd, study::RunnerOptions& runner) {
+  CLI::Option* jobs = cmd->add_option("-j,--jobs", runner.jobs,
+                                      "runs at once (separate processes; per rank under mpirun); default one per core: "
+                                      "--threads ÷ --ranks-per-run, each run on one thread");
   cmd->add_option("--threads", runner.threads, "cores shared by the runs (per rank under mpirun)")
       ->capture_default_str();
   cmd->add_option("--ranks-per-run", runner.ranks_per_run,
@@ -40,6 +42,13 @@ void add_runner_options(CLI::App* cmd, study::RunnerOptions& runner) {
   cmd->add_flag("--fresh", runner.fresh,
                 "discard the runs stored in the output directory and run them all again (by default a finished run is "
                 "reused when its request.json equals the plan's, and a different one stops the command)");
+  return jobs;
+}
+
+// --jobs left out: one run per core (study::jobs_per_core). Small models use a second thread poorly, so runs side by
+// side finish a grid sooner than one run at a time on every core.
+void choose_jobs(const CLI::Option* jobs, study::RunnerOptions& runner) {
+  if (jobs->count() == 0) runner.jobs = study::jobs_per_core(runner);
 }
 
 // This process's command line, as a shell would take it back.
@@ -161,6 +170,7 @@ struct StudyArgs {
   int max_seeds = study::SeedSchedule::kDefaultCap;
   study::StudyOptions options;
   study::RunnerOptions runner;
+  CLI::Option* jobs = nullptr;
 };
 
 void add_study_options(CLI::App* cmd, StudyArgs& a) {
@@ -197,7 +207,7 @@ void add_study_options(CLI::App* cmd, StudyArgs& a) {
                   "OUT/rung-AXIS-V, with the same fixed seeds (default 1,2,3), and report each sub-claim's trend in "
                   "OUT/ladder.html (default OUT runs/study-<name>[-quick|-large]-ladder-AXIS; docs/studies.md)");
   cmd->add_option("-o,--out", a.out, "study directory (default runs/study-<name>[-quick|-large])");
-  add_runner_options(cmd, a.runner);
+  a.jobs = add_runner_options(cmd, a.runner);
 }
 
 // The study run to its verdict and printed; fails after the report when the study is incomplete.
@@ -235,6 +245,7 @@ void dispatch_study(StudyArgs& a, const CLI::App& cmd) {
   if (a.name.empty()) fail("study: a study name is required (`normlab study list` shows them)");
   if (a.name == "list") return print_study_list();
   if (a.name == "statistics") return void(std::cout << study::statistics_help());
+  choose_jobs(a.jobs, a.runner);
   study::check_runner_options(a.runner);
   if (a.name == "index") return write_findings_index(a.index_dir.empty() ? "results" : a.index_dir, a.check);
   if (!a.index_dir.empty()) fail("study {}: unexpected argument '{}'", a.name, a.index_dir);
@@ -276,8 +287,9 @@ void add_sweep(CLI::App& app) {
                                      "[\"post\", \"pre\"], \"train.lr\": [1e-3, 3e-4]}, \"seeds\": 2}");
   cmd->add_option("file", args->file, "sweep file (JSON)")->required();
   cmd->add_option("-o,--out", args->out, "sweep directory (default runs/sweep-<file name>)");
-  add_runner_options(cmd, args->runner);
-  cmd->callback([args] {
+  CLI::Option* jobs = add_runner_options(cmd, args->runner);
+  cmd->callback([args, jobs] {
+    choose_jobs(jobs, args->runner);
     study::check_runner_options(args->runner);
     if (served_as_worker()) return;
     const Json doc = parse_config_json(io::read_file(args->file, "sweep file"), args->file);

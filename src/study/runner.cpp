@@ -484,6 +484,10 @@ std::string runs_made_by(const std::vector<RunOutcome>& runs) {
   return fmt::format("runs made by (status.json): {}", fmt::join(made, ", "));
 }
 
+int jobs_per_core(const RunnerOptions& options) {
+  return std::max(1, options.threads / std::max(1, options.ranks_per_run));
+}
+
 int threads_per_process(const RunnerOptions& options) {
   const int processes = std::max(1, options.jobs) * (dist::world().distributed() ? 1 : options.ranks_per_run);
   return std::max(1, options.threads / std::max(1, processes));

@@ -77,6 +77,11 @@ std::string runs_made_by(const std::vector<RunOutcome>& runs);
 // every process of those runs too (--ranks-per-run).
 int threads_per_process(const RunnerOptions& options);
 
+// --jobs when it is left out: one run per core, --threads ÷ --ranks-per-run (at least 1), so each process gets one
+// thread. A d-64 run on 2 threads is about 1.5× as fast as on 1 (docs/performance.md), so two runs side by side beat
+// one run on both cores.
+int jobs_per_core(const RunnerOptions& options);
+
 // Refuses --jobs, --threads or --ranks-per-run below 1, naming the option.
 void check_runner_options(const RunnerOptions& options);
 

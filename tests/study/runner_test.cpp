@@ -194,6 +194,26 @@ TEST(StudyRunner, RunnerOptionsBelowOneAreRefused) {
   EXPECT_FALSE(fs::exists(tmp / "study"));
 }
 
+// --jobs left out is one run per core: --threads 2 runs two at once on one thread each (status.json's threads); --jobs
+// 1 gives its one run both.
+TEST(StudyRunner, JobsLeftOutRunOnePerCore) {
+  TempDir tmp("runner");
+  spit(tmp / "sweep.json", Json{{"base", tiny_config_doc(2)}, {"grid", {{"model.placement", {"pre", "post"}}}}}.dump());
+  const auto threads_of = [&](const std::string& out, std::vector<std::string> options) {
+    std::vector<std::string> args = {"sweep", (tmp / "sweep.json").string(), "--out", (tmp / out).string()};
+    args.insert(args.end(), options.begin(), options.end());
+    const auto r = run_cli(args, tmp.path());
+    EXPECT_EQ(r.exit_code, 0) << r.err;
+    return Json::parse(slurp(tmp / out / "runs" / "placement-pre_s1" / "status.json"))["threads"].get<int>();
+  };
+  EXPECT_EQ(threads_of("auto", {"--threads", "2"}), 1);
+  EXPECT_EQ(threads_of("one", {"--threads", "2", "--jobs", "1"}), 2);
+  RunnerOptions options{.threads = 6, .ranks_per_run = 2};
+  EXPECT_EQ(jobs_per_core(options), 3);
+  options.threads = 1;
+  EXPECT_EQ(jobs_per_core(options), 1);
+}
+
 // train.steps = 0 trains nothing: a study refuses it with a sentence naming the field, before any run.
 TEST(StudyRunner, AStudyOfZeroStepsIsRefused) {
   TempDir tmp("runner");
