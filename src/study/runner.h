@@ -78,7 +78,7 @@ std::string runs_made_by(const std::vector<RunOutcome>& runs);
 int threads_per_process(const RunnerOptions& options);
 
 // --jobs when it is left out: one run per core, --threads ÷ --ranks-per-run (at least 1), so each process gets one
-// thread. A d-64 run on 2 threads is about 1.5× as fast as on 1 (docs/performance.md), so two runs side by side beat
+// thread. A d-64 run on 2 threads is about 1.7× as fast as on 1 (docs/performance.md), so two runs side by side beat
 // one run on both cores.
 int jobs_per_core(const RunnerOptions& options);
 
