@@ -10,6 +10,8 @@
 #include <set>
 #include <vector>
 
+#include "common/config_reader.h"
+#include "io/atomic_file.h"
 #include "study/claims.h"
 #include "study/preregistration.h"
 #include "study/report.h"
@@ -160,6 +162,53 @@ std::string not_reproduced_section(const fs::path& results) {
          rows;
 }
 
+// A ladder's trend of one sub-claim: "approaching the paper's regime, slope 0.410 [0.290, 0.530]".
+std::string trend_text(const Json& trend) {
+  const Json mean = trend.value("mean", Json()), interval = trend.value("interval", Json::array());
+  const bool has = interval.is_array() && interval.size() == 2 && interval[0].is_number() && interval[1].is_number();
+  return fmt::format(
+      "{}, slope {}{}", trend.value("direction", "undecided"),
+      mean.is_number() ? num(mean.get<double>()) : std::string("—"),
+      has ? fmt::format(" [{}, {}]", num(interval[0].get<double>()), num(interval[1].get<double>())) : std::string());
+}
+
+// One ladder.json's rows: each sub-claim's trend and first holding rung.
+std::string ladder_rows(std::string_view study, const Json& ladder) {
+  std::vector<std::string> rungs, seeds;
+  for (const Json& r : ladder.value("rungs", Json::array())) rungs.push_back(r.value("value", Json()).dump());
+  for (const Json& seed : ladder.value("seeds", Json::array())) seeds.push_back(seed.dump());
+  std::string rows;
+  for (const Json& c : ladder.value("sub_claims", Json::array())) {
+    const Json first = c.value("first_holding_rung", Json());
+    rows += fmt::format("| [{}]({}/ladder/ladder.md) | {} ∈ {{{}}}, seeds {} | {}: {} | {} | {} |\n", study, study,
+                        ladder.value("axis", ""), fmt::join(rungs, ", "), fmt::join(seeds, ","), c.value("id", ""),
+                        md_cell(c.value("statement", "")), trend_text(c.value("trend", Json::object())),
+                        first.is_number() ? first.dump() : std::string("none"));
+  }
+  return rows;
+}
+
+// Each ladder kept as results/<study>/ladder/ladder.json (normlab study NAME --ladder ...): every sub-claim's trend
+// over the rungs and the first rung where it holds, evidence beside the verdicts at the preset.
+std::string ladders_section(const fs::path& results) {
+  std::string rows;
+  for (const Study* s : all_studies()) {
+    const fs::path file = results / std::string(s->name) / "ladder" / "ladder.json";
+    std::error_code ec;
+    if (!fs::is_regular_file(file, ec)) continue;
+    const Json ladder = parse_json_or_discarded(io::read_file(file, "ladder report"));
+    if (ladder.is_object()) rows += ladder_rows(s->name, ladder);
+  }
+  if (rows.empty()) return rows;
+  return "\n## Ladders: the trend toward the paper's scale\n\nEach ladder kept here ran the study's preset at every "
+         "rung of one scale axis with the same seeds (docs/studies.md, \"Ladders\"): per sub-claim, the mean of its "
+         "per-seed slopes over log(rung) with their 95% t interval (toward the claimed side: approaching the paper's "
+         "regime; away: receding; across zero: flat), and the first rung at which it holds. Evidence beside the "
+         "verdicts above, which it does not change.\n\n| study | rungs | sub-claim | trend | first holding rung "
+         "|\n|---|---|---|---|---|\n" +
+         rows;
+}
+
 // One sub-claim's per-seed values in a report, NaN where a seed is missing.
 std::vector<double> per_seed_values(const Json& claim) {
   std::vector<double> v;
@@ -286,6 +335,7 @@ std::string findings_index(const fs::path& results) {
   if (!headlines.empty()) md += "\n## Headline sub-claims\n\n" + headlines;
   md += sets_section(results);
   md += not_reproduced_section(results);
+  md += ladders_section(results);
   std::string large;
   for (const Study* s : all_studies())
     if (const Kept k = kept_reports(results, s->name); k.large)

@@ -7,6 +7,7 @@
 
 #include "study/findings.h"
 #include "study/kit.h"
+#include "study/ladder.h"
 #include "study/studies.h"
 #include "train/tiny_corpus.h"
 
@@ -97,6 +98,35 @@ TEST(FindingsIndex, ListsEachFailingSubClaimWithItsSettingAndTheLargePresetsPric
   TempDir none("findings-none");
   kept_report(none / "why-pre-ln" / "design", {1, 2, 3}, {Truth::holds, Truth::holds}, "default");
   EXPECT_EQ(findings_index(none.path()).find("## Not reproduced"), std::string::npos) << "nothing fails";
+}
+
+// A ladder kept as results/<study>/ladder (its ladder.json, as ladder_report writes it) is listed with each sub-claim's
+// trend, its slope interval and the first rung where it holds; a study without one has no row.
+TEST(FindingsIndex, ListsEachKeptLaddersTrendAndFirstHoldingRung) {
+  TempDir tmp("findings-ladder");
+  kept_report(tmp / "why-pre-ln" / "design", {1, 2, 3}, {Truth::holds, Truth::holds}, "default");
+  EXPECT_EQ(findings_index(tmp.path()).find("## Ladders"), std::string::npos) << "no ladder kept";
+  const Study& study = find_study("why-pre-ln");
+  StudyOptions base{.dir = tmp / "why-pre-ln" / "ladder"};
+  base.seeds = {1, 2, 3};
+  const Ladder ladder = plan_ladder(study, base, "model.n_layers=6,12,24");
+  std::vector<StudyResult> rungs;
+  for (double rung : {0.0, 1.0, 2.0}) {  // B1's effect grows by about 1 a doubling: approaching, holds from 24
+    SubClaim c =
+        claim_above("B1", "Post-LN stalls", "not_trained", SeedValues{{1, 2, 3}, {rung, rung + 0.1, rung - 0.1}}, 1.5);
+    decide(c, SeedSchedule{1}.alpha());
+    rungs.push_back({.verdict = combine_verdicts({c}), .claims = {c}});
+  }
+  write_report(base.dir, ladder_report(study, base, ladder, rungs), "ladder");
+  const std::string md = findings_index(tmp.path());
+  const size_t section = md.find("\n## Ladders: the trend toward the paper's scale\n");
+  ASSERT_NE(section, std::string::npos) << md;
+  EXPECT_NE(md.find("| [why-pre-ln](why-pre-ln/ladder/ladder.md) | model.n_layers ∈ {6, 12, 24}, seeds 1,2,3 | B1: "
+                    "Post-LN stalls | approaching the paper's regime, slope 1.443 [",
+                    section),
+            std::string::npos)
+      << md;
+  EXPECT_NE(md.find("] | 24 |", section), std::string::npos) << md;
 }
 
 // What the repository keeps (issue: findings a researcher can cite): every study's design and fresh seed sets, each
