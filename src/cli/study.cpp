@@ -206,6 +206,10 @@ void add_study_options(CLI::App* cmd, StudyArgs& a) {
                   "model.n_layers or model.d_model, whose heads, d_ff and lr follow it), each rung a study in "
                   "OUT/rung-AXIS-V, with the same fixed seeds (default 1,2,3), and report each sub-claim's trend in "
                   "OUT/ladder.html (default OUT runs/study-<name>[-quick|-large]-ladder-AXIS; docs/studies.md)");
+  cmd->add_option("--claims", a.options.claims,
+                  "with --ladder: follow only these sub-claims, e.g. --claims D or --claims A,C; only the arms they "
+                  "read run at each rung (the others are shown as not followed)")
+      ->delimiter(',');
   cmd->add_option("-o,--out", a.out, "study directory (default runs/study-<name>[-quick|-large])");
   a.jobs = add_runner_options(cmd, a.runner);
 }
@@ -252,6 +256,11 @@ void dispatch_study(StudyArgs& a, const CLI::App& cmd) {
   std::shared_ptr<const study::ClaimFile> claim;
   const study::Study& s = study_named(a.name, claim);
   if (served_as_worker()) return;
+  if (!a.options.claims.empty() && a.ladder.empty())
+    fail(
+        "--claims {}: a study at its preset judges every sub-claim it pre-registered; --claims follows some of them up "
+        "a ladder, so add --ladder AXIS=V1,V2,V3 or drop --claims",
+        fmt::join(a.options.claims, ","));
   if (a.large) study::use_large_preset(s, a.options);
   const bool default_preset = !a.options.quick && !a.large;
   if (a.ladder.empty())

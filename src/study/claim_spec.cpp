@@ -316,6 +316,21 @@ SubClaim measure_claim(const ClaimSpec& given, const std::vector<ArmSpec>& arms,
   return claim;
 }
 
+std::vector<std::string> arms_read(const ClaimSpec& spec, const Json& variables) {
+  std::vector<std::string> templates = {spec.of.arm};
+  if (spec.against) templates.push_back(spec.against->arm);
+  if (spec.at_init) {
+    templates.push_back(spec.at_init->of.arm);
+    if (spec.at_init->against) templates.push_back(spec.at_init->against->arm);
+  }
+  for (const RunsMust& condition : spec.runs_must) templates.push_back(condition.arm);
+  std::vector<std::string> arms;
+  for (const std::string& arm_template : templates)
+    for (std::string& arm : expand(arm_template, variables, "sub-claim " + spec.id))
+      if (std::find(arms.begin(), arms.end(), arm) == arms.end()) arms.push_back(std::move(arm));
+  return arms;
+}
+
 std::string claim_rule(const ClaimSpec& given, const std::vector<ArmSpec>& arms, const Json& variables) {
   const ClaimSpec spec = check_claim(given, arms, variables, "sub-claim " + given.id);
   SubClaim shape = sided(spec, "", "", {}, variables);

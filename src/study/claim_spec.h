@@ -120,6 +120,10 @@ std::string chosen_arm(const Term& term, const Json& variables, const std::vecto
 SeedValues measure_term(const Term& term, const Json& variables, const std::vector<RunOutcome>& runs,
                         const std::vector<int>& seeds);
 
+// The arms a sub-claim reads (its terms', its control's and its conditions'), each template expanded over the
+// variables, in order and each once: the runs it cannot be measured without.
+std::vector<std::string> arms_read(const ClaimSpec& spec, const Json& variables);
+
 // The rule of one sub-claim in words: "B1: final training loss of Post-LN, 12 layers, no warm-up − of Pre-LN ...
 // > 0.2".
 std::string claim_rule(const ClaimSpec& spec, const std::vector<ArmSpec>& arms, const Json& variables);

@@ -405,15 +405,20 @@ std::string ladder_setup(const Study& study, const StudyOptions& base, const Lad
   return fmt::format(
       "Study {}'s {} preset, run once per rung of {} ∈ {{{}}}: each rung a study of its own ({}, in folder "
       "rung-{}-V with its own report), with seeds {} at every rung and one look per rung (each rung judged by the "
-      "study's own rule).{} The study's verdict at its preset stands in its own report; this ladder does not change "
-      "it.",
+      "study's own rule).{}{} The study's verdict at its preset stands in its own report; this ladder does not "
+      "change it.",
       study.name,
       base.quick   ? "--quick"
       : base.large ? "--large"
                    : "default",
       ladder.axis, fmt::join(values, ", "),
       own ? "--grid " + ladder.axis + " scaled to the rung" : "--set " + ladder.axis + "=V", ladder.axis,
-      describe_seeds(base.seeds), rules);
+      describe_seeds(base.seeds), rules,
+      base.claims.empty() ? std::string()
+                          : fmt::format(" It follows only sub-claim{} {} (--claims): only the arms {} run at "
+                                        "each rung, and each rung's report shows the others as not followed.",
+                                        base.claims.size() == 1 ? "" : "s", fmt::join(base.claims, ", "),
+                                        base.claims.size() == 1 ? "it reads" : "they read"));
 }
 
 // Each rung's verdict, linked to its report, in the report's table and in ladder.json.
@@ -444,12 +449,16 @@ Report ladder_report(const Study& study, const StudyOptions& base, const Ladder&
   r.evidence.push_back(kTrendRule);
   r.record = {{"ladder", true},         {"study", std::string(study.name)}, {"axis", ladder.axis},
               {"rules", ladder.rules},  {"trend_rule", kTrendRule},         {"seeds", base.seeds},
-              {"rungs", Json::array()}, {"sub_claims", Json::array()}};
+              {"rungs", Json::array()}, {"sub_claims", Json::array()},      {"followed", base.claims}};
   const Table verdicts = rung_verdicts(ladder, rungs, r);
   Table trends{"Trends (slope over log(rung), per seed; interval over the seeds, 95%)",
                {"sub-claim", "holds when", "slope interval", "trend", "first rung where it holds"}};
+  const auto followed = [&](const SubClaim& c) {
+    return base.claims.empty() || std::find(base.claims.begin(), base.claims.end(), c.id) != base.claims.end();
+  };
   if (!rungs.empty())
-    for (const SubClaim& c : rungs.front().claims) add_sub_claim(ladder, rungs, c, r, trends);
+    for (const SubClaim& c : rungs.front().claims)
+      if (followed(c)) add_sub_claim(ladder, rungs, c, r, trends);
   r.tables.insert(r.tables.begin(), {verdicts, trends});
   r.provenance = {"command: " + (base.command_line.empty() ? std::string("(not recorded)") : base.command_line),
                   "normlab: " + source_version() + " (the commit the binary was built from)",

@@ -412,6 +412,33 @@ long long layer_steps(const std::vector<RunRequest>& requests) {
 
 int checkpoint_interval(int steps) { return std::clamp(steps / 4, 1, 100); }
 
+namespace {
+
+// --claims: fails naming the study's sub-claims on an id it lacks; keeps only the runs of the arms the named
+// sub-claims read (arms_read), so a ladder following one sub-claim trains nothing it does not measure.
+void keep_followed_arms(const Study& study, const StudyOptions& options, std::vector<RunRequest>& requests) {
+  if (options.claims.empty()) return;
+  const Json variables = study_variables(study, options);
+  std::vector<std::string> ids, arms;
+  for (const ClaimSpec& spec : study.sub_claims) ids.push_back(spec.id);
+  for (const std::string& id : options.claims) {
+    const auto spec =
+        std::find_if(study.sub_claims.begin(), study.sub_claims.end(), [&](const ClaimSpec& c) { return c.id == id; });
+    if (spec == study.sub_claims.end())
+      fail("--claims {}: study {} has no sub-claim {}; its sub-claims are {}", fmt::join(options.claims, ","),
+           study.name, id, fmt::join(ids, ", "));
+    for (const std::string& arm : arms_read(*spec, variables)) arms.push_back(arm);
+  }
+  std::erase_if(requests, [&](const RunRequest& r) {
+    return std::none_of(arms.begin(), arms.end(), [&](const std::string& arm) {
+      return std::any_of(options.seeds.begin(), options.seeds.end(),
+                         [&](int seed) { return r.id == seed_id(arm, seed); });
+    });
+  });
+}
+
+}  // namespace
+
 std::vector<RunRequest> plan_study(const Study& study, StudyOptions& options) {
   if (options.seeds.empty()) choose_seeds(options, "", options.max_seeds);
   resolve_axes(study, options);
@@ -444,7 +471,8 @@ std::vector<RunRequest> plan_study(const Study& study, StudyOptions& options) {
       fail("{}: {} (run {}); nothing was run", fmt::join(given, " "), e.what(), r.id);
     }
   }
-  check_override_collisions(study, planned, options.overrides);
+  check_override_collisions(study, planned, options.overrides);  // over every arm: --claims frees no field
+  keep_followed_arms(study, options, requests);
   return requests;
 }
 
@@ -465,8 +493,16 @@ namespace {
 void measure_sub_claims(const Study& study, const StudyOptions& options, const std::vector<RunOutcome>& outcomes,
                         Report& report) {
   const Json variables = study_variables(study, options);
-  for (const ClaimSpec& spec : study.sub_claims)
+  const auto followed = [&](const std::string& id) {
+    return options.claims.empty() ||
+           std::find(options.claims.begin(), options.claims.end(), id) != options.claims.end();
+  };
+  for (const ClaimSpec& spec : study.sub_claims) {
     report.claims.push_back(measure_claim(spec, study.arms, variables, outcomes, options.seeds));
+    cannot_decide_unless(
+        report.claims.back(), followed(spec.id),
+        fmt::format("not followed here (--claims {}): its arms were not run", fmt::join(options.claims, ",")));
+  }
   const std::string notes = report.verdict_rule;
   report.verdict_rule = sub_claims_rule(study, options) + (notes.empty() ? "" : " " + notes);
 }

@@ -30,6 +30,9 @@ struct StudyOptions {
   std::filesystem::path dir;           // the study directory
   std::string command_line;            // how the study was started, recorded in its report
   std::vector<std::string> grid = {};  // --grid KEY=V1,V2,...: replaces the values of one of the study's axes
+  // --claims (a ladder's): follow only these sub-claims. Only the arms they read run, and the others are shown as not
+  // followed, undecided. Empty: every sub-claim.
+  std::vector<std::string> claims = {};
   // Each axis's values (the preset's, or --grid's), filled in by plan_study and judge_study.
   std::map<std::string, std::vector<Json>> axes = {};
 

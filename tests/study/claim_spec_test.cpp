@@ -30,6 +30,22 @@ TEST(ClaimSpec, FillJoinsAListAndExpandTakesEveryCombination) {
   EXPECT_THROW(expand("pre-{nothing}", kVariables, "test"), Error);
 }
 
+// The arms a sub-claim cannot be measured without: both terms (a term over a list variable gives every arm), the
+// control at init and the conditions on runs, each once.
+TEST(ClaimSpec, ArmsReadAreEveryTermsTheControlsAndTheConditionsArmsEachOnce) {
+  ClaimSpec spec{.id = "A",
+                 .statement = "s",
+                 .of = {"post-L{deep}", "final_train_loss"},
+                 .against = Term{"pre-lr{lr}", "final_train_loss", {}, Extreme::largest},
+                 .compare = Compare::difference,
+                 .at_init = InitControl{{"init-post", "final_train_loss"}, Term{"post-L{deep}", "final_train_loss"}},
+                 .runs_must = {{"ref", RunMust::train}}};
+  EXPECT_EQ(arms_read(spec, kVariables),
+            (std::vector<std::string>{"post-L12", "pre-lr0.001", "pre-lr0.003", "init-post", "ref"}));
+  spec.against.reset(), spec.at_init.reset(), spec.runs_must.clear();
+  EXPECT_EQ(arms_read(spec, kVariables), std::vector<std::string>{"post-L12"});
+}
+
 // The runs of arms pre-lr0.001 and pre-lr0.003 on seeds 1 and 2, trained to the given final losses (NaN: missing).
 std::vector<RunOutcome> runs_with(const TempDir& tmp, const std::map<std::string, double>& losses) {
   std::vector<RunOutcome> runs;

@@ -346,6 +346,60 @@ TEST(LadderRun, AStudysOwnAxisRunsScaledAtEachRung) {
             std::string::npos);
 }
 
+// A study stated as data with two arms that differ only in their learning rate: A reads arm "fast", B arm "slow".
+std::vector<RunRequest> two_arm_plan(const StudyOptions& o) {
+  std::vector<RunRequest> runs;
+  for (int seed : o.seeds)
+    for (const auto& [arm, lr] : {std::pair{"fast", 1e-3}, std::pair{"slow", 1e-4}}) {
+      Json config = train::testing::tiny_config_doc(kTinySteps);
+      config["train"]["seed"] = seed;
+      config["train"]["lr"] = lr;
+      runs.push_back({seed_id(arm, seed), config, "train", ""});
+    }
+  return runs;
+}
+
+const Study kTwoArms{.name = "ladder-two-arms",
+                     .title = "t",
+                     .claim = "c",
+                     .source = "s",
+                     .cost = "",
+                     .plan = two_arm_plan,
+                     .arms = {{"fast", "lr 1e-3"}, {"slow", "lr 1e-4"}},
+                     .sub_claims = {{.id = "A", .statement = "a", .of = {"fast", "final_train_loss"}, .threshold = 0},
+                                    {.id = "B", .statement = "b", .of = {"slow", "final_train_loss"}, .threshold = 0}},
+                     .judge = [](const StudyOptions&, const std::vector<RunOutcome>&) { return Report{}; }};
+
+// --claims A: each rung runs arm "fast" alone, the ladder follows A alone, and each rung's report says B was not
+// followed; an id the study lacks is refused naming its sub-claims, and --claims without --ladder is refused.
+TEST(LadderRun, ClaimsRunOnlyTheArmsTheFollowedSubClaimsRead) {
+  TempDir tmp("ladder");
+  StudyOptions o = tiny_options(tmp / "ladder");
+  o.claims = {"A"};
+  const Ladder ladder = plan_ladder(kTwoArms, o, "train.steps=2,3,4");
+  const LadderResult result = run_ladder(kTwoArms, o, ladder, runner());
+  for (const Rung& rung : ladder.rungs) {
+    EXPECT_TRUE(fs::exists(rung.dir / "runs" / "fast-s1" / "status.json")) << rung.dir;
+    EXPECT_FALSE(fs::exists(rung.dir / "runs" / "slow-s1")) << rung.dir;
+  }
+  ASSERT_EQ(result.rungs.size(), 3u);
+  ASSERT_EQ(result.rungs[0].claims.size(), 2u);
+  EXPECT_EQ(result.rungs[0].claims[1].cannot_decide, "not followed here (--claims A): its arms were not run");
+  const Json json = Json::parse(slurp(tmp / "ladder" / "ladder.json"));
+  ASSERT_EQ(json["sub_claims"].size(), 1u);
+  EXPECT_EQ(json["sub_claims"][0]["id"], "A");
+  EXPECT_EQ(json["followed"], Json::array({"A"}));
+  EXPECT_NE(slurp(tmp / "ladder" / "ladder.md").find("It follows only sub-claim A (--claims)"), std::string::npos);
+
+  o.claims = {"A", "Z"};
+  expect_one_sentence(error_of([&] { plan_ladder(kTwoArms, o, "train.steps=2,3,4"); }), "--claims A,Z",
+                      "its sub-claims are A, B");
+  const auto cli =
+      run_cli({"study", "stream-at-init", "--quick", "--claims", "A", "--out", (tmp / "s").string()}, tmp.path());
+  EXPECT_NE(cli.exit_code, 0);
+  EXPECT_NE(cli.err.find("--claims A: a study at its preset judges every sub-claim"), std::string::npos) << cli.err;
+}
+
 // The cheapest real study (stream-at-init, init only) as a ladder through the CLI on the tiny corpus: every rung's
 // report, and ladder.json with a slope interval and a first holding rung per sub-claim; ladder.html draws its charts.
 TEST(LadderRun, CliLaddersARealStudyAndTheReportRenders) {
