@@ -362,10 +362,23 @@ Json trend_json(const Trend& t) {
           {"direction", direction_name(t.direction)}};
 }
 
+// The sub-claim as the ladder names it: its first rung's, except that a statement or statistic that changes with the
+// rung (a study's own axis climbed: "6-layer Post-LN" at rung 6, "24-layer" at 24) is the top rung's, marked so.
+SubClaim as_named(const SubClaim& first, const std::vector<const SubClaim*>& at) {
+  SubClaim named = first;
+  const SubClaim* top = at.empty() ? nullptr : at.back();
+  if (!top) return named;
+  constexpr const char* kMark = " (as at the top rung; each rung's report states its own)";
+  if (top->statement != first.statement) named.statement = top->statement + kMark;
+  if (top->statistic != first.statistic) named.statistic = top->statistic + kMark;
+  return named;
+}
+
 // One sub-claim's chart, table, trend row, evidence line and ladder.json entry.
-void add_sub_claim(const Ladder& ladder, const std::vector<StudyResult>& rungs, const SubClaim& first, Report& report,
-                   Table& trends) {
-  const std::vector<const SubClaim*> at = across_rungs(rungs, first.id);
+void add_sub_claim(const Ladder& ladder, const std::vector<StudyResult>& rungs, const SubClaim& first_rung,
+                   Report& report, Table& trends) {
+  const std::vector<const SubClaim*> at = across_rungs(rungs, first_rung.id);
+  const SubClaim first = as_named(first_rung, at);
   std::vector<SeedValues> per_rung;
   Json json_rungs = Json::array();
   for (size_t i = 0; i < at.size(); ++i) {

@@ -290,7 +290,8 @@ TEST(LadderRun, WritesEachRungAsAStudyAndTheTrendsInLadderJson) {
 }
 
 // A study with its own depth axis (one arm per depth), judged on its deepest arm's depth: A "the deepest arm is over 2
-// layers". Climbed over model.n_layers, each rung's arms are the axis's values scaled to the rung.
+// layers", a statement naming that depth. Climbed over model.n_layers, each rung's arms are the axis's values scaled to
+// the rung, and the ladder names the sub-claim as its top rung does.
 std::vector<RunRequest> depth_axis_plan(const StudyOptions& o) {
   std::vector<RunRequest> runs;
   for (int seed : o.seeds)
@@ -312,7 +313,8 @@ Report depth_axis_judge(const StudyOptions& o, const std::vector<RunOutcome>& ru
     return run->config["model"]["n_layers"].get<double>() - 2 + seed / 100.0;
   });
   Report r;
-  r.claims = {claim_above("A", "the deepest arm is over 2 layers", "L − 2 + seed/100", effect, 0)};
+  r.claims = {claim_above("A", fmt::format("the deepest arm, {} layers, is over 2 layers", deepest), "L − 2 + seed/100",
+                          effect, 0)};
   return r;
 }
 
@@ -342,6 +344,8 @@ TEST(LadderRun, AStudysOwnAxisRunsScaledAtEachRung) {
   EXPECT_EQ(json["rungs"][2]["grid"], "model.n_layers=4,8");
   EXPECT_EQ(json["sub_claims"][0]["first_holding_rung"], 4);
   EXPECT_EQ(json["sub_claims"][0]["trend"]["direction"], "approaching the paper's regime");
+  EXPECT_EQ(json["sub_claims"][0]["statement"],
+            "the deepest arm, 8 layers, is over 2 layers (as at the top rung; each rung's report states its own)");
   EXPECT_NE(slurp(tmp / "ladder" / "ladder.md").find("Axis rule: model.n_layers is an axis of study ladder-depth-axis"),
             std::string::npos);
 }
