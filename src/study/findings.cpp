@@ -173,14 +173,14 @@ std::string trend_text(const Json& trend) {
 }
 
 // One ladder.json's rows: each sub-claim's trend and first holding rung.
-std::string ladder_rows(std::string_view study, const Json& ladder) {
+std::string ladder_rows(std::string_view study, const std::string& folder, const Json& ladder) {
   std::vector<std::string> rungs, seeds;
   for (const Json& r : ladder.value("rungs", Json::array())) rungs.push_back(r.value("value", Json()).dump());
   for (const Json& seed : ladder.value("seeds", Json::array())) seeds.push_back(seed.dump());
   std::string rows;
   for (const Json& c : ladder.value("sub_claims", Json::array())) {
     const Json first = c.value("first_holding_rung", Json());
-    rows += fmt::format("| [{}]({}/ladder/ladder.md) | {} ∈ {{{}}}, seeds {} | {}: {} | {} | {} |\n", study, study,
+    rows += fmt::format("| [{}]({}/{}/ladder.md) | {} ∈ {{{}}}, seeds {} | {}: {} | {} | {} |\n", study, study, folder,
                         ladder.value("axis", ""), fmt::join(rungs, ", "), fmt::join(seeds, ","), c.value("id", ""),
                         md_cell(c.value("statement", "")), trend_text(c.value("trend", Json::object())),
                         first.is_number() ? first.dump() : std::string("none"));
@@ -188,17 +188,30 @@ std::string ladder_rows(std::string_view study, const Json& ladder) {
   return rows;
 }
 
-// Each ladder kept as results/<study>/ladder/ladder.json (normlab study NAME --ladder ...): every sub-claim's trend
-// over the rungs and the first rung where it holds, evidence beside the verdicts at the preset.
+// A study's kept ladder folders, by name: results/<study>/ladder and any ladder-<seed set> beside it (the same ladder
+// on another seed set, e.g. ladder-unseen), each holding a ladder.json.
+std::vector<std::string> ladder_folders(const fs::path& study_dir) {
+  std::vector<std::string> folders;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(study_dir, ec)) {
+    const std::string name = entry.path().filename().string();
+    if ((name == "ladder" || name.starts_with("ladder-")) && fs::is_regular_file(entry.path() / "ladder.json", ec))
+      folders.push_back(name);
+  }
+  std::sort(folders.begin(), folders.end());
+  return folders;
+}
+
+// Each ladder kept as results/<study>/ladder[-SET]/ladder.json (normlab study NAME --ladder ...): every sub-claim's
+// trend over the rungs and the first rung where it holds, evidence beside the verdicts at the preset.
 std::string ladders_section(const fs::path& results) {
   std::string rows;
-  for (const Study* s : all_studies()) {
-    const fs::path file = results / std::string(s->name) / "ladder" / "ladder.json";
-    std::error_code ec;
-    if (!fs::is_regular_file(file, ec)) continue;
-    const Json ladder = parse_json_or_discarded(io::read_file(file, "ladder report"));
-    if (ladder.is_object()) rows += ladder_rows(s->name, ladder);
-  }
+  for (const Study* s : all_studies())
+    for (const std::string& folder : ladder_folders(results / std::string(s->name))) {
+      const Json ladder = parse_json_or_discarded(
+          io::read_file(results / std::string(s->name) / folder / "ladder.json", "ladder report"));
+      if (ladder.is_object()) rows += ladder_rows(s->name, folder, ladder);
+    }
   if (rows.empty()) return rows;
   return "\n## Ladders: the trend toward the paper's scale\n\nEach ladder kept here ran the study's preset at every "
          "rung of one scale axis with the same seeds (docs/studies.md, \"Ladders\"): per sub-claim, the mean of its "

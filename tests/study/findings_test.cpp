@@ -127,6 +127,17 @@ TEST(FindingsIndex, ListsEachKeptLaddersTrendAndFirstHoldingRung) {
             std::string::npos)
       << md;
   EXPECT_NE(md.find("] | 24 |", section), std::string::npos) << md;
+
+  // The same ladder on another seed set, kept beside it as ladder-unseen, gets rows of its own after the first.
+  base.dir = tmp / "why-pre-ln" / "ladder-unseen";
+  base.seeds = {1001, 1002, 1003};
+  for (StudyResult& r : rungs) r.claims[0].values.seeds = base.seeds;
+  write_report(base.dir, ladder_report(study, base, ladder, rungs), "ladder");
+  const std::string both = findings_index(tmp.path());
+  const size_t unseen = both.find(
+      "| [why-pre-ln](why-pre-ln/ladder-unseen/ladder.md) | model.n_layers ∈ {6, 12, 24}, seeds 1001,1002,1003 | B1");
+  ASSERT_NE(unseen, std::string::npos) << both;
+  EXPECT_LT(both.find("(why-pre-ln/ladder/ladder.md)"), unseen) << both;
 }
 
 // What the repository keeps (issue: findings a researcher can cite): every study's design and fresh seed sets, each
