@@ -171,7 +171,6 @@ void scale_own_axis(const Study& study, const StudyOptions& base, const std::str
   int common = 0;
   for (const int v : values) common = std::gcd(common, v);
   const int multiple = largest / common;  // rung · v / largest is whole for every v exactly when multiple divides rung
-  std::string grid = ladder.axis + "=";
   for (Rung& r : ladder.rungs) {
     if (r.value % multiple)
       fail(
@@ -466,12 +465,9 @@ Report ladder_report(const Study& study, const StudyOptions& base, const Ladder&
   const Table verdicts = rung_verdicts(ladder, rungs, r);
   Table trends{"Trends (slope over log(rung), per seed; interval over the seeds, 95%)",
                {"sub-claim", "holds when", "slope interval", "trend", "first rung where it holds"}};
-  const auto followed = [&](const SubClaim& c) {
-    return base.claims.empty() || std::find(base.claims.begin(), base.claims.end(), c.id) != base.claims.end();
-  };
   if (!rungs.empty())
     for (const SubClaim& c : rungs.front().claims)
-      if (followed(c)) add_sub_claim(ladder, rungs, c, r, trends);
+      if (base.follows(c.id)) add_sub_claim(ladder, rungs, c, r, trends);
   r.tables.insert(r.tables.begin(), {verdicts, trends});
   r.provenance = {"command: " + (base.command_line.empty() ? std::string("(not recorded)") : base.command_line),
                   "normlab: " + source_version() + " (the commit the binary was built from)",

@@ -270,6 +270,10 @@ std::vector<double> StudyOptions::number_axis(const std::string& key) const {
   return out;
 }
 
+bool StudyOptions::follows(const std::string& claim_id) const {
+  return claims.empty() || std::find(claims.begin(), claims.end(), claim_id) != claims.end();
+}
+
 std::vector<std::string> StudyOptions::text_axis(const std::string& key) const {
   std::vector<std::string> out;
   for (const Json& v : axis(key)) out.push_back(v.get<std::string>());
@@ -429,12 +433,10 @@ void keep_followed_arms(const Study& study, const StudyOptions& options, std::ve
            study.name, id, fmt::join(ids, ", "));
     for (const std::string& arm : arms_read(*spec, variables)) arms.push_back(arm);
   }
-  std::erase_if(requests, [&](const RunRequest& r) {
-    return std::none_of(arms.begin(), arms.end(), [&](const std::string& arm) {
-      return std::any_of(options.seeds.begin(), options.seeds.end(),
-                         [&](int seed) { return r.id == seed_id(arm, seed); });
-    });
-  });
+  std::set<std::string> kept;
+  for (const std::string& arm : arms)
+    for (int seed : options.seeds) kept.insert(seed_id(arm, seed));
+  std::erase_if(requests, [&](const RunRequest& r) { return !kept.contains(r.id); });
 }
 
 }  // namespace
@@ -493,14 +495,10 @@ namespace {
 void measure_sub_claims(const Study& study, const StudyOptions& options, const std::vector<RunOutcome>& outcomes,
                         Report& report) {
   const Json variables = study_variables(study, options);
-  const auto followed = [&](const std::string& id) {
-    return options.claims.empty() ||
-           std::find(options.claims.begin(), options.claims.end(), id) != options.claims.end();
-  };
   for (const ClaimSpec& spec : study.sub_claims) {
     report.claims.push_back(measure_claim(spec, study.arms, variables, outcomes, options.seeds));
     cannot_decide_unless(
-        report.claims.back(), followed(spec.id),
+        report.claims.back(), options.follows(spec.id),
         fmt::format("not followed here (--claims {}): its arms were not run", fmt::join(options.claims, ",")));
   }
   const std::string notes = report.verdict_rule;

@@ -41,6 +41,8 @@ struct StudyOptions {
   std::vector<int> int_axis(const std::string& key) const;
   std::vector<double> number_axis(const std::string& key) const;
   std::vector<std::string> text_axis(const std::string& key) const;
+  // Whether --claims follows the sub-claim (every one when --claims is empty).
+  bool follows(const std::string& claim_id) const;
 };
 
 // One axis of a study's grid, declared in data: `normlab study NAME --help` lists it, `--grid KEY=...`
