@@ -140,12 +140,14 @@ void write_findings_index(const fs::path& results, bool check) {
 
 // --ladder: the study once per rung, then the ladder's report beside the rungs' folders (default
 // runs/study-NAME[-quick|-large]-ladder-AXIS); fails at the end, after the report, if a rung's runs failed.
+// With --preregistration it runs nothing and prints each rung's pre-registration and hash, what the ladder freezes.
 void climb_ladder(const study::Study& s, study::StudyOptions options, const study::RunnerOptions& runner,
-                  const std::string& spec, const std::string& out, std::string_view preset) {
+                  const std::string& spec, const std::string& out, std::string_view preset, bool preregistration) {
   const std::string axis = spec.substr(0, spec.find('='));
   options.dir = out.empty() ? fs::path(default_study_dir(s.name, preset).string() + "-ladder-" + axis) : fs::path(out);
   options.command_line = command_line();
   const study::Ladder ladder = study::plan_ladder(s, options, spec);
+  if (preregistration) return void(std::cout << study::ladder_preregistration_text(s, options, ladder));
   const study::LadderResult result = study::run_ladder(s, options, ladder, runner);
   study::release_workers();
   std::vector<std::string> failed;
@@ -194,9 +196,11 @@ void add_study_options(CLI::App* cmd, StudyArgs& a) {
   cmd->add_flag("--judge-only", a.options.judge_only,
                 "judge the runs stored in --out again with this build's rule, running nothing (a run that is not "
                 "there counts as failed): kept results judged again after a change to the study wing");
-  cmd->add_flag("--preregistration", a.preregistration,
-                "print the study's pre-registration (arms, sub-claims, rule, seed rule, preset) and its hash, run "
-                "nothing; commit it with \"frozen NAME HASH\" before running unseen seeds (1001 on)");
+  cmd->add_flag(
+      "--preregistration", a.preregistration,
+      "print the study's pre-registration (arms, sub-claims, rule, seed rule, preset) and its hash, run "
+      "nothing; commit it with \"frozen NAME HASH\" before running unseen seeds (1001 on); with --ladder, each "
+      "rung's (one \"frozen NAME HASH\" per rung)");
   cmd->add_option("-s,--set", a.options.overrides, "override a field of every run, e.g. --set train.lr=3e-4");
   cmd->add_option("-g,--grid", a.options.grid,
                   "replace the values of one of the study's axes, e.g. --grid model.n_layers=8,16,32 (repeatable; "
@@ -267,9 +271,9 @@ void dispatch_study(StudyArgs& a, const CLI::App& cmd) {
     study::choose_seeds(a.options, a.seeds.empty() && default_preset ? std::string(s.default_seeds) : a.seeds,
                         a.max_seeds);
   else study::choose_ladder_seeds(a.options, a.seeds);
-  if (a.preregistration) return void(std::cout << study::preregistration_text(s, a.options));
   const std::string_view preset = a.options.quick ? "quick" : a.large ? "large" : "";
-  if (!a.ladder.empty()) return climb_ladder(s, a.options, a.runner, a.ladder, a.out, preset);
+  if (!a.ladder.empty()) return climb_ladder(s, a.options, a.runner, a.ladder, a.out, preset, a.preregistration);
+  if (a.preregistration) return void(std::cout << study::preregistration_text(s, a.options));
   run_and_print(s, a, preset);
 }
 

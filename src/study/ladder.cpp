@@ -10,6 +10,7 @@
 #include <numeric>
 
 #include "common/error.h"
+#include "study/preregistration.h"
 
 namespace normlab::study {
 
@@ -475,22 +476,38 @@ Report ladder_report(const Study& study, const StudyOptions& base, const Ladder&
   return r;
 }
 
+StudyOptions rung_options(const StudyOptions& base, const Ladder& ladder, const Rung& rung) {
+  StudyOptions options = base;
+  options.overrides.insert(options.overrides.end(), rung.overrides.begin(), rung.overrides.end());
+  if (!rung.grid.empty()) {  // replaces the user's --grid of the same axis
+    std::erase_if(options.grid, [&](const std::string& g) { return g.substr(0, g.find('=')) == ladder.axis; });
+    options.grid.push_back(rung.grid);
+  }
+  options.dir = rung.dir;
+  return options;
+}
+
+std::string rung_setting(const Rung& rung) {
+  return rung.grid.empty() ? fmt::format("{}", fmt::join(rung.overrides, " ")) : "--grid " + rung.grid;
+}
+
+std::string ladder_preregistration_text(const Study& study, const StudyOptions& base, const Ladder& ladder) {
+  std::string text;
+  for (const Rung& rung : ladder.rungs) {
+    const StudyOptions options = rung_options(base, ladder, rung);
+    text += fmt::format("## rung {}={} ({})\n{}\n", ladder.axis, rung.value, rung_setting(rung),
+                        preregistration_text(study, options));
+  }
+  return text;
+}
+
 LadderResult run_ladder(const Study& study, const StudyOptions& base, const Ladder& ladder,
                         const RunnerOptions& runner) {
   LadderResult out;
   for (const Rung& rung : ladder.rungs) {
-    StudyOptions options = base;
-    options.overrides.insert(options.overrides.end(), rung.overrides.begin(), rung.overrides.end());
-    if (!rung.grid.empty()) {  // replaces the user's --grid of the same axis
-      std::erase_if(options.grid, [&](const std::string& g) { return g.substr(0, g.find('=')) == ladder.axis; });
-      options.grid.push_back(rung.grid);
-    }
-    options.dir = rung.dir;
-    std::cerr << fmt::format(
-        "ladder: {}={} ({}) in {}\n", ladder.axis, rung.value,
-        rung.grid.empty() ? fmt::format("{}", fmt::join(rung.overrides, " ")) : "--grid " + rung.grid,
-        rung.dir.string());
-    out.rungs.push_back(run_study(study, options, runner));
+    std::cerr << fmt::format("ladder: {}={} ({}) in {}\n", ladder.axis, rung.value, rung_setting(rung),
+                             rung.dir.string());
+    out.rungs.push_back(run_study(study, rung_options(base, ladder, rung), runner));
   }
   const Report report = ladder_report(study, base, ladder, out.rungs);
   out.html = write_report(base.dir, report, "ladder");

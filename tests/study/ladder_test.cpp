@@ -395,6 +395,20 @@ TEST(LadderRun, ClaimsRunOnlyTheArmsTheFollowedSubClaimsRead) {
   EXPECT_EQ(json["followed"], Json::array({"A"}));
   EXPECT_NE(slurp(tmp / "ladder" / "ladder.md").find("It follows only sub-claim A (--claims)"), std::string::npos);
 
+  // What --preregistration --ladder prints for a rung is the hash its report states, --claims included.
+  const std::string frozen = ladder_preregistration_text(kTwoArms, o, ladder);
+  for (const Rung& rung : ladder.rungs) {
+    const std::string hash = Json::parse(slurp(rung.dir / "report.json"))["preregistration"];
+    const size_t at = frozen.find(fmt::format("## rung train.steps={} (train.steps={})", rung.value, rung.value));
+    ASSERT_NE(at, std::string::npos) << frozen;
+    EXPECT_EQ(frozen.substr(frozen.find("hash: ", at) + 6, hash.size()), hash) << rung.value;
+  }
+  StudyOptions every_claim = o;
+  every_claim.claims.clear();
+  EXPECT_EQ(ladder_preregistration_text(kTwoArms, every_claim, ladder)
+                .find(Json::parse(slurp(ladder.rungs[0].dir / "report.json"))["preregistration"].get<std::string>()),
+            std::string::npos);
+
   o.claims = {"A", "Z"};
   expect_one_sentence(error_of([&] { plan_ladder(kTwoArms, o, "train.steps=2,3,4"); }), "--claims A,Z",
                       "its sub-claims are A, B");
