@@ -437,6 +437,8 @@ std::string ladder_setup(const Study& study, const StudyOptions& base, const Lad
 // Each rung's verdict, linked to its report, in the report's table and in ladder.json.
 Table rung_verdicts(const Ladder& ladder, const std::vector<StudyResult>& rungs, Report& r) {
   Table verdicts{"Each rung's verdict (a study of its own: open its report)", {ladder.axis, "verdict", "report"}};
+  r.run_dirs_heading = "Rungs";
+  r.run_dirs_are = "studies, each with its own report and runs (rung-" + ladder.axis + "-V/report.html)";
   for (size_t i = 0; i < rungs.size() && i < ladder.rungs.size(); ++i) {
     const std::string report = (ladder.rungs[i].dir.filename() / "report.html").string();
     verdicts.rows.push_back({std::to_string(ladder.rungs[i].value), rungs[i].verdict, report});

@@ -313,7 +313,7 @@ std::string html_evidence(const Report& r) {
     for (const auto& p : r.provenance) html += "<li>" + html_escape(p) + "</li>\n";
     html += "</ul>\n";
   }
-  html += "<h2>Runs</h2>\n<ul>\n";
+  html += "<h2>" + html_escape(r.run_dirs_heading) + "</h2>\n<ul>\n";
   for (const auto& d : r.run_dirs) html += "<li><a href=\"" + html_escape(d) + "\">" + html_escape(d) + "</a></li>\n";
   html += "</ul>\n<script>\nconst configs = [";
   for (size_t i = 0; i < r.charts.size(); ++i) {
@@ -357,7 +357,7 @@ std::string markdown_report(const Report& r, const std::string& stem) {
     md += "\n## Reproduce\n\n";
     for (const auto& p : r.provenance) md += "* " + p + "\n";
   }
-  md += "\nCharts: " + stem + ".html. Runs: " + std::to_string(r.run_dirs.size()) + " directories under runs/.\n";
+  md += fmt::format("\nCharts: {}.html. {}: {} {}.\n", stem, r.run_dirs_heading, r.run_dirs.size(), r.run_dirs_are);
   return md;
 }
 

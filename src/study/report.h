@@ -53,6 +53,9 @@ struct Report {
   std::vector<Chart> charts;
   std::vector<Table> tables;
   std::vector<std::string> run_dirs;  // relative to the report
+  // What run_dirs are, in the report's words: a study's run folders, or a ladder's rung reports.
+  std::string run_dirs_heading = "Runs";
+  std::string run_dirs_are = "directories under runs/";
   std::vector<std::string>
       provenance;  // what rerunning it takes: command, overrides, normlab commit, corpus, threads, seeds
 };

@@ -287,6 +287,14 @@ TEST(LadderRun, WritesEachRungAsAStudyAndTheTrendsInLadderJson) {
   const std::string md = slurp(tmp / "ladder" / "ladder.md");
   EXPECT_NE(md.find("holds first at model.n_layers=3"), std::string::npos) << md;
   EXPECT_NE(md.find("rung-model.n_layers-2/report.html"), std::string::npos) << md;
+  // Its footer counts rungs, not run folders: a ladder has no runs/ of its own.
+  EXPECT_NE(md.find("Rungs: 3 studies, each with its own report and runs (rung-model.n_layers-V/report.html)."),
+            std::string::npos)
+      << md;
+  EXPECT_EQ(md.find("directories under runs/"), std::string::npos) << md;
+  EXPECT_NE(slurp(tmp / "ladder" / "ladder.html").find("<h2>Rungs</h2>"), std::string::npos);
+  EXPECT_NE(slurp(tmp / "ladder" / "rung-model.n_layers-1" / "report.md").find("Runs: 3 directories under runs/."),
+            std::string::npos);
 }
 
 // A study with its own depth axis (one arm per depth), judged on its deepest arm's depth: A "the deepest arm is over 2
