@@ -478,6 +478,10 @@ Report ladder_report(const Study& study, const StudyOptions& base, const Ladder&
   return r;
 }
 
+namespace {
+
+// The options that make one rung: the base's, then the rung's --set (after the user's, so they win) or its --grid in
+// place of the user's of the same axis, in the rung's folder.
 StudyOptions rung_options(const StudyOptions& base, const Ladder& ladder, const Rung& rung) {
   StudyOptions options = base;
   options.overrides.insert(options.overrides.end(), rung.overrides.begin(), rung.overrides.end());
@@ -489,9 +493,12 @@ StudyOptions rung_options(const StudyOptions& base, const Ladder& ladder, const 
   return options;
 }
 
+// How a rung is made, as the command line would say it: "train.steps=1200" or "--grid model.n_layers=3,6".
 std::string rung_setting(const Rung& rung) {
   return rung.grid.empty() ? fmt::format("{}", fmt::join(rung.overrides, " ")) : "--grid " + rung.grid;
 }
+
+}  // namespace
 
 std::string ladder_preregistration_text(const Study& study, const StudyOptions& base, const Ladder& ladder) {
   std::string text;

@@ -86,13 +86,6 @@ struct LadderResult {
 Report ladder_report(const Study& study, const StudyOptions& base, const Ladder& ladder,
                      const std::vector<StudyResult>& rungs);
 
-// The options that make one rung: the base's, then the rung's --set (after the user's, so they win) or its --grid in
-// place of the user's of the same axis, in the rung's folder.
-StudyOptions rung_options(const StudyOptions& base, const Ladder& ladder, const Rung& rung);
-
-// How a rung is made, as the command line would say it: "train.steps=1200" or "--grid model.n_layers=3,6".
-std::string rung_setting(const Rung& rung);
-
 // `--preregistration --ladder`: each rung's pre-registration and hash as its report will state them (with --claims,
 // only the followed arms), under a "## rung AXIS=V (setting)" line: what a ladder freezes, one "frozen NAME HASH" per
 // rung, before it runs unseen seeds.
