@@ -1,7 +1,8 @@
 #pragma once
-// exp and the normal CDF Φ in fp32 as straight-line code that the compiler vectorizes (no libm call, no branch),
-// for the loops where a step spends its time in them: softmax (attention, cross-entropy), GELU and SiLU. fp64, the
-// precision of the finite-difference checks, keeps libm's. Measured accuracy: tests/engine/fast_math_test.cpp.
+// exp, tanh and the normal CDF Φ in fp32 as straight-line code that the compiler vectorizes (no libm call, no
+// branch), for the loops where a step spends its time in them: softmax (attention, cross-entropy), GELU, SiLU and DyT.
+// fp64, the precision of the finite-difference checks, keeps libm's. Measured accuracy:
+// tests/engine/fast_math_test.cpp.
 //
 // exp(x): x = n·ln2 + r with n = round(x/ln2) (rounded by adding and subtracting 1.5·2²³) and |r| ≤ ln2/2, r
 //   computed with ln2 split in two parts (Cody & Waite) so it is exact to fp32; e^r = 1 + r + r²·P(r), P Cephes'
@@ -39,6 +40,28 @@ inline float fast_exp(float x) {
   return x < -86.6f ? 0.0f : (x > 88.7f ? std::numeric_limits<float>::infinity() : y);
 }
 inline double fast_exp(double x) { return std::exp(x); }
+
+// tanh(x) = sign(x)·tanh(a), a = |x|, both halves computed and one kept (a select, which vectorizes):
+//   a < 0.55: the Maclaurin series a − a³/3 + 2a⁵/15 − … through a¹⁷ (coefficients 2²ⁿ(2²ⁿ − 1)B₂ₙ/(2n)!), whose
+//             next term is below 2e−9 of tanh(a) there;
+//   a ≥ 0.55: 1 − 2/(e^(2a) + 1). There 2/(e^(2a) + 1) ≤ 0.5, so the subtraction loses at most one bit; e^(2a)
+//             overflowing to +inf gives exactly 1, and NaN stays NaN.
+// Within 2.9 × 2⁻²⁴ of tanh relative, the worst just above the switch (FastMath.TanhIsWithinThreeUlpOfLibm).
+inline float fast_tanh(float x) {
+  const float a = std::fabs(x), a2 = a * a;
+  float p = 5.90027440945586e-4f;  // a¹⁷'s coefficient 6404582/10854718875, then Horner in a² down to a
+  p = p * a2 - 1.4558343870513183e-3f;
+  p = p * a2 + 3.592128036572481e-3f;
+  p = p * a2 - 8.863235529902197e-3f;
+  p = p * a2 + 2.1869488536155203e-2f;
+  p = p * a2 - 5.396825396825397e-2f;
+  p = p * a2 + 1.3333333333333333e-1f;
+  p = p * a2 - 3.333333333333333e-1f;
+  const float series = a + a * a2 * p;
+  const float from_exp = 1.0f - 2.0f / (fast_exp(2.0f * a) + 1.0f);
+  return std::copysign(a < 0.55f ? series : from_exp, x);
+}
+inline double fast_tanh(double x) { return std::tanh(x); }
 
 inline float normal_cdf(float x) {
   const float u = x * -0.707106781186547524f;  // Φ(x) = erfc(u)/2, u = −x/√2

@@ -34,6 +34,33 @@ TEST(FastMath, ExpKeepsNaNAndSaturatesLikeLibm) {
   EXPECT_EQ(fast_exp(1e-30), std::exp(1e-30)) << "fp64 is libm's";
 }
 
+// tanh against libm's in double over the range where it is not yet ±1 in fp32, and densely across the switch from
+// the series to the exp form at |x| = 0.55, where the exp form's subtraction costs most.
+TEST(FastMath, TanhIsWithinThreeUlpOfLibm) {
+  double worst = 0, worst_x = 0;
+  const auto check = [&](double x) {
+    const auto xf = static_cast<float>(x);
+    const double exact = std::tanh(static_cast<double>(xf));
+    const double error = exact == 0 ? std::fabs(fast_tanh(xf)) : std::fabs(fast_tanh(xf) - exact) / std::fabs(exact);
+    if (error > worst) worst = error, worst_x = xf;
+  };
+  for (double x = -10; x <= 10; x += 1.0 / 4096 + 1e-7) check(x);
+  for (double x = 0.5; x <= 0.6; x += 1e-6) check(x), check(-x);
+  for (double x = 1e-30; x < 1e-2; x *= 1.01) check(x), check(-x);
+  EXPECT_LT(worst, 3 * kUlp) << "worst at x = " << worst_x;
+}
+
+TEST(FastMath, TanhKeepsNaNAndTheSignAndSaturatesToOne) {
+  EXPECT_TRUE(std::isnan(fast_tanh(std::numeric_limits<float>::quiet_NaN())));
+  EXPECT_EQ(fast_tanh(std::numeric_limits<float>::infinity()), 1.0f);
+  EXPECT_EQ(fast_tanh(-std::numeric_limits<float>::infinity()), -1.0f);
+  EXPECT_EQ(fast_tanh(50.0f), 1.0f);
+  EXPECT_EQ(fast_tanh(-50.0f), -1.0f);
+  EXPECT_EQ(fast_tanh(0.0f), 0.0f);
+  EXPECT_TRUE(std::signbit(fast_tanh(-0.0f)));
+  EXPECT_EQ(fast_tanh(0.3), std::tanh(0.3)) << "fp64 is libm's";
+}
+
 // Φ's relative error by how far into the lower tail x goes: z² in fp32 costs accuracy there, yet far less than
 // the 1 + erf(x/√2) form, which cancels to nothing (libm's erff gave relative errors of 5% at x = −5).
 TEST(FastMath, NormalCdfIsAccurateIncludingTheLowerTail) {
