@@ -597,6 +597,29 @@ TEST(StudyJudgeDyt, ADivergedLayerNormIsNoReference) {
   EXPECT_EQ(claim_of(r, "B").truth, Truth::holds);
 }
 
+// depth-variance's evidence line on GPAS's learned gates: each layer's gate scales both of its sub-layers, so two
+// gates of −0.5 give what enters the stack the scale (1 − SiLU(−0.5))⁴ = 1.189⁴ = 1.997; with a gate per sub-layer
+// (model.options.gpas_per_sublayer) each counts once.
+TEST(StudyJudgeDepthVariance, GpasGatesScaleTheStackOncePerSubLayer) {
+  for (const bool per_sublayer : {false, true}) {
+    TempDir tmp("judge");
+    StudyOptions options{.quick = true, .seeds = {1, 2, 3}, .dir = tmp.path()};
+    Runs runs = planned_runs(find_study("depth-variance"), options);
+    depth_variance(runs, every(true));
+    for (RunOutcome& o : runs) {
+      if (!o.request.id.starts_with("gpas-")) continue;
+      o.config["model"]["options"]["gpas_per_sublayer"] = per_sublayer;
+      write_probe(o, 30, "scalar", {{"name", {"layers.0.gpas_gate", "layers.1.gpas_gate"}}, {"value", {-0.5, -0.5}}});
+    }
+    const Report r = judge_study(find_study("depth-variance"), options, runs);
+    const std::string& gates = r.evidence.back();
+    EXPECT_NE(gates.find(per_sublayer ? "seed 3: 2 of 2 negative, lowest -0.500, scale 1.413"
+                                      : "seed 3: 2 of 2 negative, lowest -0.500, scale 1.997"),
+              std::string::npos)
+        << gates;
+  }
+}
+
 // A diverged run counts as the unigram entropy that its non_finite record carries: a diverged cold Post-LN ends
 // 6.0 − 4.9 above the warmed one.
 TEST(StudyJudgeMtDepth, ADivergedRunCountsAsTheUnigramEntropy) {

@@ -2,6 +2,7 @@
 // with depth during training (and a depth-scaled init does not stop it), so deep layers' branches are
 // drowned out; LayerNorm Scaling (each norm output × 1/√ℓ) caps the growth. GPAS (Chen et al. 2025)
 // caps it too, by scaling the stream down with a gate whose gradient passes unscaled.
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <optional>
@@ -120,6 +121,32 @@ const std::vector<ClaimSpec> kSubClaims = {
 
 // ---- The report's evidence and charts ------------------------------------------------------------------------------
 
+// GPAS's gates are learned: SiLU(a) < 0 makes G amplify the stream instead of shrinking it. A gate per layer
+// (the default) scales both of its sub-layers, so what enters the stack leaves it scaled by Π(1 − SiLU(a_ℓ))².
+std::string gpas_gates_evidence(const std::vector<RunOutcome>& runs, const std::vector<int>& seeds) {
+  std::vector<std::string> per_seed;
+  bool per_sublayer = false;
+  for (int seed : seeds) {
+    const RunOutcome* run = find_run(runs, seed_id("gpas", seed));
+    if (!run) continue;
+    const std::vector<double> gates = numbers(last_probe(run->dir / "run", probe::family::scalar), probe::field::value);
+    if (gates.empty()) continue;
+    per_sublayer = run->config["model"]["options"].value("gpas_per_sublayer", false);
+    double scale = 1;
+    for (double a : gates) scale *= std::pow(1 - a / (1 + std::exp(-a)), per_sublayer ? 1 : 2);
+    per_seed.push_back(fmt::format("seed {}: {} of {} negative, lowest {}, scale {}", seed,
+                                   std::ranges::count_if(gates, [](double a) { return a < 0; }), gates.size(),
+                                   num(std::ranges::min(gates)), num(scale)));
+  }
+  if (per_seed.empty()) return "GPAS's learned gates: no GPAS run with gate probes";
+  return fmt::format(
+      "GPAS's learned gates a at the end, and the scale {} they give what enters the stack (< 1 "
+      "shrinks it, > 1 amplifies it): {}",
+      per_sublayer ? "Π(1 − SiLU(a)) over the sub-layers"
+                   : "Π(1 − SiLU(a_ℓ))² (each layer's gate scales both its sub-layers)",
+      fmt::join(per_seed, "; "));
+}
+
 Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   Report r;
   r.setup =
@@ -153,16 +180,7 @@ Report judge(const StudyOptions& o, const std::vector<RunOutcome>& runs) {
   r.tables = {table, outcome_table("Runs", runs)};
   r.evidence = {fmt::format("output mean square: Pre-LN {}, LNS {}, GPAS {}", values(output_of("pre")).show(),
                             values(output_of("lns")).show(), values(output_of("gpas")).show())};
-  // GPAS's gates are learned: SiLU(a) < 0 makes G amplify the stream instead of shrinking it.
-  double gate_scale = 1;
-  if (const RunOutcome* run = find_run(runs, seed_id("gpas", o.seeds.front()))) {
-    const std::vector<double> gates = numbers(last_probe(run->dir / "run", probe::family::scalar), probe::field::value);
-    for (double a_l : gates) gate_scale *= 1 - a_l / (1 + std::exp(-a_l));
-    r.evidence.push_back(
-        fmt::format("GPAS's learned gates at the end (seed {}): mean a = {}, so the gates together scale the "
-                    "stream by Π(1 − SiLU(a_ℓ)) = {} (< 1 shrinks it, > 1 amplifies it)",
-                    o.seeds.front(), num(mean(gates)), num(gates.empty() ? NAN : gate_scale)));
-  }
+  r.evidence.push_back(gpas_gates_evidence(runs, o.seeds));
   r.verdict_rule =
       "From the last stream probe; every arm uses RMSNorm, so they differ only in placement or init. Ratios per "
       "seed.";
