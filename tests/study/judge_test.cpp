@@ -236,7 +236,7 @@ void depth_variance(Runs& runs, const Holds& holds) {
     ms[0] = ms[1] = 1.0;
     write_probe(o, 1, "stream", per_layer("mean_square", std::vector<double>(n, 1.0)));
     write_probe(o, 30, "stream", per_layer("mean_square", ms));
-    if (arm == "gpas") write_probe(o, 30, "scalar", {{"name", {"layers.0.gpas"}}, {"value", {0.5}}});
+    if (arm == "gpas") write_probe(o, 30, "scalar", {{"name", {"layers.0.gpas_gate"}}, {"value", {0.5}}});
     write_trained(o);
   }
 }
@@ -599,7 +599,7 @@ TEST(StudyJudgeDyt, ADivergedLayerNormIsNoReference) {
 
 // depth-variance's evidence line on GPAS's learned gates: each layer's gate scales both of its sub-layers, so two
 // gates of −0.5 give what enters the stack the scale (1 − SiLU(−0.5))⁴ = 1.189⁴ = 1.997; with a gate per sub-layer
-// (model.options.gpas_per_sublayer) each counts once.
+// (model.options.gpas_per_sublayer) each counts once. Other learnable scalars in the same record are not gates.
 TEST(StudyJudgeDepthVariance, GpasGatesScaleTheStackOncePerSubLayer) {
   for (const bool per_sublayer : {false, true}) {
     TempDir tmp("judge");
@@ -609,7 +609,9 @@ TEST(StudyJudgeDepthVariance, GpasGatesScaleTheStackOncePerSubLayer) {
     for (RunOutcome& o : runs) {
       if (!o.request.id.starts_with("gpas-")) continue;
       o.config["model"]["options"]["gpas_per_sublayer"] = per_sublayer;
-      write_probe(o, 30, "scalar", {{"name", {"layers.0.gpas_gate", "layers.1.gpas_gate"}}, {"value", {-0.5, -0.5}}});
+      write_probe(
+          o, 30, "scalar",
+          {{"name", {"layers.0.gpas_gate", "embed_scale", "layers.1.gpas_gate"}}, {"value", {-0.5, 8.0, -0.5}}});
     }
     const Report r = judge_study(find_study("depth-variance"), options, runs);
     const std::string& gates = r.evidence.back();

@@ -129,7 +129,12 @@ std::string gpas_gates_evidence(const std::vector<RunOutcome>& runs, const std::
   for (int seed : seeds) {
     const RunOutcome* run = find_run(runs, seed_id("gpas", seed));
     if (!run) continue;
-    const std::vector<double> gates = numbers(last_probe(run->dir / "run", probe::family::scalar), probe::field::value);
+    const Json scalars = last_probe(run->dir / "run", probe::family::scalar);
+    std::vector<double> gates;  // the scalar records hold every learnable scalar; the gates are named *.gpas_gate
+    if (scalars.contains(probe::field::name))
+      for (size_t i = 0; i < scalars[probe::field::name].size(); ++i)
+        if (scalars[probe::field::name][i].get<std::string>().ends_with("gpas_gate"))
+          gates.push_back(scalars[probe::field::value][i].get<double>());
     if (gates.empty()) continue;
     per_sublayer = run->config["model"]["options"].value("gpas_per_sublayer", false);
     double scale = 1;
