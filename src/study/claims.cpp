@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <stdexcept>
 
 namespace normlab::study {
@@ -16,12 +17,17 @@ double mean(const std::vector<double>& v) {
   return s / static_cast<double>(v.size());
 }
 
+// Σ(x − x̄)(y − ȳ) / Σ(x − x̄)², about the means, so an effect that does not move (every y equal) has slope 0
+// exactly rather than the rounding left by the uncentred sums.
 double least_squares_slope(const std::vector<double>& x, const std::vector<double>& y) {
-  double sx = 0, sy = 0, sxx = 0, sxy = 0;
+  if (x.empty()) return NAN;
   const double n = static_cast<double>(x.size());
-  for (size_t i = 0; i < x.size(); ++i) sx += x[i], sy += y[i], sxx += x[i] * x[i], sxy += x[i] * y[i];
-  const double spread = n * sxx - sx * sx;
-  return spread > 0 ? (n * sxy - sx * sy) / spread : NAN;
+  const double mx = std::accumulate(x.begin(), x.end(), 0.0) / n;
+  const bool constant = std::all_of(y.begin(), y.end(), [&](double v) { return v == y.front(); });
+  const double my = constant ? y.front() : std::accumulate(y.begin(), y.end(), 0.0) / n;
+  double sxx = 0, sxy = 0;
+  for (size_t i = 0; i < x.size(); ++i) sxx += (x[i] - mx) * (x[i] - mx), sxy += (x[i] - mx) * (y[i] - my);
+  return sxx > 0 ? sxy / sxx : NAN;
 }
 
 std::string num(double v) {

@@ -79,6 +79,17 @@ TEST(LadderTrend, SlopesArePerSeedOverLogRungWithAStudentTInterval) {
   EXPECT_EQ(direction(per_rung({{1, 2, 3}, {2, 4, 6}, {3, 6, 9}}), Side::above, 0, 0), Direction::flat);
 }
 
+// An effect that does not move across the rungs (bert-warmup's C: the same steps to the trained line at every
+// budget) has slope 0 on every seed, exactly, and is flat with the interval [0, 0], not rounding noise of 1e-14.
+TEST(LadderTrend, AnEffectThatDoesNotMoveHasSlopeZeroExactly) {
+  const Trend t =
+      trend_of({1000, 3000, 10000}, per_rung({{-10, -10, -10}, {-20, -20, -20}, {0.1, 0.1, 0.1}}), Side::below, 0, 0);
+  for (double slope : t.slopes.values) EXPECT_EQ(slope, 0.0);
+  EXPECT_EQ(t.lo, 0.0);
+  EXPECT_EQ(t.hi, 0.0);
+  EXPECT_EQ(t.direction, Direction::flat);
+}
+
 TEST(LadderTrend, AMissingValueOrASingleSeedLeavesItUndecided) {
   auto missing = kRising;
   missing[1].values[2] = NAN;
