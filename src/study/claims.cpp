@@ -17,16 +17,13 @@ double mean(const std::vector<double>& v) {
   return s / static_cast<double>(v.size());
 }
 
-// Σ(x − x̄)(y − ȳ) / Σ(x − x̄)², about the means, so an effect that does not move (every y equal) has slope 0
-// exactly rather than the rounding left by the uncentred sums.
+// Σ(x − x̄)(y − y₀) / Σ(x − x̄)²: y measured from its first value, which leaves the slope as it is and makes an effect
+// that does not move (every y equal) have slope 0 exactly, not the rounding of uncentred sums.
 double least_squares_slope(const std::vector<double>& x, const std::vector<double>& y) {
   if (x.empty()) return NAN;
-  const double n = static_cast<double>(x.size());
-  const double mx = std::accumulate(x.begin(), x.end(), 0.0) / n;
-  const bool constant = std::all_of(y.begin(), y.end(), [&](double v) { return v == y.front(); });
-  const double my = constant ? y.front() : std::accumulate(y.begin(), y.end(), 0.0) / n;
+  const double mx = std::accumulate(x.begin(), x.end(), 0.0) / static_cast<double>(x.size());
   double sxx = 0, sxy = 0;
-  for (size_t i = 0; i < x.size(); ++i) sxx += (x[i] - mx) * (x[i] - mx), sxy += (x[i] - mx) * (y[i] - my);
+  for (size_t i = 0; i < x.size(); ++i) sxx += (x[i] - mx) * (x[i] - mx), sxy += (x[i] - mx) * (y[i] - y.front());
   return sxx > 0 ? sxy / sxx : NAN;
 }
 

@@ -10,11 +10,10 @@
 namespace normlab::model {
 
 namespace {
-constexpr Switch kSwitches[] = {
-    {"gpas_per_sublayer", "false", "one gate per sub-layer instead of one per layer (code)"}};
+constexpr Switch kSwitches[] = {{kGpasPerSublayer, "false", "one gate per sub-layer instead of one per layer (code)"}};
 
 TensorId gpas(const SubLayer& s, TensorId h) {
-  TensorId gate = s.scalar("gpas_gate", 0.0, !s.flag("gpas_per_sublayer"));
+  TensorId gate = s.scalar(kGpasGate, 0.0, !s.flag(kGpasPerSublayer));
   return s.gpas(pre_ln(s, h), gate, "gated");
 }
 }  // namespace

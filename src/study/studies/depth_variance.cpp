@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 
+#include "model/placements/variants.h"
 #include "probe/records.h"
 #include "study/kit.h"
 #include "study/studies/catalog.h"
@@ -133,10 +134,10 @@ std::string gpas_gates_evidence(const std::vector<RunOutcome>& runs, const std::
     std::vector<double> gates;  // the scalar records hold every learnable scalar; the gates are named *.gpas_gate
     if (scalars.contains(probe::field::name))
       for (size_t i = 0; i < scalars[probe::field::name].size(); ++i)
-        if (scalars[probe::field::name][i].get<std::string>().ends_with("gpas_gate"))
+        if (scalars[probe::field::name][i].get<std::string>().ends_with(model::kGpasGate))
           gates.push_back(scalars[probe::field::value][i].get<double>());
     if (gates.empty()) continue;
-    per_sublayer = run->config["model"]["options"].value("gpas_per_sublayer", false);
+    per_sublayer = run->config["model"]["options"].value(model::kGpasPerSublayer, false);
     double scale = 1;
     for (double a : gates) scale *= std::pow(1 - a / (1 + std::exp(-a)), per_sublayer ? 1 : 2);
     per_seed.push_back(fmt::format("seed {}: {} of {} negative, lowest {}, scale {}", seed,
